@@ -1,0 +1,17 @@
+# FindCOIN.cmake -- COIN-OR CLP (LP) and CBC (MILP) through their pkg-config files.
+# Provides COIN::clp and COIN::cbc.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(COIN_CLP QUIET IMPORTED_TARGET clp)
+pkg_check_modules(COIN_CBC QUIET IMPORTED_TARGET cbc)
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(COIN REQUIRED_VARS COIN_CLP_FOUND COIN_CBC_FOUND)
+if(COIN_FOUND)
+  if(NOT TARGET COIN::clp)
+    add_library(COIN::clp INTERFACE IMPORTED)
+    target_link_libraries(COIN::clp INTERFACE PkgConfig::COIN_CLP)
+  endif()
+  if(NOT TARGET COIN::cbc)
+    add_library(COIN::cbc INTERFACE IMPORTED)
+    target_link_libraries(COIN::cbc INTERFACE PkgConfig::COIN_CBC)
+  endif()
+endif()

@@ -1,0 +1,236 @@
+/// @file cmd_simulate.cpp
+/// `tessera simulate` and `tessera compare`.
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+
+#include "launcher/commands.hpp"
+#include "launcher/common.hpp"
+#include "policies/registry.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/trace.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+namespace {
+
+/// Options common to simulate and compare.
+struct run_options {
+  std::string cluster_file, cluster_spec, trace_file, table_file, window, json_out, csv_out;
+  std::vector<std::string> policy_args;
+  double round_length = 360, restart_cost = 0, max_hours = 0;
+  bool quiet = false, run_to_end = false;
+};
+
+void add_common(po::options_description& d, run_options& o) {
+  d.add_options()
+    ("trace", po::value(&o.trace_file)->required(), "trace file (Gavel's 10-field format)")
+    ("cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")
+    ("cluster-spec", po::value(&o.cluster_spec),
+     "cluster shorthand instead of a file, e.g. \"36 v100 : 36 p100 : 36 k80, 4 per server\"")
+    ("throughputs", po::value(&o.table_file),
+     "throughput table JSON (default: bundled Gavel table)")
+    ("policy-arg", po::value(&o.policy_args)->composing(),
+     "policy option key=value (repeatable; see `tessera policies`)")
+    ("round-length", po::value(&o.round_length)->default_value(360.0), "round length in seconds")
+    ("restart-cost", po::value(&o.restart_cost)->default_value(0.0),
+     "seconds a job loses each time it starts on new GPUs")
+    ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
+    ("run-to-end", po::bool_switch(&o.run_to_end),
+     "with --window: keep simulating until every job finishes")
+    ("max-hours", po::value(&o.max_hours)->default_value(0.0),
+     "stop at this virtual time (0 = no limit)")
+    ("json", po::value(&o.json_out), "write the metrics as JSON to this file")
+    ("quiet,q", po::bool_switch(&o.quiet), "no progress line on stderr")
+    ("help,h", "show this help");
+}
+
+/// Parses args; returns -1 to continue, else an exit code (help shown or bad usage).
+int parse(const std::vector<std::string>& args, const po::options_description& d,
+          const char* usage_line) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage_line << "\n\n" << d << '\n';
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "tessera: " << e.what() << "\n" << usage_line << "\n(see --help)\n";
+    return bad_input;
+  }
+  return -1;
+}
+
+/// Inputs loaded once and shared by every policy run.
+struct inputs {
+  cluster cl;
+  throughput_table table;
+  std::vector<job> jobs;
+  sim_config cfg;
+  std::map<std::string, double> policy_args;
+};
+
+result<inputs> load_inputs(const run_options& o) {
+  inputs in;
+  auto table = load_table_arg(o.table_file);
+  if (!table) return table.err();
+  in.table = std::move(table.value());
+  auto cl = load_cluster_arg(o.cluster_file, o.cluster_spec);
+  if (!cl) return cl.err();
+  in.cl = std::move(cl.value());
+  auto jobs = read_trace(o.trace_file, &in.table);
+  if (!jobs) return jobs.err();
+  in.jobs = std::move(jobs.value());
+  auto pa = parse_policy_args(o.policy_args);
+  if (!pa) return pa.err();
+  in.policy_args = pa.value();
+  if (o.round_length <= 0)
+    return error{error_kind::invalid_input, "--round-length must be positive"};
+  if (o.restart_cost < 0)
+    return error{error_kind::invalid_input, "--restart-cost must not be negative"};
+  in.cfg.round_length = o.round_length;
+  in.cfg.restart_cost = o.restart_cost;
+  if (o.max_hours > 0) in.cfg.max_time = o.max_hours * 3600;
+  if (!o.window.empty()) {
+    auto w = parse_window(o.window);
+    if (!w) return w.err();
+    in.cfg.window_begin = w->first;
+    in.cfg.window_end = w->second;
+    in.cfg.stop_after_window = !o.run_to_end;
+  }
+  return in;
+}
+
+status write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) return error{error_kind::io, path + ": cannot open for writing"};
+  f << text;
+  if (!f) return error{error_kind::io, path + ": write failed"};
+  return {};
+}
+
+/// Runs one policy; returns its result.
+result<sim_result> run_one(const inputs& in, const std::string& name, progress_line& progress) {
+  auto pol = make_policy(name, in.policy_args, "--policy-arg");
+  if (!pol) return pol.err();
+  sim_config cfg = in.cfg;
+  cfg.on_progress = [&](const sim_progress& p) { progress.update(name, p); };
+  return simulate(in.cl, in.table, in.jobs, *pol.value(), cfg);
+}
+
+}  // namespace
+
+int cmd_simulate(const std::vector<std::string>& args) {
+  run_options o;
+  std::string policy_name;
+  po::options_description d("tessera simulate options");
+  add_common(d, o);
+  d.add_options()
+    ("policy", po::value(&policy_name)->default_value("max_min_fairness_perf"),
+     "policy name (see `tessera policies`)")
+    ("csv", po::value(&o.csv_out), "write one CSV row per job to this file");
+  const char* usage =
+      "usage: tessera simulate --trace FILE [--cluster FILE] [--policy NAME] [options]\n"
+      "Runs one policy on a trace in the simulator and prints its metrics table.";
+  if (int rc = parse(args, d, usage); rc >= 0) return rc;
+  auto in = load_inputs(o);
+  if (!in) return report(in.err());
+  progress_line progress(!o.quiet);
+  auto r = run_one(in.value(), policy_name, progress);
+  progress.finish();
+  if (!r) return report(r.err());
+  auto m = compute_metrics(r.value(), in->cfg.window_begin, in->cfg.window_end);
+  print_metrics_table(std::cout, {m});
+  if (!r->complete)
+    std::cerr << "tessera: note: the simulation stopped before every job finished\n";
+  if (!o.json_out.empty()) {
+    std::ostringstream js;
+    write_metrics_json(js, {m});
+    if (auto st = write_file(o.json_out, js.str()); !st) return report(st.err());
+  }
+  if (!o.csv_out.empty()) {
+    std::ostringstream cs;
+    write_jobs_csv(cs, r.value());
+    if (auto st = write_file(o.csv_out, cs.str()); !st) return report(st.err());
+  }
+  return ok;
+}
+
+int cmd_compare(const std::vector<std::string>& args) {
+  run_options o;
+  std::vector<std::string> policies;
+  std::string csv_dir;
+  unsigned parallel = std::max(1u, std::thread::hardware_concurrency());
+  po::options_description d("tessera compare options");
+  add_common(d, o);
+  d.add_options()
+    ("policies", po::value(&policies)->multitoken()->required(),
+     "policy names, space- or comma-separated")
+    ("csv-dir", po::value(&csv_dir), "write <dir>/<policy>.csv per-job files")
+    ("parallel", po::value(&parallel), "policies simulated at once (default: cores)");
+  const char* usage =
+      "usage: tessera compare --trace FILE --policies P1,P2,... [--cluster FILE] [options]\n"
+      "Runs several policies on the same trace and prints one table.";
+  if (int rc = parse(args, d, usage); rc >= 0) return rc;
+  std::vector<std::string> names;
+  for (const auto& p : policies) {
+    std::stringstream ss(p);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) names.push_back(item);
+  }
+  for (const auto& n : names)  // fail fast on unknown names, before any simulation
+    if (auto p = make_policy(n, {}, "--policy-arg"); !p && p.err().kind == error_kind::not_found)
+      return report(p.err());
+  auto in = load_inputs(o);
+  if (!in) return report(in.err());
+  progress_line progress(!o.quiet);
+  std::vector<std::unique_ptr<result<sim_result>>> results(names.size());
+  std::mutex mu;
+  std::size_t next = 0;
+  auto worker = [&] {
+    while (true) {
+      std::size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= names.size()) return;
+        i = next++;
+      }
+      results[i] = std::make_unique<result<sim_result>>(run_one(in.value(), names[i], progress));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::min<std::size_t>(parallel, names.size()); ++t)
+    threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  progress.finish();
+  std::vector<metrics> all;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!*results[i]) return report(results[i]->err());
+    all.push_back(compute_metrics(results[i]->value(), in->cfg.window_begin, in->cfg.window_end));
+    if (!csv_dir.empty()) {
+      std::ostringstream cs;
+      write_jobs_csv(cs, results[i]->value());
+      if (auto st = write_file(csv_dir + "/" + names[i] + ".csv", cs.str()); !st)
+        return report(st.err());
+    }
+  }
+  print_metrics_table(std::cout, all);
+  if (!o.json_out.empty()) {
+    std::ostringstream js;
+    write_metrics_json(js, all);
+    if (auto st = write_file(o.json_out, js.str()); !st) return report(st.err());
+  }
+  return ok;
+}
+
+}  // namespace tessera::cli

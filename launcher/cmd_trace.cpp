@@ -1,0 +1,78 @@
+/// @file cmd_trace.cpp
+/// `tessera trace generate`: Gavel's synthetic trace recipe.
+
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "launcher/commands.hpp"
+#include "launcher/common.hpp"
+#include "runtime/trace.hpp"
+#include "runtime/trace_gen.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::cli {
+
+int cmd_trace(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: tessera trace generate --jobs N --rate R [--multi-gpu] [--seed S] --output FILE\n"
+      "Writes a trace with Gavel's recipe: Poisson arrivals at R jobs/hour (R = 0 puts every\n"
+      "job at time 0), job types uniform over the 26 templates, durations 60*10^U(1.5,3) s\n"
+      "(p = 0.8) else 60*10^U(3,4) s, steps = duration x V100 throughput.";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << usage << "\n";
+    return args.empty() ? bad_input : ok;
+  }
+  if (args[0] != "generate") {
+    std::cerr << "tessera trace: unknown sub-command '" << args[0] << "'\n" << usage << "\n";
+    return bad_input;
+  }
+  trace_gen_config cfg;
+  std::string out, table_file, templates_file;
+  po::options_description d("tessera trace generate options");
+  d.add_options()
+    ("jobs,n", po::value(&cfg.num_jobs)->required(), "number of jobs (> 0)")
+    ("rate,r", po::value(&cfg.rate_per_hour)->required(),
+     "Poisson arrival rate in jobs/hour (0 = all at time 0)")
+    ("multi-gpu", po::bool_switch(&cfg.multi_gpu),
+     "draw scale factors 1/2/4/8 with p = .70/.10/.15/.05")
+    ("seed,s", po::value(&cfg.seed)->default_value(0), "random seed")
+    ("output,o", po::value(&out)->required(), "trace file to write ('-' = stdout)")
+    ("throughputs", po::value(&table_file), "throughput table (default: bundled)")
+    ("templates", po::value(&templates_file), "job templates TSV (default: bundled)")
+    ("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    po::store(po::command_line_parser(rest).options(d).run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage << "\n\n" << d << '\n';
+      return ok;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "tessera: " << e.what() << "\n(see tessera trace generate --help)\n";
+    return bad_input;
+  }
+  if (cfg.num_jobs <= 0)
+    return report(error{error_kind::invalid_input, "--jobs must be positive"});
+  if (cfg.rate_per_hour < 0)
+    return report(error{error_kind::invalid_input, "--rate must not be negative"});
+  auto table = load_table_arg(table_file);
+  if (!table) return report(table.err());
+  auto templates =
+      templates_file.empty() ? bundled_job_templates() : read_job_templates(templates_file);
+  if (!templates) return report(templates.err());
+  auto jobs = generate_trace(cfg, templates.value(), table.value());
+  if (!jobs) return report(jobs.err());
+  if (out == "-") {
+    write_trace(std::cout, jobs.value());
+    return ok;
+  }
+  if (auto st = write_trace_file(out, jobs.value()); !st) return report(st.err());
+  std::cerr << "tessera: wrote " << jobs->size() << " jobs to " << out << '\n';
+  return ok;
+}
+
+}  // namespace tessera::cli

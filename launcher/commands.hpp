@@ -1,0 +1,16 @@
+#pragma once
+/// @file commands.hpp
+/// The `tessera` sub-commands. Each takes the arguments after its name and returns the exit
+/// code (0 ok, 1 run failed, 2 bad input).
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+int cmd_simulate(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_trace(const std::vector<std::string>& args);
+int cmd_policies(const std::vector<std::string>& args);
+
+}  // namespace tessera::cli

@@ -1,0 +1,40 @@
+/// @file main.cpp
+/// The `tessera` command line: dispatches to the sub-commands.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "launcher/commands.hpp"
+
+namespace {
+
+const char* usage =
+    "usage: tessera <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  simulate         run one policy on a trace in the simulator and print its metrics\n"
+    "  compare          run several policies on one trace and print one table\n"
+    "  trace generate   write a synthetic trace with Gavel's recipe\n"
+    "  policies         list the registered policies and their options\n"
+    "\n"
+    "`tessera <command> --help` describes a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << usage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  using namespace tessera::cli;
+  if (cmd == "simulate") return cmd_simulate(rest);
+  if (cmd == "compare") return cmd_compare(rest);
+  if (cmd == "trace") return cmd_trace(rest);
+  if (cmd == "policies") return cmd_policies(rest);
+  std::cerr << "tessera: unknown command '" << cmd << "'\n" << usage;
+  return 2;
+}

@@ -1,0 +1,45 @@
+#pragma once
+/// @file fifo.hpp
+/// First in, first out (Gavel, OSDI'20, section 4.2 "Other Policies as Optimization
+/// Problems", FIFO; the `_perf` variant picks the fastest GPU type). Not an LP.
+///
+/// Rule: walk the jobs in arrival order (the snapshot's order) and give each x = 1 on one GPU
+/// type j with T[m][j] > 0 and at least scale_m GPUs still unallocated; aware: the fastest
+/// such type for the job (T = policy_throughputs, ties by type index); agnostic: the such
+/// type with the most unallocated GPUs (ties by type index). The first job that fits nowhere
+/// *right now* stops the walk and it and all later jobs get 0 (head-of-line blocking, as
+/// Gavel's FIFO: no job jumps the queue). A job that can never fit (no type with T > 0 and
+/// at least scale_m GPUs in total) is skipped rather than blocking the queue forever.
+/// Constraints met by construction: x in {0, 1}; one type per job; sum_m scale_m x[m][j] <=
+/// gpus_j; x = 0 where T = 0.
+///
+/// Complexity: O(M K). Recomputed when the job set changes. Stateless: unlike Gavel's base
+/// FIFO, which remembers a random type per job, the agnostic choice is deterministic.
+
+#include <memory>
+#include <vector>
+
+#include "policies/options.hpp"
+#include "policies/policy.hpp"
+
+namespace tessera {
+
+/// FIFO allocation: whole GPU types to jobs in arrival order.
+class fifo final : public allocation_policy {
+ public:
+  /// `aware`: pick each job's fastest type with room (else the type with most room).
+  explicit fifo(bool aware) : aware_(aware) {}
+  /// One type per job in arrival order until the first job that does not fit.
+  result<allocation> allocate(const snapshot& s) override;
+
+ private:
+  bool aware_;
+};
+
+/// Options of fifo (none).
+std::vector<option_spec> fifo_options();
+
+/// Builds FIFO (aware = fastest-type `_perf` variant).
+std::unique_ptr<allocation_policy> make_fifo(const options& o, bool aware);
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// The throughput matrices Gavel's policies optimise over (declared in gavel_family.hpp).
+#include <algorithm>
+
+#include "policies/gavel_family.hpp"
+
+namespace tessera {
+
+matrix policy_throughputs(const snapshot& s, bool aware) {
+  const std::size_t k = s.cl ? s.cl->types.size() : 0;
+  matrix t(s.jobs.size(), std::vector<double>(k, 0.0));
+  for (std::size_t m = 0; m < s.jobs.size(); ++m) {
+    const auto& tp = s.jobs[m].throughput;
+    for (std::size_t j = 0; j < k && j < tp.size(); ++j) t[m][j] = std::max(0.0, tp[j]);
+    if (aware) continue;
+    // Agnostic: every type the job can run on looks the same, at the job's mean speed.
+    double sum = 0;
+    int runnable = 0;
+    for (double v : t[m])
+      if (v > 0) {
+        sum += v;
+        ++runnable;
+      }
+    if (runnable == 0) continue;
+    const double mean = sum / runnable;
+    for (double& v : t[m])
+      if (v > 0) v = mean;
+  }
+  return t;
+}
+
+std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t) {
+  std::vector<double> eq(t.size(), 0.0);
+  if (!s.cl) return eq;
+  const auto& types = s.cl->types;
+  double gpus = 0;
+  for (const auto& ty : types) gpus += ty.gpus;
+  if (gpus <= 0) return eq;
+  double demand = 0;  // sum of scale factors of the snapshot's jobs
+  for (const auto& j : s.jobs) demand += j.spec ? j.spec->scale_factor : 1;
+  const double f = demand > 0 ? std::min(1.0, gpus / demand) : 1.0;
+  for (std::size_t m = 0; m < t.size(); ++m) {
+    double v = 0;
+    for (std::size_t j = 0; j < types.size() && j < t[m].size(); ++j)
+      v += t[m][j] * types[j].gpus;
+    eq[m] = f * v / gpus;
+  }
+  return eq;
+}
+
+}  // namespace tessera

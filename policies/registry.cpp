@@ -1,0 +1,66 @@
+#include "policies/registry.hpp"
+
+#include "policies/fifo.hpp"
+#include "policies/finish_time_fairness.hpp"
+#include "policies/gavel_family.hpp"
+#include "policies/max_min_fairness.hpp"
+#include "policies/max_sum_throughput.hpp"
+#include "policies/min_total_duration.hpp"
+
+namespace tessera {
+
+namespace {
+
+/// A registry entry for a Gavel allocation policy run through the shared mechanism.
+template <class Make>
+policy_entry gavel(std::string name, std::string summary, std::vector<option_spec> opts,
+                   bool aware, Make make) {
+  policy_entry e;
+  e.name = name;
+  e.summary = std::move(summary);
+  e.options = std::move(opts);
+  e.make = [name, aware, make](const options& o) {
+    return make_gavel_policy(name, make(o, aware));
+  };
+  return e;
+}
+
+std::vector<policy_entry> build_registry() {
+  std::vector<policy_entry> r;
+  // clang-format off
+  r.push_back(gavel("fifo", "Gavel FIFO: whole GPU types in arrival order, most free type first", fifo_options(), false, make_fifo));
+  r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), true, make_fifo));
+  r.push_back(gavel("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), false, make_max_min_fairness));
+  r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), true, make_max_min_fairness));
+  r.push_back(gavel("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), false, make_finish_time_fairness));
+  r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), true, make_finish_time_fairness));
+  r.push_back(gavel("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), false, make_min_total_duration));
+  r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), true, make_min_total_duration));
+  r.push_back(gavel("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), false, make_max_sum_throughput));
+  r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), true, make_max_sum_throughput));
+  // clang-format on
+  return r;
+}
+
+}  // namespace
+
+const std::vector<policy_entry>& policy_registry() {
+  static const std::vector<policy_entry> registry = build_registry();
+  return registry;
+}
+
+result<std::unique_ptr<policy>> make_policy(const std::string& name,
+                                            const std::map<std::string, double>& args,
+                                            const std::string& where) {
+  for (const auto& e : policy_registry()) {
+    if (e.name != name) continue;
+    auto opts = validate_options(e.options, args, where);
+    if (!opts) return opts.err();
+    return e.make(opts.value());
+  }
+  std::string valid;
+  for (const auto& e : policy_registry()) valid += (valid.empty() ? "" : ", ") + e.name;
+  return error{error_kind::not_found, "unknown policy '" + name + "' (valid: " + valid + ")"};
+}
+
+}  // namespace tessera

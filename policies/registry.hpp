@@ -1,0 +1,34 @@
+#pragma once
+/// @file registry.hpp
+/// The one place that maps policy names to factories. Adding a policy = its header, its
+/// source, its test and one line in registry.cpp.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policies/options.hpp"
+#include "policies/policy.hpp"
+
+namespace tessera {
+
+/// A registered policy.
+struct policy_entry {
+  std::string name;
+  std::string summary;                  ///< one line for `tessera policies`
+  std::vector<option_spec> options;     ///< accepted [policy.args]
+  std::function<std::unique_ptr<policy>(const ::tessera::options&)> make;
+};
+
+/// Every registered policy, in listing order.
+const std::vector<policy_entry>& policy_registry();
+
+/// Finds a policy by name and builds it with validated options. An unknown name is an error
+/// listing the valid ones; `where` prefixes option errors.
+result<std::unique_ptr<policy>> make_policy(const std::string& name,
+                                            const std::map<std::string, double>& args = {},
+                                            const std::string& where = "policy");
+
+}  // namespace tessera

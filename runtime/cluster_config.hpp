@@ -1,0 +1,53 @@
+#pragma once
+/// @file cluster_config.hpp
+/// Cluster and job-set files in TOML, and the cluster shorthand.
+///
+/// A cluster file either lists servers or uses the shorthand, or both:
+///   [cluster]
+///   name = "gavel-108"
+///   shorthand = "36 v100 : 36 p100 : 36 k80, 4 per server"   # optional
+///   [[cluster.server]]                                       # optional, repeatable
+///   gpu_type = "v100"   # required
+///   gpus = 8            # required, > 0
+///   speed = 1.0         # optional, > 0
+///   count = 2           # optional: this many identical servers
+///   name = "fast"       # optional
+///
+/// A job-set file lists jobs:
+///   [[job]]
+///   job_type = "ResNet-18 (batch size 64)"   # required
+///   scale_factor = 1                          # optional, > 0
+///   total_steps = 1000                        # required, > 0
+///   arrival = 0.0                             # optional, >= 0
+///   priority_weight = 1.0                     # optional, > 0
+///   slo = -1.0                                # optional, -1 (none) or > 0 seconds
+///   id = 7                                    # optional; default: position in the file
+///
+/// Unknown keys, missing required fields and wrongly typed or out-of-range values are errors
+/// naming the file, the line (of the field, or of the table lacking it) and the field.
+/// TOML syntax errors read "<file>:<line>:<column>: <parser's description>".
+
+#include <string>
+#include <vector>
+
+#include "runtime/model.hpp"
+#include "runtime/result.hpp"
+#include "runtime/throughput.hpp"
+
+namespace tessera {
+
+/// Parses the shorthand "36 v100 : 36 p100 : 36 k80, 4 per server" (GPU counts per type,
+/// then GPUs per server; the last server of a type may hold fewer). `where` prefixes errors.
+/// Also accepted: "4 gpus per server", one value per type ("4:4:8 per server"), and no
+/// ", ... per server" part at all, meaning 1 GPU per server (Gavel's default). Type names are
+/// lower-cased; servers are named "<type>-<k>", k counting from 0 within a type.
+result<cluster> parse_cluster_shorthand(const std::string& text, const std::string& where);
+
+/// Reads a cluster file. Errors name the file, line and field.
+result<cluster> load_cluster(const std::string& path);
+
+/// Reads a job-set file. When `table` is given, unknown job types are errors.
+result<std::vector<job>> load_jobs(const std::string& path,
+                                   const throughput_table* table = nullptr);
+
+}  // namespace tessera

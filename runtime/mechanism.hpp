@@ -1,0 +1,59 @@
+#pragma once
+/// @file mechanism.hpp
+/// Gavel's round-based mechanism (OSDI'20 section 5), shared by every allocation policy.
+///
+/// Input: the snapshot and an allocation x[m][j] (time fractions). Each round:
+///  1. Account the previous round: job m ran on type j for one round length.
+///  2. priority[m][j] = x[m][j] / (share of wall time m received on j since the last reset);
+///     a job that received nothing on a type it is allocated gets infinite priority.
+///     deficit[m][j] accumulates x[m][j]*L minus the time actually received.
+///  3. Candidates (m, j) with x[m][j] > 0 are visited by priority, then deficit, then x, then
+///     job id (all descending except id); a job is scheduled on j when it is not yet
+///     scheduled this round and j still has scale_m free GPUs. One type per job per round.
+///  4. Placement: a job that stays on its previous type keeps its previous servers when they
+///     still have room (lease extension); the others, largest first, go to the single server
+///     of their type with the least sufficient free GPUs (best fit), else to the fewest
+///     servers, taking the servers with most free GPUs first.
+/// The counters reset whenever the allocation is recomputed for a new job set (reset()).
+/// Complexity per round: O(M*K log(M*K)) for the ordering plus O(M*S) for placement, with M
+/// jobs, K GPU types and S servers.
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/plan.hpp"
+
+namespace tessera {
+
+/// The stateful mechanism; one instance per policy instance.
+class gavel_mechanism {
+ public:
+  /// Starts a new accounting period at `now` (a new allocation for a new job set). Deficits
+  /// are kept: they remember how far each job is behind across periods.
+  void reset(double now);
+
+  /// Plans one round for the allocation `a` (rows parallel to s.jobs).
+  round_plan plan(const snapshot& s, const allocation& a);
+
+ private:
+  struct job_stats {
+    std::vector<double> received;  ///< seconds on each type since the last reset
+    std::vector<double> deficit;   ///< seconds owed on each type
+  };
+  void account(const snapshot& s, const allocation& a);
+
+  std::unordered_map<job_id, job_stats> stats_;
+  double reset_time_ = 0;
+  double accounted_until_ = -1;  ///< start time of the last plan already accounted
+};
+
+/// Places jobs, already assigned to GPU types, onto servers (step 4 above). `jobs[i]` goes to
+/// type `types[i]`; returns one share list per job (empty when it did not fit, which cannot
+/// happen when the per-type GPU counts were respected). `previous` holds each job's shares in
+/// the last round (may be empty).
+std::vector<std::vector<server_share>> place_on_servers(
+    const cluster& cl, const std::vector<int>& scale, const std::vector<int>& types,
+    const std::vector<std::vector<server_share>>& previous);
+
+}  // namespace tessera

@@ -1,0 +1,79 @@
+#pragma once
+/// @file plan.hpp
+/// The seam between policies and executors: a read-only `snapshot` of the cluster and its
+/// jobs goes in, a `round_plan` comes out. Gavel-style policies produce an `allocation` (time
+/// fractions per GPU type) which the shared mechanism turns into a round plan.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/model.hpp"
+
+namespace tessera {
+
+/// What a policy may know of one active (arrived, unfinished) job.
+struct job_view {
+  const job* spec = nullptr;       ///< the job as submitted
+  double steps_done = 0;           ///< progress so far
+  double remaining_steps = 0;      ///< total_steps - steps_done
+  double run_time = 0;             ///< wall seconds the job has run
+  double attained_service = 0;     ///< GPU-seconds received (gpus x seconds)
+  /// Throughput (steps/s of the whole job at its scale factor) on each GPU type of the
+  /// cluster, indexed like cluster::types, already multiplied by the type's mean speed factor.
+  /// 0 means the job cannot run on that type.
+  std::vector<double> throughput;
+  int last_type = -1;              ///< GPU type it ran on in the previous round, -1 if none
+};
+
+/// One server's share of a job copy's GPUs.
+struct server_share {
+  int server = 0;
+  int gpus = 0;
+  bool operator==(const server_share& o) const { return server == o.server && gpus == o.gpus; }
+};
+
+/// Where one copy of a job runs for one round.
+struct assignment {
+  job_id job = 0;
+  int copy = 0;                         ///< 0 unless the job is forked (HadarE)
+  int type = -1;                        ///< GPU type index when all shares are one type, else -1
+  std::vector<server_share> shares;     ///< servers and GPU counts; sum = GPUs used
+  int tasks = 0;                        ///< tasks per step placed here (Hare); 0 = scale factor
+  double step_budget = -1;              ///< cap on steps this round, -1 = none
+
+  /// GPUs over all shares.
+  int gpus() const {
+    int n = 0;
+    for (const auto& s : shares) n += s.gpus;
+    return n;
+  }
+};
+
+/// The placements of one round.
+struct round_plan {
+  double start = 0;                     ///< round start time (s)
+  double length = 0;                    ///< round length (s)
+  std::vector<assignment> assignments;
+};
+
+/// Everything a policy may read to plan a round. Jobs are the active ones, ordered by arrival
+/// (ties by id).
+struct snapshot {
+  double now = 0;                       ///< round start time (s)
+  double round_length = 360;            ///< seconds
+  const cluster* cl = nullptr;
+  std::vector<job_view> jobs;
+  const round_plan* last_plan = nullptr;  ///< the previous round's plan, or nullptr
+  /// Changes whenever the set of active jobs changes (arrival or completion), so a policy can
+  /// cache work that depends only on the job set.
+  std::uint64_t job_set_version = 0;
+};
+
+/// Time fractions per job and GPU type: x[m][j] = fraction of wall time job m (index into
+/// snapshot::jobs) should run on type j. Rows sum to at most 1; for each type,
+/// sum_m scale_m * x[m][j] <= gpus_j.
+struct allocation {
+  std::vector<std::vector<double>> x;
+};
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+#pragma once
+/// @file trace.hpp
+/// Gavel's trace format: one job per line, 10 tab-separated fields
+///   job_type, command, working_dir, num_steps_arg, needs_data_dir, total_steps,
+///   scale_factor, priority_weight, SLO (-1 = none), arrival_time_s
+/// Job ids are 0-based line indices (blank lines and lines starting with '#' are skipped but
+/// still counted for line numbers in messages).
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "runtime/model.hpp"
+#include "runtime/result.hpp"
+#include "runtime/throughput.hpp"
+
+namespace tessera {
+
+/// Parses a trace from a stream; `name` is used in error messages ("<name>:<line>: field
+/// '<field>': ..."). When `table` is given, every (job_type, scale_factor) must be in it.
+result<std::vector<job>> parse_trace(std::istream& in, const std::string& name,
+                                     const throughput_table* table = nullptr);
+
+/// Reads a trace file (see parse_trace).
+result<std::vector<job>> read_trace(const std::string& path,
+                                    const throughput_table* table = nullptr);
+
+/// Writes jobs in the same format (arrival with 6 decimals, as Gavel does), so the trace can
+/// be replayed by Gavel's own simulator. needs_data_dir is 0/1; total_steps and
+/// priority_weight are integers when whole; SLO and arrival have 6 decimals ("-1.000000"). A
+/// value that 6 decimals cannot hold exactly is written in its shortest exact form, so
+/// reading a written trace gives back the same jobs (ids renumbered 0..n-1). Tabs and line
+/// breaks inside text fields are replaced by spaces (write_trace_file refuses them instead).
+/// Gavel's bundled traces write the arrival as an integer; Gavel's reader takes either.
+void write_trace(std::ostream& out, const std::vector<job>& jobs);
+
+/// Writes a trace file; errors name the path. Refuses (writing nothing) jobs that would not
+/// read back as written: tabs or line breaks in text fields, empty job type, values out of range.
+status write_trace_file(const std::string& path, const std::vector<job>& jobs);
+
+}  // namespace tessera

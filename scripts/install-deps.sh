@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tessera builds against (idempotent; needs root or sudo).
+set -euo pipefail
+pkgs=(cmake g++ make ninja-build ccache pkg-config
+      libcaf-dev libopenmpi-dev openmpi-bin
+      libboost-dev libboost-program-options-dev
+      libtomlplusplus-dev nlohmann-json3-dev catch2
+      coinor-libclp-dev coinor-libcbc-dev
+      gnuplot-nox python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Reproduces Gavel's headline simulations with tessera and writes the figures to
+# docs/results/ (JSON per experiment) — the source of the tables in docs/benchmarks.md.
+#  1. LAS agnostic vs aware, single-GPU jobs, rates 0.4 2.8 4.8 5.6 jobs/h, JCT of jobs
+#     4000-4999 (7000 jobs generated so arrivals continue while the window runs).
+#  2. The same on multi-GPU jobs at 2.8 jobs/h.
+#  3. Makespan: 100 and 700 multi-GPU jobs all at time 0, FIFO vs makespan policies.
+# usage: scripts/reproduce_gavel.sh [SEED]   (run scripts/build.sh first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seed=${1:-1}
+bin=${TESSERA_BIN:-build/tessera}
+out=docs/results
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+for rate in 0.4 2.8 4.8 5.6; do
+  $bin trace generate --jobs 7000 --rate "$rate" --seed "$seed" -o "$tmp/single_$rate.trace"
+  echo "== single-GPU, $rate jobs/h, seed $seed"
+  $bin compare --trace "$tmp/single_$rate.trace" --window 4000-4999 \
+    --policies max_min_fairness,max_min_fairness_perf \
+    --json "$out/las_single_rate${rate}_seed$seed.json"
+done
+$bin trace generate --jobs 7000 --rate 2.8 --multi-gpu --seed "$seed" -o "$tmp/multi_2.8.trace"
+echo "== multi-GPU, 2.8 jobs/h, seed $seed"
+$bin compare --trace "$tmp/multi_2.8.trace" --window 4000-4999 \
+  --policies max_min_fairness,max_min_fairness_perf \
+  --json "$out/las_multi_rate2.8_seed$seed.json"
+for n in 100 700; do
+  $bin trace generate --jobs "$n" --rate 0 --multi-gpu --seed "$seed" -o "$tmp/static_$n.trace"
+  echo "== makespan, $n multi-GPU jobs at t=0, seed $seed"
+  $bin compare --trace "$tmp/static_$n.trace" \
+    --policies fifo,fifo_perf,min_total_duration,min_total_duration_perf \
+    --json "$out/makespan_n${n}_seed$seed.json"
+done

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# README command (2): the whole test suite. Builds tessera (warnings are errors), runs every
+# test with ctest, then rebuilds the single-process tests with -fsanitize=address,undefined
+# and runs them again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+(cd build && ctest --output-on-failure -j"$(nproc)")
+if [ "${TESSERA_SKIP_SANITIZE:-0}" != "1" ]; then
+  BUILD_DIR=build-asan bash scripts/build.sh -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF \
+    -DCMAKE_BUILD_TYPE=Debug
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure -L unit -j"$(nproc)")
+fi
