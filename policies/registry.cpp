@@ -6,6 +6,7 @@
 #include "policies/max_min_fairness.hpp"
 #include "policies/max_sum_throughput.hpp"
 #include "policies/min_total_duration.hpp"
+#include "policies/type_blind.hpp"
 
 namespace tessera {
 
@@ -25,18 +26,33 @@ policy_entry gavel(std::string name, std::string summary, std::vector<option_spe
   return e;
 }
 
+/// A registry entry for the heterogeneity-agnostic variant of an LP policy: the same policy on
+/// the type-blind pooled view of the cluster (policies/type_blind.hpp).
+template <class Make>
+policy_entry blind(std::string name, std::string summary, std::vector<option_spec> opts,
+                   Make make) {
+  policy_entry e;
+  e.name = name;
+  e.summary = std::move(summary);
+  e.options = std::move(opts);
+  e.make = [name, make](const options& o) {
+    return make_gavel_policy(name, make_type_blind(make(o, true)));
+  };
+  return e;
+}
+
 std::vector<policy_entry> build_registry() {
   std::vector<policy_entry> r;
   // clang-format off
   r.push_back(gavel("fifo", "Gavel FIFO: whole GPU types in arrival order, most free type first", fifo_options(), false, make_fifo));
   r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), true, make_fifo));
-  r.push_back(gavel("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), false, make_max_min_fairness));
+  r.push_back(blind("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), make_max_min_fairness));
   r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), true, make_max_min_fairness));
-  r.push_back(gavel("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), false, make_finish_time_fairness));
+  r.push_back(blind("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), make_finish_time_fairness));
   r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), true, make_finish_time_fairness));
-  r.push_back(gavel("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), false, make_min_total_duration));
+  r.push_back(blind("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), make_min_total_duration));
   r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), true, make_min_total_duration));
-  r.push_back(gavel("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), false, make_max_sum_throughput));
+  r.push_back(blind("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), make_max_sum_throughput));
   r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), true, make_max_sum_throughput));
   // clang-format on
   return r;

@@ -8,6 +8,7 @@ namespace tessera {
 
 namespace {
 constexpr double eps = 1e-9;
+constexpr double pin_tolerance = 1e-6;
 }  // namespace
 
 void gavel_mechanism::reset(double now) {
@@ -52,6 +53,7 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
   const std::size_t k = s.cl->types.size();
   const double elapsed = s.now - reset_time_;
   struct candidate {
+    bool full;  ///< the job's allocation sums to 1: it must run every round
     double priority, deficit, x;
     job_id id;
     std::size_t m, j;
@@ -60,15 +62,19 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
   cand.reserve(s.jobs.size() * k);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const auto& st = stats_[s.jobs[m].spec->id];
+    double row = 0;
+    for (std::size_t j = 0; j < k; ++j) row += a.x[m][j];
+    const bool full = row >= 1 - pin_tolerance;
     for (std::size_t j = 0; j < k; ++j) {
       const double x = a.x[m][j];
       if (x <= eps || s.jobs[m].throughput[j] <= 0) continue;
       const double share = elapsed > 0 ? st.received[j] / elapsed : 0.0;
       const double prio = share > eps ? x / share : std::numeric_limits<double>::infinity();
-      cand.push_back({prio, st.deficit[j], x, s.jobs[m].spec->id, m, j});
+      cand.push_back({full, prio, st.deficit[j], x, s.jobs[m].spec->id, m, j});
     }
   }
   std::sort(cand.begin(), cand.end(), [](const candidate& l, const candidate& r) {
+    if (l.full != r.full) return l.full;
     if (l.priority != r.priority) return l.priority > r.priority;
     if (l.deficit != r.deficit) return l.deficit > r.deficit;
     if (l.x != r.x) return l.x > r.x;
@@ -124,33 +130,31 @@ std::vector<std::vector<server_share>> place_on_servers(
   std::vector<int> free_gpus(cl.servers.size());
   for (const auto& sv : cl.servers) free_gpus[sv.id] = sv.gpus;
   std::vector<std::vector<server_share>> out(n);
-  std::vector<bool> placed(n, false);
 
-  // Lease extension: keep the previous servers when they still have room.
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& prev = previous.empty() ? std::vector<server_share>{} : previous[i];
-    if (prev.empty()) continue;
-    int total = 0;
-    bool fits = true;
-    for (const auto& sh : prev) {
-      total += sh.gpus;
-      if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) ||
-          cl.servers[sh.server].type_index != types[i] || free_gpus[sh.server] < sh.gpus)
-        fits = false;
-    }
-    if (!fits || total != scale[i]) continue;
-    for (const auto& sh : prev) free_gpus[sh.server] -= sh.gpus;
-    out[i] = prev;
-    placed[i] = true;
-  }
-
-  // The rest, largest first: best fit on one server, else the fewest servers.
-  std::vector<std::size_t> rest;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!placed[i]) rest.push_back(i);
-  std::stable_sort(rest.begin(), rest.end(),
+  // Largest jobs first, so they find whole servers before smaller jobs split them.
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t l, std::size_t r) { return scale[l] > scale[r]; });
-  for (std::size_t i : rest) {
+  for (std::size_t i : order) {
+    // Lease extension: keep the previous servers when they still have room.
+    const auto& prev = i < previous.size() ? previous[i] : std::vector<server_share>{};
+    if (!prev.empty()) {
+      int total = 0;
+      bool fits = true;
+      for (const auto& sh : prev) {
+        total += sh.gpus;
+        if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) ||
+            cl.servers[sh.server].type_index != types[i] || free_gpus[sh.server] < sh.gpus)
+          fits = false;
+      }
+      if (fits && total == scale[i]) {
+        for (const auto& sh : prev) free_gpus[sh.server] -= sh.gpus;
+        out[i] = prev;
+        continue;
+      }
+    }
+    // Best fit on one server.
     int best = -1;
     for (const auto& sv : cl.servers) {
       if (sv.type_index != types[i] || free_gpus[sv.id] < scale[i]) continue;
@@ -161,6 +165,7 @@ std::vector<std::vector<server_share>> place_on_servers(
       out[i] = {{best, scale[i]}};
       continue;
     }
+    // Else the fewest servers: those with the most free GPUs first.
     std::vector<int> servers;
     for (const auto& sv : cl.servers)
       if (sv.type_index == types[i] && free_gpus[sv.id] > 0) servers.push_back(sv.id);

@@ -7,13 +7,19 @@
 ///  2. priority[m][j] = x[m][j] / (share of wall time m received on j since the last reset);
 ///     a job that received nothing on a type it is allocated gets infinite priority.
 ///     deficit[m][j] accumulates x[m][j]*L minus the time actually received.
-///  3. Candidates (m, j) with x[m][j] > 0 are visited by priority, then deficit, then x, then
-///     job id (all descending except id); a job is scheduled on j when it is not yet
-///     scheduled this round and j still has scale_m free GPUs. One type per job per round.
-///  4. Placement: a job that stays on its previous type keeps its previous servers when they
-///     still have room (lease extension); the others, largest first, go to the single server
-///     of their type with the least sufficient free GPUs (best fit), else to the fewest
-///     servers, taking the servers with most free GPUs first.
+///  3. Candidates (m, j) with x[m][j] > 0 are visited by: jobs whose allocation sums to 1
+///     (to 1e-6) first, then priority, deficit and x (descending), then job id; a job is
+///     scheduled on j when it is not yet scheduled this round and j still has scale_m free
+///     GPUs. One type per job per round. The first key departs from Gavel: with the ratio
+///     priority alone, any job not yet served since the last reset (infinite priority) can
+///     preempt a job the allocation says must never stop (x sums to 1), e.g. the longest job
+///     under the makespan policy or the head of the FIFO queue, stretching exactly those.
+///     Capacity constraints make room for all of them, up to packing.
+///  4. Placement, largest jobs first (so they find whole servers before smaller jobs split
+///     them): a job that stays on its previous type keeps its previous servers when they
+///     still have room (lease extension); else it goes to the single server of its type with
+///     the least sufficient free GPUs (best fit), else to the fewest servers, taking the
+///     servers with most free GPUs first.
 /// The counters reset whenever the allocation is recomputed for a new job set (reset()).
 /// Complexity per round: O(M*K log(M*K)) for the ordering plus O(M*S) for placement, with M
 /// jobs, K GPU types and S servers.

@@ -12,9 +12,14 @@ namespace tessera {
 std::vector<double> type_throughputs(const cluster& cl, const throughput_table& table,
                                      const job& j) {
   std::vector<double> t(cl.types.size(), 0.0);
+  std::vector<int> largest(cl.types.size(), 0);  // GPUs on the type's largest server
+  for (const auto& sv : cl.servers)
+    largest[sv.type_index] = std::max(largest[sv.type_index], sv.gpus);
   for (std::size_t k = 0; k < cl.types.size(); ++k) {
     if (cl.types[k].gpus < j.scale_factor) continue;
-    auto v = table.isolated(cl.types[k].name, {j.job_type, j.scale_factor}, true);
+    // A job wider than every server of the type always spans servers.
+    const bool consolidated = largest[k] >= j.scale_factor;
+    auto v = table.isolated(cl.types[k].name, {j.job_type, j.scale_factor}, consolidated);
     if (v && *v > 0) t[k] = *v * cl.types[k].mean_speed;
   }
   return t;

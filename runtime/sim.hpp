@@ -80,8 +80,10 @@ struct sim_result {
 result<sim_result> simulate(const cluster& cl, const throughput_table& table,
                             const std::vector<job>& jobs, policy& pol, const sim_config& cfg);
 
-/// Per-type throughputs of a job as policies see them: table value (consolidated) times the
-/// type's mean speed factor; 0 where the table has no entry.
+/// Per-type throughputs of a job as policies see them: the table value times the type's mean
+/// speed factor; 0 where the table has no entry. The consolidated entry is used when some
+/// server of the type can hold the whole job, else the unconsolidated one (the job must span
+/// servers there, e.g. an 8-GPU job on 4-GPU servers).
 std::vector<double> type_throughputs(const cluster& cl, const throughput_table& table,
                                      const job& j);
 

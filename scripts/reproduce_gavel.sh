@@ -4,7 +4,8 @@
 #  1. LAS agnostic vs aware, single-GPU jobs, rates 0.4 2.8 4.8 5.6 jobs/h, JCT of jobs
 #     4000-4999 (7000 jobs generated so arrivals continue while the window runs).
 #  2. The same on multi-GPU jobs at 2.8 jobs/h.
-#  3. Makespan: 100 and 700 multi-GPU jobs all at time 0, FIFO vs makespan policies.
+#  3. Makespan: 100 and 700 multi-GPU jobs all at time 0, FIFO vs makespan policies, on
+#     4-GPU servers (the issue's cluster) and on 8-GPU servers (where an 8-GPU job fits on one).
 # usage: scripts/reproduce_gavel.sh [SEED]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +29,11 @@ $bin compare --trace "$tmp/multi_2.8.trace" --window 4000-4999 \
   --json "$out/las_multi_rate2.8_seed$seed.json"
 for n in 100 700; do
   $bin trace generate --jobs "$n" --rate 0 --multi-gpu --seed "$seed" -o "$tmp/static_$n.trace"
-  echo "== makespan, $n multi-GPU jobs at t=0, seed $seed"
-  $bin compare --trace "$tmp/static_$n.trace" \
-    --policies fifo,fifo_perf,min_total_duration,min_total_duration_perf \
-    --json "$out/makespan_n${n}_seed$seed.json"
+  for per in 4 8; do
+    echo "== makespan, $n multi-GPU jobs at t=0, $per GPUs per server, seed $seed"
+    $bin compare --trace "$tmp/static_$n.trace" \
+      --cluster-spec "36 v100 : 36 p100 : 36 k80, $per per server" \
+      --policies fifo,fifo_perf,min_total_duration,min_total_duration_perf \
+      --json "$out/makespan_n${n}_${per}per_seed$seed.json"
+  done
 done
