@@ -12,6 +12,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
 #include "policies/registry.hpp"
+#include "runtime/cluster_config.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trace.hpp"
 
@@ -31,7 +32,8 @@ struct run_options {
 
 void add_common(po::options_description& d, run_options& o) {
   d.add_options()
-    ("trace", po::value(&o.trace_file)->required(), "trace file (Gavel's 10-field format)")
+    ("trace", po::value(&o.trace_file)->required(),
+     "trace file (Gavel's 10-field format), or a job-set file ending in .toml")
     ("cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")
     ("cluster-spec", po::value(&o.cluster_spec),
      "cluster shorthand instead of a file, e.g. \"36 v100 : 36 p100 : 36 k80, 4 per server\"")
@@ -87,7 +89,10 @@ result<inputs> load_inputs(const run_options& o) {
   auto cl = load_cluster_arg(o.cluster_file, o.cluster_spec);
   if (!cl) return cl.err();
   in.cl = std::move(cl.value());
-  auto jobs = read_trace(o.trace_file, &in.table);
+  // A job-set TOML file (which may carry acceptable_gpus) or a Gavel trace.
+  const bool toml = o.trace_file.size() > 5 &&
+                    o.trace_file.compare(o.trace_file.size() - 5, 5, ".toml") == 0;
+  auto jobs = toml ? load_jobs(o.trace_file, &in.table) : read_trace(o.trace_file, &in.table);
   if (!jobs) return jobs.err();
   in.jobs = std::move(jobs.value());
   auto pa = parse_policy_args(o.policy_args);

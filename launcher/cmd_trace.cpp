@@ -17,9 +17,11 @@ namespace tessera::cli {
 int cmd_trace(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace generate --jobs N --rate R [--multi-gpu] [--seed S] --output FILE\n"
+      "       tessera trace generate --preset hops [--seed S] --output FILE\n"
       "Writes a trace with Gavel's recipe: Poisson arrivals at R jobs/hour (R = 0 puts every\n"
       "job at time 0), job types uniform over the 26 templates, durations 60*10^U(1.5,3) s\n"
-      "(p = 0.8) else 60*10^U(3,4) s, steps = duration x V100 throughput.";
+      "(p = 0.8) else 60*10^U(3,4) s, steps = duration x V100 throughput. --preset hops is\n"
+      "Hops' setting: 500 jobs at 100 jobs/hour, multi-GPU (--jobs/--rate override it).";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage << "\n";
     return args.empty() ? bad_input : ok;
@@ -29,12 +31,14 @@ int cmd_trace(const std::vector<std::string>& args) {
     return bad_input;
   }
   trace_gen_config cfg;
-  std::string out, table_file, templates_file;
+  std::string out, table_file, templates_file, preset;
   po::options_description d("tessera trace generate options");
   d.add_options()
-    ("jobs,n", po::value(&cfg.num_jobs)->required(), "number of jobs (> 0)")
-    ("rate,r", po::value(&cfg.rate_per_hour)->required(),
+    ("jobs,n", po::value(&cfg.num_jobs), "number of jobs (> 0)")
+    ("rate,r", po::value(&cfg.rate_per_hour),
      "Poisson arrival rate in jobs/hour (0 = all at time 0)")
+    ("preset", po::value(&preset),
+     "'hops': 500 jobs, 100 jobs/hour, multi-GPU (Hops' simulation setting)")
     ("multi-gpu", po::bool_switch(&cfg.multi_gpu),
      "draw scale factors 1/2/4/8 with p = .70/.10/.15/.05")
     ("seed,s", po::value(&cfg.seed)->default_value(0), "random seed")
@@ -51,6 +55,19 @@ int cmd_trace(const std::vector<std::string>& args) {
       return ok;
     }
     po::notify(vm);
+    if (!preset.empty()) {
+      if (preset != "hops") {
+        std::cerr << "tessera: --preset: unknown preset '" << preset << "' (valid: hops)\n";
+        return bad_input;
+      }
+      const auto h = hops_trace_config(cfg.seed);
+      if (!vm.count("jobs")) cfg.num_jobs = h.num_jobs;
+      if (!vm.count("rate")) cfg.rate_per_hour = h.rate_per_hour;
+      cfg.multi_gpu = cfg.multi_gpu || h.multi_gpu;
+    } else {
+      if (!vm.count("jobs")) throw po::required_option("--jobs");
+      if (!vm.count("rate")) throw po::required_option("--rate");
+    }
   } catch (const po::error& e) {
     std::cerr << "tessera: " << e.what() << "\n(see tessera trace generate --help)\n";
     return bad_input;

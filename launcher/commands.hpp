@@ -12,5 +12,7 @@ int cmd_simulate(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
 int cmd_policies(const std::vector<std::string>& args);
+/// `tessera run`: runs a job set on node processes (mpirun or --local).
+int cmd_run(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

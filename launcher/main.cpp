@@ -17,6 +17,7 @@ const char* usage =
     "  compare          run several policies on one trace and print one table\n"
     "  trace generate   write a synthetic trace with Gavel's recipe\n"
     "  policies         list the registered policies and their options\n"
+    "  run              run a job set on node processes (under mpirun, or --local N)\n"
     "\n"
     "`tessera <command> --help` describes a command's options.\n";
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (cmd == "compare") return cmd_compare(rest);
   if (cmd == "trace") return cmd_trace(rest);
   if (cmd == "policies") return cmd_policies(rest);
+  if (cmd == "run") return cmd_run(rest);
   std::cerr << "tessera: unknown command '" << cmd << "'\n" << usage;
   return 2;
 }

@@ -3,6 +3,8 @@
 #include "policies/fifo.hpp"
 #include "policies/finish_time_fairness.hpp"
 #include "policies/gavel_family.hpp"
+#include "policies/hadar.hpp"
+#include "policies/hops.hpp"
 #include "policies/max_min_fairness.hpp"
 #include "policies/max_sum_throughput.hpp"
 #include "policies/min_total_duration.hpp"
@@ -54,6 +56,9 @@ std::vector<policy_entry> build_registry() {
   r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), true, make_min_total_duration));
   r.push_back(blind("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), make_max_sum_throughput));
   r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), true, make_max_sum_throughput));
+  r.push_back({"hops", "Hops: latency-ratio window, priority-weighted placement ILP (CBC) per server class, fragment filling", hops_options(), make_hops});
+  r.push_back({"hadar", "Hadar: online primal-dual, exponential GPU-pool prices, one job's GPUs may span types and servers", hadar_options(), make_hadar});
+  r.push_back({"hadare", "HadarE: Hadar plus forking each job into up to max_copies copies on distinct servers", hadare_options(), make_hadare});
   // clang-format on
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <fstream>
@@ -396,7 +397,21 @@ result<cluster> load_cluster(const std::string& path) {
   }
 }
 
-result<std::vector<job>> load_jobs(const std::string& path, const throughput_table* table) {
+namespace {
+
+/// What the run-only keys of one [[job]] table hold (see load_run_jobs).
+struct run_extras {
+  std::string kind;
+  std::optional<long long> seed;
+  std::optional<double> step_time;
+  std::map<std::string, double> config;
+};
+
+/// Reads a job-set file. With `extras` (a run's job set), the run keys are accepted, `kind` is
+/// required, `job_type` defaults to the kind and one run_extras per job is appended.
+result<std::vector<job>> load_jobs_impl(const std::string& path, const throughput_table* table,
+                                        std::vector<run_extras>* extras,
+                                        const std::vector<std::string>* known_kinds) {
   try {
     auto doc = parse_toml_file(path);
     if (!doc) return doc.err();
@@ -415,9 +430,50 @@ result<std::vector<job>> load_jobs(const std::string& path, const throughput_tab
     std::map<job_id, int> id_lines;
     for (std::size_t i = 0; i < tables->size(); ++i) {
       table_reader r(path, *(*tables)[i], "[[job]]");
-      r.allow_only(
-          {"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo", "id"});
-      const auto type = r.str("job_type", true);
+      if (extras)
+        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "config"});
+      else
+        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                      "slo", "id", "acceptable_gpus"});
+      run_extras ex;
+      if (extras) {
+        const auto kind = r.str("kind", true);
+        const auto seed = r.integer("seed", false, 0, LLONG_MAX, "a non-negative integer");
+        const auto step_time = r.number(
+            "step_time", false, [](double v) { return v > 0 && v <= 3600; },
+            "a positive number of seconds (at most 3600)");
+        if (r.err()) return *r.err();
+        ex.kind = *kind;
+        ex.seed = seed;
+        ex.step_time = step_time;
+        if (known_kinds && std::find(known_kinds->begin(), known_kinds->end(), ex.kind) ==
+                               known_kinds->end()) {
+          std::string list;
+          for (const auto& k : *known_kinds) list += (list.empty() ? "" : ", ") + k;
+          return input_error(path, r.line("kind"), "kind",
+                             "unknown job kind " + detail::quoted(ex.kind) + " (known: " + list +
+                                 ")");
+        }
+        if (const toml::node* cn = (*tables)[i]->get("config")) {
+          const auto* ct = cn->as_table();
+          if (!ct)
+            return input_error(path, line_of(*cn), "config",
+                               std::string("expected a table of numbers, got ") +
+                                   kind_name(cn->type()));
+          for (auto&& [k, v] : *ct) {
+            const std::string field = "config." + std::string(k.str());
+            if (const auto* iv = v.as_integer())
+              ex.config[std::string(k.str())] = static_cast<double>(iv->get());
+            else if (const auto* fv = v.as_floating_point())
+              ex.config[std::string(k.str())] = fv->get();
+            else
+              return input_error(path, line_of(v), field,
+                                 std::string("expected a number, got ") + kind_name(v.type()));
+          }
+        }
+      }
+      const auto type = r.str("job_type", extras == nullptr);
       const auto scale = r.integer("scale_factor", false, 1, INT_MAX, "a positive integer");
       const auto steps = r.number(
           "total_steps", true, [](double v) { return v > 0; }, "a positive number");
@@ -430,9 +486,29 @@ result<std::vector<job>> load_jobs(const std::string& path, const throughput_tab
           "-1 (none) or a positive number of seconds");
       const auto id = r.integer("id", false, 0, LLONG_MAX, "a non-negative integer");
       if (r.err()) return *r.err();
+      std::vector<int> acceptable;  // Hops' requirement set (optional)
+      if (const toml::node* an = (*tables)[i]->get("acceptable_gpus")) {
+        const auto* arr = an->as_array();
+        if (!arr)
+          return input_error(path, line_of(*an), "acceptable_gpus",
+                             std::string("expected an array of positive GPU counts, got ") +
+                                 kind_name(an->type()));
+        for (const auto& e : *arr) {
+          const auto* iv = e.as_integer();
+          if (!iv || iv->get() <= 0 || iv->get() > INT_MAX)
+            return input_error(path, line_of(*an), "acceptable_gpus",
+                               "expected positive GPU counts, got " +
+                                   (iv ? std::to_string(iv->get())
+                                       : std::string(kind_name(e.type()))));
+          acceptable.push_back(static_cast<int>(iv->get()));
+        }
+        if (acceptable.empty())
+          return input_error(path, line_of(*an), "acceptable_gpus",
+                             "expected at least one GPU count");
+      }
 
       job j;
-      j.job_type = *type;
+      j.job_type = type ? *type : ex.kind;
       if (detail::trim(j.job_type).empty())
         return input_error(path, r.line("job_type"), "job_type", "empty job type");
       j.scale_factor = static_cast<int>(scale.value_or(1));
@@ -440,6 +516,7 @@ result<std::vector<job>> load_jobs(const std::string& path, const throughput_tab
       j.arrival = arrival.value_or(0.0);
       j.priority_weight = weight.value_or(1.0);
       j.slo = slo.value_or(-1.0);
+      j.acceptable_gpus = std::move(acceptable);
       j.id = id ? static_cast<job_id>(*id) : static_cast<job_id>(i);
       const int id_line = id ? r.line("id") : r.table_line();
       if (auto [it, fresh] = id_lines.emplace(j.id, id_line); !fresh)
@@ -450,12 +527,43 @@ result<std::vector<job>> load_jobs(const std::string& path, const throughput_tab
         return input_error(path, r.line("job_type"), "job_type",
                            "unknown job type " + detail::quoted(j.job_type) + " at scale " +
                                std::to_string(j.scale_factor));
+      if (extras && std::floor(j.total_steps) != j.total_steps)
+        return input_error(path, r.line("total_steps"), "total_steps",
+                           "expected a whole number of steps in a run's job set, got " +
+                               detail::format_shortest(j.total_steps));
       jobs.push_back(std::move(j));
+      if (extras) extras->push_back(std::move(ex));
     }
     return jobs;
   } catch (const std::exception& e) {
     return error{error_kind::internal, path + ": " + e.what()};
   }
+}
+
+}  // namespace
+
+result<std::vector<job>> load_jobs(const std::string& path, const throughput_table* table) {
+  return load_jobs_impl(path, table, nullptr, nullptr);
+}
+
+result<std::vector<run_job>> load_run_jobs(const std::string& path,
+                                           const std::vector<std::string>* known_kinds) {
+  std::vector<run_extras> extras;
+  auto jobs = load_jobs_impl(path, nullptr, &extras, known_kinds);
+  if (!jobs) return jobs.err();
+  std::vector<run_job> out;
+  out.reserve(jobs->size());
+  for (std::size_t i = 0; i < jobs->size(); ++i) {
+    run_job rj;
+    rj.spec = std::move((*jobs)[i]);
+    rj.kind = std::move(extras[i].kind);
+    rj.seed = extras[i].seed ? static_cast<std::uint64_t>(*extras[i].seed)
+                             : static_cast<std::uint64_t>(rj.spec.id) + 1;
+    rj.step_time = extras[i].step_time.value_or(rj.step_time);
+    rj.config = std::move(extras[i].config);
+    out.push_back(std::move(rj));
+  }
+  return out;
 }
 
 }  // namespace tessera

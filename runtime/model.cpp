@@ -1,5 +1,7 @@
 #include "runtime/model.hpp"
 
+#include <algorithm>
+
 namespace tessera {
 
 int cluster::total_gpus() const {
@@ -34,6 +36,16 @@ cluster make_cluster(std::vector<server> servers) {
     c.types[j].mean_speed = c.types[j].gpus > 0 ? speed_sum[j] / c.types[j].gpus : 1.0;
   c.servers = std::move(servers);
   return c;
+}
+
+std::vector<int> gpu_options(const job& j) {
+  std::vector<int> out;
+  for (int g : j.acceptable_gpus)
+    if (g > 0) out.push_back(g);
+  if (out.empty()) out.push_back(std::max(1, j.scale_factor));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace tessera

@@ -54,11 +54,19 @@ struct job {
   double arrival = 0;            ///< seconds since the start of the trace
   double priority_weight = 1;    ///< w_m in the fairness objectives
   double slo = -1;               ///< deadline in seconds, -1 for none
+  /// GPU counts the job accepts (Hops' user requirement set), e.g. {2, 4, 8}; empty means
+  /// {scale_factor}. Only policies that choose a job's GPU count (hops) read it; the others
+  /// always give the job scale_factor GPUs.
+  std::vector<int> acceptable_gpus;
   // Gavel trace fields, kept for round trips.
   std::string command;
   std::string working_dir;
   std::string num_steps_arg;
   bool needs_data_dir = true;
 };
+
+/// The GPU counts a job accepts, sorted and without repeats: `acceptable_gpus` (positive
+/// entries only) or, when that names none, {scale_factor}.
+std::vector<int> gpu_options(const job& j);
 
 }  // namespace tessera

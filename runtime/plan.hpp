@@ -11,6 +11,8 @@
 
 namespace tessera {
 
+class server_throughput;  // runtime/server_throughput.hpp
+
 /// What a policy may know of one active (arrived, unfinished) job.
 struct job_view {
   const job* spec = nullptr;       ///< the job as submitted
@@ -67,6 +69,10 @@ struct snapshot {
   /// Changes whenever the set of active jobs changes (arrival or completion), so a policy can
   /// cache work that depends only on the job set.
   std::uint64_t job_set_version = 0;
+  /// Per-server throughput estimates (server table, GPU-type table, analytic model) that the
+  /// executor runs plans with, or nullptr when the executor provides none. Policies that place
+  /// by server entity (hops) read it; the Gavel family uses `job_view::throughput`.
+  const server_throughput* rates = nullptr;
 };
 
 /// Time fractions per job and GPU type: x[m][j] = fraction of wall time job m (index into

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "runtime/sim_executor.hpp"
+#include "runtime/snapshot_builder.hpp"
 
 namespace tessera {
 
@@ -74,7 +75,7 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
     for (const auto& j : jobs)
       if (j.id >= cfg.window_begin && j.id <= cfg.window_end) ++window_left;
 
-  sim_executor exec(cl, table, cfg.restart_cost);
+  sim_executor exec(cl, table, cfg.restart_cost, cfg.aggregation);
   std::vector<live_job> active;
   std::size_t next = 0;
   double now = jobs.empty() ? 0.0 : jobs[order[0]].arrival;
@@ -94,12 +95,7 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
       lj.spec = &j;
       lj.record = order[next];
       lj.throughput = type_throughputs(cl, table, j);
-      if (std::none_of(lj.throughput.begin(), lj.throughput.end(),
-                       [](double v) { return v > 0; }))
-        return error{error_kind::invalid_input,
-                     "job " + std::to_string(j.id) + " (" + j.job_type + ", scale " +
-                         std::to_string(j.scale_factor) +
-                         ") can run on no GPU type of the cluster"};
+      if (auto st = check_runnable(j, lj.throughput); !st) return st.err();
       active.push_back(std::move(lj));
       ++next;
       changed = true;
@@ -114,47 +110,20 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
     if (now > cfg.max_time) break;
 
     // Snapshot and plan.
-    snapshot s;
-    s.now = now;
-    s.round_length = cfg.round_length;
-    s.cl = &cl;
-    s.last_plan = have_last ? &last_plan : nullptr;
-    s.job_set_version = version;
-    s.jobs.reserve(active.size());
-    for (const auto& lj : active) {
-      job_view v;
-      v.spec = lj.spec;
-      v.steps_done = lj.steps_done;
-      v.remaining_steps = lj.spec->total_steps - lj.steps_done;
-      v.run_time = res.jobs[lj.record].run_time;
-      v.attained_service = res.jobs[lj.record].gpu_seconds;
-      v.throughput = lj.throughput;
-      v.last_type = lj.last_type;
-      s.jobs.push_back(std::move(v));
-    }
+    std::vector<job_accounting> acc;
+    acc.reserve(active.size());
+    for (const auto& lj : active)
+      acc.push_back(job_accounting{lj.spec, lj.steps_done, res.jobs[lj.record].run_time,
+                                   res.jobs[lj.record].gpu_seconds, lj.throughput, lj.last_type});
+    snapshot s = build_snapshot(now, cfg.round_length, cl, acc, have_last ? &last_plan : nullptr,
+                                version);
+    s.rates = &exec.rates();
     auto planned = pol.plan(s);
     if (!planned) return planned.err();
     round_plan p = std::move(planned.value());
     p.start = now;
     p.length = cfg.round_length;
-    {
-      // Validate: capacity per server, one assignment per job copy.
-      std::vector<int> used(cl.servers.size(), 0);
-      std::unordered_set<long long> seen;
-      for (const auto& as : p.assignments) {
-        if (!seen.insert(as.job * 1024 + as.copy).second)
-          return error{error_kind::internal,
-                       pol.name() + " placed job " + std::to_string(as.job) + " twice"};
-        for (const auto& sh : as.shares) {
-          if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) || sh.gpus <= 0)
-            return error{error_kind::internal, pol.name() + " used an invalid server share"};
-          used[sh.server] += sh.gpus;
-          if (used[sh.server] > cl.servers[sh.server].gpus)
-            return error{error_kind::internal,
-                         pol.name() + " over-filled server " + cl.servers[sh.server].name};
-        }
-      }
-    }
+    if (auto st = validate_plan(cl, p, pol.name()); !st) return st.err();
     auto ran = exec.execute(s, p);
     if (!ran) return ran.err();
 
@@ -175,14 +144,26 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
     for (std::size_t i = 0; i < active.size(); ++i) index[active[i].spec->id] = i;
     std::unordered_map<job_id, int> type_of;
     for (const auto& as : p.assignments) type_of[as.job] = as.type;
+    std::unordered_map<long long, int> gpus_of;  // (job, copy) -> GPUs it held
+    for (const auto& as : p.assignments) gpus_of[as.job * 1024 + as.copy] = as.gpus();
     std::vector<bool> done(active.size(), false);
+    // A forked job's copies run side by side: its run time grows by its longest copy's.
+    std::unordered_map<job_id, double> held_for;
+    for (const auto& cp : ran.value())
+      held_for[cp.job] = std::max(held_for[cp.job], cp.busy_seconds);
     for (const auto& cp : ran.value()) {
       auto& lj = active[index.at(cp.job)];
       auto& rec = res.jobs[lj.record];
       if (rec.first_start < 0) rec.first_start = now;
       lj.steps_done += cp.steps;
-      rec.run_time += cp.busy_seconds;
-      rec.gpu_seconds += cp.busy_seconds * lj.spec->scale_factor;
+      if (auto h = held_for.find(cp.job); h != held_for.end()) {
+        rec.run_time += h->second;
+        held_for.erase(h);
+      }
+      const auto held = gpus_of.find(cp.job * 1024 + cp.copy);
+      const int gpus = held != gpus_of.end() && held->second > 0 ? held->second
+                                                                 : lj.spec->scale_factor;
+      rec.gpu_seconds += cp.busy_seconds * gpus;
       if (cp.finished) {
         lj.steps_done = lj.spec->total_steps;
         rec.finish = cp.finish_time;

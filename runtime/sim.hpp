@@ -16,6 +16,7 @@
 #include "policies/policy.hpp"
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
+#include "runtime/sim_executor.hpp"
 #include "runtime/throughput.hpp"
 
 namespace tessera {
@@ -33,6 +34,8 @@ struct sim_progress {
 struct sim_config {
   double round_length = 360;     ///< seconds (Gavel's default)
   double restart_cost = 0;       ///< seconds lost per start on new GPUs (Gavel: 0)
+  /// Averaging time charged per round to jobs running as two or more copies (HadarE).
+  copy_aggregation aggregation;
   job_id window_begin = -1;      ///< first job id of the measurement window (-1: none)
   job_id window_end = -1;        ///< last job id of the window, inclusive
   bool stop_after_window = true; ///< end once every window job has finished

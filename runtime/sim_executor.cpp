@@ -5,21 +5,82 @@
 
 namespace tessera {
 
+std::vector<copy_progress> run_copies(job_id job, double remaining,
+                                      const std::vector<copy_run>& copies, double start,
+                                      double length, double aggregation_s) {
+  // Copy c trains from a_c (its restart cost) to e_c (the end of the training window
+  // W = length - aggregation, or earlier when its step budget runs out); the job's progress
+  // at time t is P(t) = sum_c r_c * clamp(t - a_c, 0, e_c - a_c), piecewise linear.
+  const double window = std::max(0.0, length - aggregation_s);
+  const std::size_t n = copies.size();
+  std::vector<double> a(n), e(n);
+  for (std::size_t c = 0; c < n; ++c) {
+    a[c] = std::min(copies[c].lost, window);
+    e[c] = window;
+    if (copies[c].step_budget >= 0 && copies[c].rate > 0)
+      e[c] = std::min(e[c], a[c] + copies[c].step_budget / copies[c].rate);
+    e[c] = std::max(e[c], a[c]);
+  }
+  auto progress = [&](double t) {
+    double sum = 0;
+    for (std::size_t c = 0; c < n; ++c)
+      sum += copies[c].rate * std::clamp(t - a[c], 0.0, e[c] - a[c]);
+    return sum;
+  };
+  std::vector<copy_progress> out(n);
+  for (std::size_t c = 0; c < n; ++c) {
+    out[c].job = job;
+    out[c].copy = copies[c].copy;
+  }
+  if (progress(window) >= remaining) {
+    // Walk the breakpoints to the segment where P reaches `remaining`, then solve linearly.
+    std::vector<double> bp{0.0, window};
+    for (std::size_t c = 0; c < n; ++c) {
+      bp.push_back(a[c]);
+      bp.push_back(e[c]);
+    }
+    std::sort(bp.begin(), bp.end());
+    double t_star = window;
+    for (std::size_t i = 0; i + 1 < bp.size(); ++i) {
+      const double lo = bp[i], hi = bp[i + 1];
+      const double p_hi = progress(hi);
+      if (p_hi < remaining || hi <= lo) continue;
+      const double p_lo = progress(lo);
+      double slope = 0;  // sum of rates of copies training throughout (lo, hi)
+      for (std::size_t c = 0; c < n; ++c)
+        if (a[c] <= lo && e[c] >= hi) slope += copies[c].rate;
+      t_star = slope > 0 ? lo + (remaining - p_lo) / slope : hi;
+      t_star = std::clamp(t_star, lo, hi);
+      break;
+    }
+    double credited = 0;
+    for (std::size_t c = 0; c < n; ++c) {
+      out[c].steps = copies[c].rate * std::clamp(t_star - a[c], 0.0, e[c] - a[c]);
+      credited += out[c].steps;
+      out[c].busy_seconds = std::min(length, t_star + aggregation_s);
+      out[c].finished = true;
+      out[c].finish_time = start + out[c].busy_seconds;
+    }
+    out[0].steps += remaining - credited;  // rounding: the copies' sum is exactly `remaining`
+    return out;
+  }
+  for (std::size_t c = 0; c < n; ++c) {
+    out[c].steps = copies[c].rate * (e[c] - a[c]);
+    out[c].busy_seconds = a[c] >= window ? length : std::min(length, e[c] + aggregation_s);
+  }
+  return out;
+}
+
 sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
                            double restart_cost)
-    : cl_(cl), table_(table), restart_cost_(restart_cost) {}
+    : rates_(cl, table), restart_cost_(restart_cost) {}
+
+sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
+                           double restart_cost, copy_aggregation aggregation)
+    : rates_(cl, table), restart_cost_(restart_cost), aggregation_(aggregation) {}
 
 double sim_executor::rate(const job& j, const std::vector<server_share>& shares) const {
-  if (shares.empty()) return 0;
-  const auto& first = cl_.servers.at(shares.front().server);
-  double speed = first.speed;
-  for (const auto& sh : shares) {
-    const auto& sv = cl_.servers.at(sh.server);
-    if (sv.type_index != first.type_index) return 0;  // Gavel jobs run on one type
-    speed = std::min(speed, sv.speed);
-  }
-  auto t = table_.isolated(first.gpu_type, {j.job_type, j.scale_factor}, shares.size() == 1);
-  return t ? *t * speed : 0.0;
+  return rates_.rate(j.job_type, shares);
 }
 
 int sim_executor::restarts(job_id id) const {
@@ -33,6 +94,11 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
   for (const auto& jv : s.jobs) jobs[jv.spec->id] = &jv;
   std::vector<copy_progress> out;
   std::unordered_map<job_id, std::vector<server_share>> now_shares;
+  std::map<std::pair<job_id, int>, std::vector<server_share>> now_copy_shares;
+  std::unordered_map<job_id, int> copies;  // assignments per job in this plan
+  for (const auto& as : p.assignments) ++copies[as.job];
+  std::vector<job_id> forked_order;        // forked jobs, in plan order
+  std::unordered_map<job_id, std::vector<copy_run>> forked;
   for (const auto& as : p.assignments) {
     auto it = jobs.find(as.job);
     if (it == jobs.end())
@@ -44,10 +110,25 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
       return error{error_kind::internal, "job " + std::to_string(as.job) + " (" +
                                              jv.spec->job_type +
                                              ") placed where it has no throughput"};
-    auto prev = last_shares_.find(as.job);
-    const bool moved = prev == last_shares_.end() || prev->second != as.shares;
+    bool moved = true;
+    if (as.copy == 0) {
+      auto prev = last_shares_.find(as.job);
+      moved = prev == last_shares_.end() || prev->second != as.shares;
+    } else {
+      auto prev = last_copy_shares_.find({as.job, as.copy});
+      moved = prev == last_copy_shares_.end() || prev->second != as.shares;
+    }
     const double lost = moved ? std::min(restart_cost_, p.length) : 0.0;
     if (moved && jv.steps_done > 0) ++restarts_[as.job];
+    if (copies[as.job] > 1) {  // a forked job: its copies run together below
+      if (as.copy == 0)
+        now_shares[as.job] = as.shares;
+      else
+        now_copy_shares[{as.job, as.copy}] = as.shares;
+      if (forked.find(as.job) == forked.end()) forked_order.push_back(as.job);
+      forked[as.job].push_back(copy_run{as.copy, r, lost, as.step_budget});
+      continue;
+    }
     double steps = r * (p.length - lost);
     if (as.step_budget >= 0) steps = std::min(steps, as.step_budget);
     copy_progress cp;
@@ -65,7 +146,13 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
     now_shares[as.job] = as.shares;
     out.push_back(cp);
   }
+  for (const job_id id : forked_order) {
+    auto ran = run_copies(id, jobs.at(id)->remaining_steps, forked.at(id), p.start, p.length,
+                          aggregation_.seconds());
+    out.insert(out.end(), ran.begin(), ran.end());
+  }
   last_shares_ = std::move(now_shares);
+  last_copy_shares_ = std::move(now_copy_shares);
   return out;
 }
 

@@ -1,17 +1,55 @@
 #pragma once
 /// @file sim_executor.hpp
-/// The simulator's executor: a job copy placed on servers runs at the table throughput of its
-/// GPU type (Gavel's "_unconsolidated" entry when it spans several servers) times the slowest
-/// of its servers' speed factors, for the round length minus a restart cost when its placement
+/// The simulator's executor: a job copy placed on servers runs at the per-server throughput
+/// of `server_throughput` (runtime/server_throughput.hpp): server table, else the GPU-type
+/// table (Gavel's "_unconsolidated" entry when it spans several servers) times the server's
+/// speed factor, else the analytic model; a placement spanning servers, of one GPU type or of
+/// several, runs at its slowest server's per-GPU rate times its GPU count. For Gavel's plans
+/// (one GPU type, scale-factor GPUs) this is the table throughput times the slowest speed
+/// factor, as before. It runs for the round length minus a restart cost when its placement
 /// changed since the previous round. A job finishing mid-round leaves its GPUs idle until the
 /// next round, as in Gavel's simulator.
 
+#include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "runtime/executor.hpp"
+#include "runtime/server_throughput.hpp"
 #include "runtime/throughput.hpp"
 
 namespace tessera {
+
+/// Time model of averaging the parameters of a forked job's copies (HadarE), charged once per
+/// round to every job running as two or more copies: `param_bytes / bytes_per_s + latency_s`
+/// seconds at the end of the round's training, during which the copies hold their GPUs but
+/// make no progress (a job finishing mid-round averages once more before it ends). Defaults:
+/// a 100 MB model, 10 GB/s, 1 ms, i.e. 0.011 s per round.
+struct copy_aggregation {
+  double param_bytes = 100e6;   ///< bytes averaged per round (model parameters)
+  double bytes_per_s = 10e9;    ///< bandwidth of the averaging (bytes/s, > 0)
+  double latency_s = 1e-3;      ///< fixed cost per averaging (s)
+  /// Seconds one averaging takes.
+  double seconds() const { return param_bytes / bytes_per_s + latency_s; }
+};
+
+/// One copy of a forked job as the executor runs it.
+struct copy_run {
+  int copy = 0;              ///< copy index
+  double rate = 0;           ///< steps/s of its placement
+  double lost = 0;           ///< seconds lost at the round's start (restart cost)
+  double step_budget = -1;   ///< cap on its steps this round, -1 = none
+};
+
+/// Runs the copies of one job for one round starting at `start`: each copy trains at its own
+/// rate from `lost` until `length - aggregation_s` (or its step budget); the job's progress is
+/// the sum over copies. When that sum reaches `remaining` at time t* the job finishes at
+/// start + t* + aggregation_s (the final averaging), and the copies' steps sum to exactly
+/// `remaining`; otherwise the copies hold their GPUs for the whole round. Returns one entry
+/// per copy, in the order given. O(C^2) for C copies.
+std::vector<copy_progress> run_copies(job_id job, double remaining,
+                                      const std::vector<copy_run>& copies, double start,
+                                      double length, double aggregation_s);
 
 /// Throughput model + virtual clock executor.
 class sim_executor final : public executor {
@@ -19,20 +57,31 @@ class sim_executor final : public executor {
   /// `restart_cost`: seconds a job loses each round it starts on other GPUs than it held in
   /// the round before (0 = Gavel's default).
   sim_executor(const cluster& cl, const throughput_table& table, double restart_cost);
+  /// As above, with the averaging-time model for jobs running as several copies (HadarE):
+  /// copies of one job each advance at their own placement's rate, the job's progress is
+  /// their sum, and it finishes when the sum reaches its total steps plus one averaging.
+  sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
+               copy_aggregation aggregation);
 
   result<std::vector<copy_progress>> execute(const snapshot& s, const round_plan& p) override;
 
-  /// Steps/s of `j` placed on `shares` (0 if the table has no entry).
+  /// Steps/s of `j` placed on `shares` (0 when there is no estimate).
   double rate(const job& j, const std::vector<server_share>& shares) const;
+
+  /// The per-server throughput model the executor runs plans with (policies may read it
+  /// through snapshot::rates).
+  const server_throughput& rates() const { return rates_; }
 
   /// Number of times a job restarted on new GPUs (preemptions and migrations).
   int restarts(job_id id) const;
 
  private:
-  const cluster& cl_;
-  const throughput_table& table_;
+  server_throughput rates_;
   double restart_cost_;
+  copy_aggregation aggregation_;
   std::unordered_map<job_id, std::vector<server_share>> last_shares_;
+  /// Shares of copies 1.. of forked jobs in the previous round, by (job, copy).
+  std::map<std::pair<job_id, int>, std::vector<server_share>> last_copy_shares_;
   std::unordered_map<job_id, int> restarts_;
 };
 

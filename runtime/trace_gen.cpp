@@ -106,6 +106,15 @@ result<std::vector<job_template>> bundled_job_templates() {
   return read_job_templates(TESSERA_DATA_DIR "/job_templates.tsv");
 }
 
+trace_gen_config hops_trace_config(std::uint64_t seed) {
+  trace_gen_config cfg;
+  cfg.num_jobs = 500;
+  cfg.rate_per_hour = 100;
+  cfg.multi_gpu = true;
+  cfg.seed = seed;
+  return cfg;
+}
+
 result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
                                         const std::vector<job_template>& templates,
                                         const throughput_table& table) {

@@ -41,6 +41,10 @@ struct trace_gen_config {
   std::string reference_type = "v100";  ///< GPU type whose throughput converts time to steps
 };
 
+/// Hops' simulation setting (SoCC'24: 500 jobs, Poisson arrivals at 100 jobs/h) with Gavel's
+/// multi-GPU recipe for job types, durations and scale factors (docs/hops.md).
+trace_gen_config hops_trace_config(std::uint64_t seed = 0);
+
 /// Generates a trace. Fails when a template's job type is missing from `table`.
 result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
                                         const std::vector<job_template>& templates,

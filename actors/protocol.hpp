@@ -1,0 +1,319 @@
+#pragma once
+/// @file protocol.hpp
+/// The typed message protocol between the scheduler, the nodes and clients. This file is the
+/// one place that lists every message; `register_protocol` registers each type for
+/// serialisation, so every process of a run must call it on its actor_system_config.
+///
+/// Messages (sender -> receiver: message [-> reply]):
+///   node -> scheduler:   node_hello               -> node_welcome | error (protocol mismatch,
+///                                                     a node the cluster file does not list)
+///   node -> scheduler:   heartbeat                   every heartbeat interval
+///   scheduler -> node:   round_orders                the node's part of one round plan: the
+///                                                     start_copy of every copy it runs
+///   scheduler -> node:   stop_copy                   stop a running copy now (cancel_job)
+///   node -> scheduler:   copy_started                a copy is running (its state is loaded)
+///   node -> scheduler:   progress_report             steps, busy time, measured throughput
+///   node -> scheduler:   checkpoint_done             a copy's state is on disk
+///   node -> scheduler:   job_finished                a job reached its total steps
+///   node -> scheduler:   round_done                  every copy of the node's round reported
+///   client -> scheduler: submit_job                  -> job id | error
+///   client -> scheduler: cancel_job                  -> bool (true when it was active)
+///   scheduler -> node:   shutdown_atom, exit code    the run is over
+///   scheduler -> client: run_summary                 once, when the run ends
+/// A node is a server of the cluster file, identified by its rank (its index in the file).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+namespace tessera::actors {
+
+/// The protocol version this build speaks; a node speaking another is refused at
+/// registration. Bump it whenever a message below changes.
+constexpr std::uint32_t protocol_version = 1;
+
+/// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+
+/// Registration: who a node is and what it has.
+struct node_hello {
+  std::uint32_t version = protocol_version;  ///< protocol version the node speaks
+  std::int32_t rank = 0;                     ///< index of its server in the cluster file
+  std::string name;                          ///< server name from the cluster file
+  std::string gpu_type;                      ///< GPU type of the server
+  std::int32_t gpus = 0;                     ///< GPUs on the server
+  double speed = 1.0;                        ///< speed factor throttling its executor
+  std::string host;                          ///< host name of the node process
+  std::int32_t pid = 0;                      ///< process id of the node process
+};
+
+/// Accepted registration.
+struct node_welcome {
+  std::int32_t rank = 0;          ///< the rank accepted
+  double round_length = 0;        ///< seconds per round
+  double heartbeat_interval = 0;  ///< seconds between the node's heartbeats
+};
+
+/// A node is alive (sent every heartbeat interval).
+struct heartbeat {
+  std::int32_t rank = 0;  ///< sender
+  std::int64_t seq = 0;   ///< counts up from 0; negative marks a benchmark flood message
+};
+
+/// Start (or continue) one copy of a job on a node for one round.
+struct start_copy {
+  std::int64_t job = 0;                   ///< job id
+  std::int32_t copy = 0;                  ///< copy index (0 unless forked)
+  std::string kind;                       ///< trainable kind
+  std::uint64_t seed = 0;                 ///< trainable seed
+  std::map<std::string, double> config;   ///< trainable configuration
+  std::int32_t scale = 1;                 ///< tasks per step (K)
+  std::int32_t gpus = 1;                  ///< GPUs the copy holds on this node
+  std::int64_t total_steps = 0;           ///< steps at which the job is finished
+  std::int64_t resume_step = 0;           ///< step the scheduler last saw checkpointed
+  std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
+  double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
+  std::string checkpoint_path;            ///< where the job's state lives (shared directory)
+};
+
+/// One node's part of a round plan.
+struct round_orders {
+  std::int64_t round = 0;             ///< round number, from 0
+  double length = 0;                  ///< seconds the copies run
+  std::vector<start_copy> copies;     ///< copies to run; anything else is stopped
+};
+
+/// Stop a copy before its round ends (its state is checkpointed as at a round end).
+struct stop_copy {
+  std::int64_t round = 0;  ///< round the copy runs in
+  std::int64_t job = 0;    ///< job id
+  std::int32_t copy = 0;   ///< copy index
+};
+
+/// A copy has loaded its state and is stepping.
+struct copy_started {
+  std::int32_t rank = 0;   ///< node
+  std::int64_t round = 0;  ///< round
+  std::int64_t job = 0;    ///< job id
+  std::int32_t copy = 0;   ///< copy index
+  std::int64_t step = 0;   ///< step it starts from
+};
+
+/// What a copy did in one round.
+struct progress_report {
+  std::int32_t rank = 0;         ///< node
+  std::int64_t round = 0;        ///< round
+  std::int64_t job = 0;          ///< job id
+  std::int32_t copy = 0;         ///< copy index
+  std::int64_t step = 0;         ///< step counter after the round
+  std::int64_t steps = 0;        ///< steps made this round
+  double busy_seconds = 0;       ///< wall seconds the copy held its GPUs
+  double throughput = 0;         ///< moving average of measured steps/s on this node
+  double loss = 0;               ///< training loss after the round
+  std::string error;             ///< non-empty when the copy failed (e.g. unknown kind)
+};
+
+/// A copy's state is saved at a round boundary.
+struct checkpoint_done {
+  std::int32_t rank = 0;   ///< node
+  std::int64_t round = 0;  ///< round at whose end it was written
+  std::int64_t job = 0;    ///< job id
+  std::int32_t copy = 0;   ///< copy index
+  std::int64_t step = 0;   ///< step counter saved
+  std::string path;        ///< checkpoint file
+};
+
+/// A job reached its total steps (its final state is checkpointed).
+struct job_finished {
+  std::int32_t rank = 0;   ///< node that ran the last step
+  std::int64_t job = 0;    ///< job id
+  std::int64_t step = 0;   ///< final step counter
+  double loss = 0;         ///< final training loss
+  double accuracy = 0;     ///< final held-out accuracy
+};
+
+/// A node has reported every copy of a round.
+struct round_done {
+  std::int32_t rank = 0;   ///< node
+  std::int64_t round = 0;  ///< round
+};
+
+/// A job for the scheduler, as a job-set file describes it.
+struct job_desc {
+  std::int64_t id = -1;                   ///< job id; -1 lets the scheduler choose
+  std::string kind;                       ///< trainable kind
+  std::uint64_t seed = 0;                 ///< trainable seed
+  std::map<std::string, double> config;   ///< trainable configuration
+  std::int32_t scale = 1;                 ///< scale factor (tasks per step)
+  std::int64_t total_steps = 0;           ///< steps to train
+  double step_time = 0.05;                ///< seconds per step at speed 1.0
+  double arrival = 0;                     ///< seconds after the run starts
+  double priority_weight = 1;             ///< fairness weight
+};
+
+/// Submit a job (reply: its id, or an error).
+struct submit_job {
+  job_desc job;  ///< the job
+};
+
+/// Cancel a job (reply: true when it was active).
+struct cancel_job {
+  std::int64_t job = 0;  ///< job id
+};
+
+/// How one job ended.
+struct job_summary {
+  std::int64_t id = 0;                     ///< job id
+  std::string kind;                        ///< trainable kind
+  bool finished = false;                   ///< reached its total steps
+  bool canceled = false;                   ///< cancelled by a client
+  double arrival = 0;                      ///< seconds after the run started
+  double finish = -1;                      ///< seconds after the run started, -1 if not
+  double jct = -1;                         ///< finish - arrival, -1 if not finished
+  std::int64_t steps = 0;                  ///< final step counter
+  double loss = 0;                         ///< final training loss
+  double accuracy = 0;                     ///< final held-out accuracy
+  std::int32_t restarts = 0;               ///< rounds it resumed on another node
+  std::int32_t lost_rounds = 0;            ///< rounds whose progress a node failure lost
+  std::int32_t regressions = 0;            ///< starts from before its last checkpoint (0)
+  std::vector<double> planned_gpu_seconds;  ///< per rank: GPUs x round length planned
+  std::vector<double> busy_gpu_seconds;     ///< per rank: GPUs x seconds it actually ran
+  std::vector<double> throughput;           ///< per rank: last measured steps/s (0 = never)
+  std::int32_t final_rank = -1;             ///< node of its last round, -1 if it never ran
+  double final_round_busy = 0;              ///< GPU-seconds it ran in that last round
+};
+
+/// The end of a run.
+struct run_summary {
+  bool ok = false;                          ///< every job finished (or was cancelled)
+  std::string error;                        ///< why not, when !ok
+  std::int64_t rounds = 0;                  ///< rounds planned
+  double seconds = 0;                       ///< wall time of the run
+  std::vector<job_summary> jobs;            ///< in job-set order
+  std::vector<std::int32_t> failed_ranks;   ///< nodes lost during the run
+  std::vector<double> dispatch_latency;     ///< per round: start -> every copy running (s)
+  std::int64_t messages = 0;                ///< messages the scheduler handled
+  std::int64_t flood_messages = 0;          ///< benchmark flood heartbeats received
+  double flood_seconds = 0;                 ///< first to last flood heartbeat (s)
+};
+
+// ---- serialisation ------------------------------------------------------------------------
+
+/// Serialises node_hello.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
+  return f(caf::meta::type_name("node_hello"), x.version, x.rank, x.name, x.gpu_type, x.gpus,
+           x.speed, x.host, x.pid);
+}
+/// Serialises node_welcome.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_welcome& x) {
+  return f(caf::meta::type_name("node_welcome"), x.rank, x.round_length, x.heartbeat_interval);
+}
+/// Serialises heartbeat.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
+  return f(caf::meta::type_name("heartbeat"), x.rank, x.seq);
+}
+/// Serialises start_copy.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
+  return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
+           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path);
+}
+/// Serialises round_orders.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_orders& x) {
+  return f(caf::meta::type_name("round_orders"), x.round, x.length, x.copies);
+}
+/// Serialises stop_copy.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_copy& x) {
+  return f(caf::meta::type_name("stop_copy"), x.round, x.job, x.copy);
+}
+/// Serialises copy_started.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
+  return f(caf::meta::type_name("copy_started"), x.rank, x.round, x.job, x.copy, x.step);
+}
+/// Serialises progress_report.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
+  return f(caf::meta::type_name("progress_report"), x.rank, x.round, x.job, x.copy, x.step,
+           x.steps, x.busy_seconds, x.throughput, x.loss, x.error);
+}
+/// Serialises checkpoint_done.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_done& x) {
+  return f(caf::meta::type_name("checkpoint_done"), x.rank, x.round, x.job, x.copy, x.step,
+           x.path);
+}
+/// Serialises job_finished.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
+  return f(caf::meta::type_name("job_finished"), x.rank, x.job, x.step, x.loss, x.accuracy);
+}
+/// Serialises round_done.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_done& x) {
+  return f(caf::meta::type_name("round_done"), x.rank, x.round);
+}
+/// Serialises job_desc.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_desc& x) {
+  return f(caf::meta::type_name("job_desc"), x.id, x.kind, x.seed, x.config, x.scale,
+           x.total_steps, x.step_time, x.arrival, x.priority_weight);
+}
+/// Serialises submit_job.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, submit_job& x) {
+  return f(caf::meta::type_name("submit_job"), x.job);
+}
+/// Serialises cancel_job.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cancel_job& x) {
+  return f(caf::meta::type_name("cancel_job"), x.job);
+}
+/// Serialises job_summary.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
+  return f(caf::meta::type_name("job_summary"), x.id, x.kind, x.finished, x.canceled, x.arrival,
+           x.finish, x.jct, x.steps, x.loss, x.accuracy, x.restarts, x.lost_rounds,
+           x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
+           x.final_rank, x.final_round_busy);
+}
+/// Serialises run_summary.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
+  return f(caf::meta::type_name("run_summary"), x.ok, x.error, x.rounds, x.seconds, x.jobs,
+           x.failed_ranks, x.dispatch_latency, x.messages, x.flood_messages,
+           x.flood_seconds);
+}
+
+// ---- errors -------------------------------------------------------------------------------
+
+/// Error codes of the "tessera" caf::error category; the context holds the message text.
+enum class run_errc : std::uint8_t {
+  protocol_mismatch = 1,  ///< a node speaks another protocol version
+  unknown_node,           ///< a node the cluster file does not list, or listed differently
+  duplicate_node,         ///< a rank registered twice
+  bad_job,                ///< a submitted job is invalid (e.g. unknown kind)
+};
+
+/// The caf::error category atom of run_errc.
+constexpr caf::atom_value run_error_category = caf::atom("tessera");
+
+/// A caf::error of the "tessera" category carrying `message`.
+caf::error make_run_error(run_errc code, std::string message);
+
+/// The message text of an error made by make_run_error (else the system's rendering;
+/// "normal exit" for an empty error, e.g. the reason of an actor that quit normally).
+std::string describe(const caf::actor_system& sys, const caf::error& e);
+
+/// Registers every message type above (and the "tessera" error category) with `cfg`.
+void register_protocol(caf::actor_system_config& cfg);
+
+}  // namespace tessera::actors

@@ -1,0 +1,584 @@
+#include "actors/run.hpp"
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "actors/node_actor.hpp"
+#include "actors/protocol.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "policies/registry.hpp"
+#include "runtime/cluster_config.hpp"
+
+namespace po = boost::program_options;
+
+namespace tessera::actors {
+
+namespace {
+
+/// Exit codes, as the other commands use them.
+enum exit_code { ok = 0, failed = 1, bad_input = 2 };
+
+/// Everything `tessera run` reads from its command line.
+struct run_options {
+  std::string cluster_file, jobs_file, policy = "max_min_fairness_perf", checkpoint_dir, json_out;
+  std::vector<std::string> policy_args;
+  int local = 0;
+  double round_length = 1.0, connect_timeout = 20, timeout = 600;
+  double heartbeat_interval = 0.25, heartbeat_timeout = 3;
+  bool verbose = false, quiet = false;
+  // Internal: set for the node processes --local starts.
+  int rank = -1;
+  std::string scheduler;
+  // Fault injection, for tests.
+  int kill_rank = -1, kill_round = -1, protocol_rank = -1;
+  unsigned protocol_version_override = protocol_version;
+  long flood = 0;  // benchmark: heartbeats each node sends back to back after registering
+};
+
+caf::timespan seconds(double s) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+/// The actor system configuration every process of a run uses: the protocol's types, the
+/// middleman, its heartbeats and connection timeout, and a small thread pool.
+struct run_actor_config : caf::actor_system_config {
+  run_actor_config(double heartbeat_interval, double connection_timeout) {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+    set("middleman.heartbeat-interval", seconds(heartbeat_interval));
+    set("middleman.connection-timeout", seconds(connection_timeout));
+    set("scheduler.max-threads", static_cast<std::size_t>(2));
+    set("logger.console", caf::atom("none"));
+  }
+};
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+/// Inputs every process loads: the cluster, the jobs, the policy.
+struct run_inputs {
+  cluster cl;
+  std::vector<run_job> jobs;
+  std::shared_ptr<policy> pol;
+  std::vector<std::string> kinds;
+};
+
+/// Loads and checks the inputs; an error message naming the file and field on failure.
+result<run_inputs> load_inputs(const run_options& o, const train::trainable_registry& kinds) {
+  run_inputs in;
+  in.kinds = kinds.kinds();
+  auto cl = load_cluster(o.cluster_file);
+  if (!cl) return cl.err();
+  in.cl = std::move(*cl);
+  auto jobs = load_run_jobs(o.jobs_file, &in.kinds);
+  if (!jobs) return jobs.err();
+  in.jobs = std::move(*jobs);
+  int widest = 0;
+  for (const auto& s : in.cl.servers) widest = std::max(widest, s.gpus);
+  for (const auto& j : in.jobs)
+    if (j.spec.scale_factor > widest)
+      return input_error(o.jobs_file, 0, "scale_factor",
+                         "job " + std::to_string(j.spec.id) + " needs " +
+                             std::to_string(j.spec.scale_factor) +
+                             " GPUs on one server, the largest server of " + o.cluster_file +
+                             " has " + std::to_string(widest));
+  std::map<std::string, double> args;
+  for (const auto& kv : o.policy_args) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      return error{error_kind::invalid_input, "--policy-arg '" + kv + "': expected key=value"};
+    try {
+      args[kv.substr(0, eq)] = std::stod(kv.substr(eq + 1));
+    } catch (const std::exception&) {
+      return error{error_kind::invalid_input, "--policy-arg '" + kv + "': value is not a number"};
+    }
+  }
+  auto pol = make_policy(o.policy, args, "--policy-arg");
+  if (!pol) return pol.err();
+  in.pol = std::shared_ptr<policy>(std::move(*pol));
+  return in;
+}
+
+/// "cluster file lists K servers but the run has N node processes" when they differ.
+std::optional<std::string> check_size(const run_options& o, const cluster& cl, int n,
+                                      const std::string& how) {
+  if (static_cast<int>(cl.servers.size()) == n) return std::nullopt;
+  return o.cluster_file + ": lists " + std::to_string(cl.servers.size()) +
+         " servers, but the run has " + std::to_string(n) + " node processes (" + how +
+         "); tessera runs one node per server";
+}
+
+node_config make_node_config(const run_options& o, const run_inputs& in, int rank,
+                             const train::trainable_registry& kinds) {
+  node_config nc;
+  nc.rank = rank;
+  nc.srv = in.cl.servers[rank];
+  nc.host = host_name();
+  nc.kinds = &kinds;
+  nc.register_timeout = o.connect_timeout;
+  if (rank == o.protocol_rank) nc.version = o.protocol_version_override;
+  if (rank == o.kill_rank) nc.kill_at_round = o.kill_round;
+  nc.flood = o.flood;
+  return nc;
+}
+
+scheduler_config make_scheduler_config(const run_options& o, const run_inputs& in) {
+  scheduler_config sc;
+  sc.cl = in.cl;
+  sc.jobs = in.jobs;
+  sc.pol = in.pol;
+  sc.known_kinds = in.kinds;
+  sc.round_length = o.round_length;
+  sc.checkpoint_dir = o.checkpoint_dir;
+  sc.register_timeout = o.connect_timeout;
+  sc.heartbeat_interval = o.heartbeat_interval;
+  sc.heartbeat_timeout = o.heartbeat_timeout;
+  sc.report_grace = std::max(5.0, 2 * o.heartbeat_timeout);
+  sc.max_seconds = o.timeout;
+  sc.verbose = o.verbose;
+  return sc;
+}
+
+/// Runs a node until the scheduler shuts it down; returns the exit code.
+int run_node(caf::actor_system& sys, const node_config& nc, const caf::actor& scheduler,
+             double limit) {
+  auto node = sys.spawn(node_actor, nc, scheduler);
+  caf::scoped_actor waiter{sys};
+  waiter->monitor(node);
+  int code = ok;
+  waiter->receive(
+      [&](const caf::down_msg& d) {
+        if (d.reason && d.reason != caf::exit_reason::normal) {
+          std::cerr << "tessera: " << describe(sys, d.reason) << '\n';
+          code = failed;
+        }
+      },
+      caf::after(seconds(limit)) >> [&] {
+        std::cerr << "tessera: node rank " << nc.rank << " gave up after " << limit << " s\n";
+        caf::anon_send_exit(node, caf::exit_reason::kill);
+        code = failed;
+      });
+  return code;
+}
+
+/// Connects to the scheduler, retrying until `timeout` seconds have passed.
+result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int port,
+                           double timeout) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout));
+  std::string last;
+  while (true) {
+    auto a = sys.middleman().remote_actor(host, static_cast<std::uint16_t>(port));
+    if (a) return *a;
+    last = sys.render(a.error());
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return error{error_kind::io, "cannot reach the scheduler at " + host + ":" +
+                                   std::to_string(port) + " within " +
+                                   std::to_string(static_cast<int>(timeout)) + " s (" + last + ")"};
+}
+
+void print_summary(const run_summary& s, const run_options& o, std::size_t nodes) {
+  std::ostream& out = std::cout;
+  if (s.ok)
+    out << "tessera run: " << s.jobs.size() << " jobs finished in " << std::fixed
+        << std::setprecision(2) << s.seconds << " s (" << s.rounds << " rounds of "
+        << o.round_length << " s, policy " << o.policy << ", " << nodes << " nodes";
+  else
+    out << "tessera run: FAILED after " << std::fixed << std::setprecision(2) << s.seconds
+        << " s (" << s.rounds << " rounds): " << s.error << " (policy " << o.policy;
+  if (!s.failed_ranks.empty()) {
+    out << "; lost node ranks";
+    for (auto r : s.failed_ranks) out << ' ' << r;
+  }
+  out << ")\n";
+  out << std::left << std::setw(6) << "job" << std::setw(20) << "kind" << std::right
+      << std::setw(10) << "JCT (s)" << std::setw(8) << "steps" << std::setw(10) << "loss"
+      << std::setw(10) << "accuracy" << std::setw(10) << "restarts" << '\n';
+  for (const auto& j : s.jobs) {
+    out << std::left << std::setw(6) << j.id << std::setw(20) << j.kind << std::right
+        << std::setw(10);
+    if (j.finished)
+      out << std::setprecision(2) << j.jct;
+    else
+      out << (j.canceled ? "cancelled" : "-");
+    out << std::setw(8) << j.steps << std::setw(10) << std::setprecision(4) << j.loss
+        << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << '\n';
+  }
+  if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
+}
+
+nlohmann::json to_json(const run_summary& s, const run_options& o, std::size_t nodes) {
+  nlohmann::json j;
+  j["ok"] = s.ok;
+  j["error"] = s.error;
+  j["policy"] = o.policy;
+  j["nodes"] = nodes;
+  j["round_length"] = o.round_length;
+  j["rounds"] = s.rounds;
+  j["seconds"] = s.seconds;
+  j["failed_ranks"] = s.failed_ranks;
+  j["dispatch_latency"] = s.dispatch_latency;
+  j["messages"] = s.messages;
+  j["flood_messages"] = s.flood_messages;
+  j["flood_seconds"] = s.flood_seconds;
+  j["checkpoint_dir"] = o.checkpoint_dir;
+  j["jobs"] = nlohmann::json::array();
+  for (const auto& x : s.jobs) {
+    nlohmann::json e;
+    e["id"] = x.id;
+    e["kind"] = x.kind;
+    e["finished"] = x.finished;
+    e["canceled"] = x.canceled;
+    e["arrival"] = x.arrival;
+    e["finish"] = x.finish;
+    e["jct"] = x.jct;
+    e["steps"] = x.steps;
+    e["loss"] = x.loss;
+    e["accuracy"] = x.accuracy;
+    e["restarts"] = x.restarts;
+    e["lost_rounds"] = x.lost_rounds;
+    e["regressions"] = x.regressions;
+    e["planned_gpu_seconds"] = x.planned_gpu_seconds;
+    e["busy_gpu_seconds"] = x.busy_gpu_seconds;
+    e["throughput"] = x.throughput;
+    e["final_rank"] = x.final_rank;
+    e["final_round_busy"] = x.final_round_busy;
+    j["jobs"].push_back(std::move(e));
+  }
+  return j;
+}
+
+/// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
+/// port is known (fork/exec or MPI_Bcast) and returns false when it could not.
+int run_rank0(const run_options& o, const run_inputs& in, const train::trainable_registry& kinds,
+              const std::function<bool(int port)>& launch) {
+  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, make_scheduler_config(o, in),
+                         caf::actor_cast<caf::actor>(listener));
+  auto port = sys.middleman().publish(sched, 0, nullptr, true);
+  if (!port) {
+    std::cerr << "tessera: cannot publish the scheduler: " << sys.render(port.error()) << '\n';
+    launch(0);
+    caf::anon_send_exit(sched, caf::exit_reason::kill);
+    return failed;
+  }
+  if (!launch(*port)) {
+    caf::anon_send_exit(sched, caf::exit_reason::kill);
+    return failed;
+  }
+  const auto node0 = make_node_config(o, in, 0, kinds);
+  auto node = sys.spawn(node_actor, node0, sched);
+  std::optional<run_summary> sum;
+  const double limit = o.timeout + o.connect_timeout + 30;
+  listener->receive([&](run_summary& s) { sum = std::move(s); },
+                    caf::after(seconds(limit)) >> [&] {});
+  if (!sum) {
+    std::cerr << "tessera: no result from the scheduler within " << limit << " s\n";
+    caf::anon_send_exit(sched, caf::exit_reason::kill);
+    caf::anon_send_exit(node, caf::exit_reason::kill);
+    return failed;
+  }
+  if (!o.quiet) print_summary(*sum, o, in.cl.servers.size());
+  if (!sum->ok && o.quiet) std::cerr << "tessera: run failed: " << sum->error << '\n';
+  if (!o.json_out.empty()) {
+    std::ofstream f(o.json_out);
+    f << to_json(*sum, o, in.cl.servers.size()).dump(2) << '\n';
+    if (!f) std::cerr << "tessera: cannot write " << o.json_out << '\n';
+  }
+  return sum->ok ? ok : failed;
+}
+
+/// Starts the node processes of --local: the same binary with the same arguments, told its
+/// rank and the scheduler's address.
+std::vector<pid_t> spawn_children(const run_options& o, const std::vector<std::string>& args,
+                                  const std::vector<std::string>& prefix, int port) {
+  std::vector<std::string> base = prefix;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--local") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--local=", 0) == 0) continue;
+    base.push_back(args[i]);
+  }
+  const std::string exe = self_exe();
+  std::vector<pid_t> pids;
+  for (int r = 1; r < o.local; ++r) {
+    std::vector<std::string> a;
+    a.push_back(exe);
+    a.insert(a.end(), base.begin(), base.end());
+    a.insert(a.end(), {"--rank", std::to_string(r), "--scheduler",
+                       "127.0.0.1:" + std::to_string(port)});
+    std::vector<char*> argv;
+    for (auto& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execv(exe.c_str(), argv.data());
+      std::perror("tessera: exec");
+      ::_exit(127);
+    }
+    if (pid < 0) {
+      std::perror("tessera: fork");
+      break;
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+/// Waits for the children to exit (killing them after `grace` seconds); true when each
+/// exited on its own. A child killed by a signal before (e.g. fault injection) counts as
+/// exited.
+void reap(std::vector<pid_t>& pids, double grace) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<long>(grace * 1000));
+  while (!pids.empty()) {
+    for (auto it = pids.begin(); it != pids.end();) {
+      int status = 0;
+      if (::waitpid(*it, &status, WNOHANG) == *it)
+        it = pids.erase(it);
+      else
+        ++it;
+    }
+    if (pids.empty()) break;
+    if (std::chrono::steady_clock::now() >= until) {
+      for (pid_t p : pids) {
+        ::kill(p, SIGKILL);
+        ::waitpid(p, nullptr, 0);
+      }
+      pids.clear();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int run_local(const run_options& o, const run_inputs& in, const train::trainable_registry& kinds,
+              const std::vector<std::string>& args, const std::vector<std::string>& prefix) {
+  std::vector<pid_t> children;
+  const int code = run_rank0(o, in, kinds, [&](int port) {
+    if (port == 0) return false;
+    children = spawn_children(o, args, prefix, port);
+    return static_cast<int>(children.size()) == o.local - 1;
+  });
+  reap(children, 10);
+  return code;
+}
+
+int run_child(const run_options& o, const run_inputs& in,
+              const train::trainable_registry& kinds) {
+  const auto colon = o.scheduler.rfind(':');
+  if (colon == std::string::npos) {
+    std::cerr << "tessera: --scheduler expects host:port, got '" << o.scheduler << "'\n";
+    return bad_input;
+  }
+  const std::string host = o.scheduler.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(o.scheduler.substr(colon + 1));
+  } catch (const std::exception&) {
+  }
+  if (port <= 0 || port > 65535) {
+    std::cerr << "tessera: --scheduler: bad port in '" << o.scheduler << "'\n";
+    return bad_input;
+  }
+  if (o.rank < 0 || o.rank >= static_cast<int>(in.cl.servers.size())) {
+    std::cerr << "tessera: --rank " << o.rank << " is not a server of " << o.cluster_file
+              << " (it lists " << in.cl.servers.size() << ")\n";
+    return bad_input;
+  }
+  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
+  caf::actor_system sys{cfg};
+  auto sched = connect(sys, host, port, o.connect_timeout);
+  if (!sched) {
+    std::cerr << "tessera: node rank " << o.rank << ": " << sched.err().message << '\n';
+    return failed;
+  }
+  return run_node(sys, make_node_config(o, in, o.rank, kinds), *sched,
+                  o.timeout + o.connect_timeout + 30);
+}
+
+/// The run under mpirun. Every rank loads the inputs; they agree (MPI_Allreduce) before any
+/// rank goes on, so bad input ends every rank rather than leaving some waiting.
+int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto in = load_inputs(o, kinds);
+  std::string problem;
+  if (!in)
+    problem = in.err().message;
+  else if (auto bad = check_size(o, in->cl, size, "mpirun -np " + std::to_string(size)))
+    problem = *bad;
+  int good = problem.empty() ? 1 : 0, all_good = 0;
+  MPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_good) {
+    if (!problem.empty() && (rank == 0 || good != 1)) std::cerr << "tessera: " << problem << '\n';
+    MPI_Finalize();
+    return bad_input;
+  }
+  int code = ok;
+  if (rank == 0) {
+    code = run_rank0(o, *in, kinds, [&](int port) {
+      char host[256] = {0};
+      std::snprintf(host, sizeof host, "%s", host_name().c_str());
+      MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
+      return port != 0;
+    });
+  } else {
+    int port = 0;
+    char host[256] = {0};
+    MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (port == 0) {
+      code = failed;
+    } else {
+      const std::string target = host == host_name() ? "127.0.0.1" : std::string(host);
+      run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
+      caf::actor_system sys{cfg};
+      auto sched = connect(sys, target, port, o.connect_timeout);
+      if (!sched) {
+        std::cerr << "tessera: node rank " << rank << ": " << sched.err().message << '\n';
+        code = failed;
+      } else {
+        code = run_node(sys, make_node_config(o, *in, rank, kinds), *sched,
+                        o.timeout + o.connect_timeout + 30);
+      }
+    }
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
+                const std::vector<std::string>& exec_prefix) {
+  run_options o;
+  po::options_description d("tessera run options");
+  d.add_options()
+    ("cluster", po::value(&o.cluster_file)->required(), "cluster TOML file; one node per server")
+    ("jobs", po::value(&o.jobs_file)->required(), "job-set TOML file (each [[job]] has a kind)")
+    ("policy", po::value(&o.policy)->default_value(o.policy), "policy (see `tessera policies`)")
+    ("policy-arg", po::value(&o.policy_args)->composing(), "policy option key=value (repeatable)")
+    ("round-length", po::value(&o.round_length)->default_value(1.0), "seconds per round")
+    ("local", po::value(&o.local)->default_value(0),
+     "start this many node processes here (fork/exec), no mpirun needed")
+    ("checkpoint-dir", po::value(&o.checkpoint_dir),
+     "shared directory for job checkpoints (default: a new one under the temp directory)")
+    ("json", po::value(&o.json_out), "write the summary as JSON to this file")
+    ("connect-timeout", po::value(&o.connect_timeout)->default_value(20.0),
+     "seconds for nodes to reach the scheduler and register")
+    ("timeout", po::value(&o.timeout)->default_value(600.0),
+     "give up when the run has not ended after this many seconds")
+    ("heartbeat-interval", po::value(&o.heartbeat_interval)->default_value(0.25),
+     "seconds between heartbeats (node -> scheduler, and CAF's own)")
+    ("heartbeat-timeout", po::value(&o.heartbeat_timeout)->default_value(3.0),
+     "seconds of silence after which a node is lost")
+    ("verbose,v", po::bool_switch(&o.verbose), "one line per round on stderr")
+    ("quiet,q", po::bool_switch(&o.quiet), "no summary table on stdout")
+    ("help,h", "show this help");
+  po::options_description hidden("internal and test options");
+  hidden.add_options()
+    ("rank", po::value(&o.rank), "internal: this process is node <rank> of a --local run")
+    ("scheduler", po::value(&o.scheduler), "internal: host:port of the scheduler")
+    ("fault-kill-rank", po::value(&o.kill_rank), "test: this node rank kills itself ...")
+    ("fault-kill-round", po::value(&o.kill_round), "test: ... half way through this round")
+    ("fault-protocol-rank", po::value(&o.protocol_rank), "test: this node rank claims ...")
+    ("fault-protocol-version", po::value(&o.protocol_version_override),
+     "test: ... this protocol version")
+    ("bench-flood", po::value(&o.flood), "bench: heartbeats per node sent back to back");
+  po::options_description all;
+  all.add(d).add(hidden);
+  const char* usage =
+      "usage: tessera run --cluster C.toml --jobs J.toml [--policy P] [--local N]\n"
+      "       mpirun -np N tessera run --cluster C.toml --jobs J.toml [--policy P]";
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage << "\n\n" << d << '\n';
+      return ok;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "tessera: " << e.what() << "\n" << usage << "\n(see --help)\n";
+    return bad_input;
+  }
+  if (o.round_length <= 0 || o.connect_timeout <= 0 || o.timeout <= 0 ||
+      o.heartbeat_interval <= 0 || o.heartbeat_timeout <= o.heartbeat_interval) {
+    std::cerr << "tessera: --round-length, --connect-timeout, --timeout and the heartbeat "
+                 "settings must be positive, and --heartbeat-timeout above the interval\n";
+    return bad_input;
+  }
+  if (o.checkpoint_dir.empty() && o.rank < 0)
+    o.checkpoint_dir = (std::filesystem::temp_directory_path() /
+                        ("tessera-run-" + std::to_string(::getpid())))
+                           .string();
+  if (!o.checkpoint_dir.empty() && o.rank < 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    if (ec) {
+      std::cerr << "tessera: cannot create --checkpoint-dir " << o.checkpoint_dir << ": "
+                << ec.message() << '\n';
+      return bad_input;
+    }
+  }
+  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+                         std::getenv("PMIX_RANK");
+  if (under_mpi && o.rank < 0) {
+    if (o.local > 0) {
+      std::cerr << "tessera: --local and mpirun exclude each other\n";
+      return bad_input;
+    }
+    return run_mpi(o, kinds);
+  }
+  auto in = load_inputs(o, kinds);
+  if (!in) {
+    std::cerr << "tessera: " << in.err().message << '\n';
+    return bad_input;
+  }
+  if (o.rank >= 0) return run_child(o, *in, kinds);
+  if (o.local <= 0) o.local = 1;
+  if (auto bad = check_size(o, in->cl, o.local, "--local " + std::to_string(o.local))) {
+    std::cerr << "tessera: " << *bad << '\n';
+    return bad_input;
+  }
+  return run_local(o, *in, kinds, args, exec_prefix);
+}
+
+}  // namespace tessera::actors

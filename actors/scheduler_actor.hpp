@@ -1,0 +1,132 @@
+#pragma once
+/// @file scheduler_actor.hpp
+/// The scheduler actor: registers the nodes, then runs rounds on a timer. Each round it builds
+/// the same `snapshot` the simulator builds (runtime/snapshot_builder.hpp), asks the policy
+/// for a plan, validates it the same way, and sends every live node its part (round_orders).
+/// The next round starts when the round's time is up and every live node has reported.
+///
+/// Job tracking lives in the scheduler's state (one `tracked_job` per job) rather than in a
+/// job actor per job: with one copy per job (every policy registered today) a job has no work
+/// of its own between rounds -- its copies checkpoint themselves and report here -- so a job
+/// actor would only relay messages. A job actor becomes worth its cost with forked copies
+/// (HadarE), whose parameters must be averaged at each round end.
+///
+/// Where a copy runs: a plan may spread one copy over several servers' GPUs; the node of its
+/// first share runs all K tasks of each step and the other shares' GPUs are held for it (the
+/// runtime has no cross-node gradient aggregation yet).
+///
+/// Failures: a node is lost when its actor goes down (its process died or its connection
+/// timed out; CAF's heartbeats and connection timeout are configured by the launcher), when it
+/// sends no heartbeat for `heartbeat_timeout`, or when it does not report a round within the
+/// round's length plus `report_grace`. Its copies' progress of the current round is lost; they
+/// are planned again from their last checkpoint (the previous round boundary) on the nodes
+/// left, so no job is lost and at most one round of progress is.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "policies/policy.hpp"
+#include "runtime/cluster_config.hpp"
+#include "runtime/model.hpp"
+#include "runtime/plan.hpp"
+
+namespace tessera::actors {
+
+/// Settings of the scheduler, passed down from the launcher.
+struct scheduler_config {
+  cluster cl;                               ///< the configured cluster; rank = server index
+  std::vector<run_job> jobs;                ///< the job set
+  std::shared_ptr<policy> pol;              ///< the policy (from the registry)
+  std::vector<std::string> known_kinds;     ///< trainable kinds every node can build
+  double round_length = 1.0;                ///< seconds per round
+  std::string checkpoint_dir;               ///< shared directory for job checkpoints
+  double register_timeout = 20;             ///< seconds for every node to register
+  double heartbeat_interval = 0.5;          ///< seconds between node heartbeats
+  double heartbeat_timeout = 5;             ///< a node silent this long is lost
+  double report_grace = 10;                 ///< seconds past a round's length to report
+  double max_seconds = 0;                   ///< give up after this long (0 = no limit)
+  bool verbose = false;                     ///< one line per round on stderr
+};
+
+/// What the scheduler knows of one job.
+struct tracked_job {
+  run_job spec;                             ///< as submitted
+  bool arrived = false;                     ///< admitted to the active set
+  bool finished = false;                    ///< reached its total steps
+  bool canceled = false;                    ///< cancelled by a client
+  std::int64_t step = 0;                    ///< step of its latest checkpoint
+  double run_time = 0;                      ///< seconds it held GPUs
+  double gpu_seconds = 0;                   ///< GPUs x seconds it held
+  int last_type = -1;                       ///< type index (live cluster) of the last round
+  int last_rank = -1;                       ///< node of its last round, -1 if never ran
+  double last_busy = 0;                     ///< GPU-seconds it ran in its last round
+  int round_rank = -1;                      ///< node running it this round, -1 if none
+  int round_gpus = 0;                       ///< GPUs it holds this round
+  bool reported = false;                    ///< this round's progress arrived
+  double finish = -1;                       ///< seconds after the start
+  double loss = 0;                          ///< latest training loss
+  double accuracy = 0;                      ///< final held-out accuracy
+  int restarts = 0;                         ///< rounds it resumed on another node
+  int lost_rounds = 0;                      ///< rounds lost to node failures
+  int regressions = 0;                      ///< starts before its latest checkpoint
+  std::vector<double> planned;              ///< per rank: planned GPU-seconds
+  std::vector<double> busy;                 ///< per rank: GPU-seconds it ran
+  std::vector<double> throughput;           ///< per rank: last measured steps/s
+  std::map<std::string, double> measured;   ///< per GPU type: measured steps/s
+};
+
+/// One node as the scheduler sees it.
+struct node_record {
+  caf::actor handle;                        ///< its actor
+  bool registered = false;                  ///< accepted
+  bool alive = false;                       ///< registered and not lost
+  node_hello hello;                         ///< what it said at registration
+  std::chrono::steady_clock::time_point last_seen;  ///< latest message from it
+};
+
+/// Mutable state of the scheduler actor.
+struct scheduler_state {
+  scheduler_config cfg;                     ///< settings
+  caf::actor listener;                      ///< receives the run_summary
+  std::chrono::steady_clock::time_point t0; ///< when the run started
+  std::deque<tracked_job> jobs;             ///< every job, in submission order
+  std::vector<node_record> nodes;           ///< by rank
+  std::int64_t round = -1;                  ///< current round, -1 before the first
+  bool round_open = false;                  ///< orders sent, reports outstanding
+  bool timer_fired = false;                 ///< the current round's time is up
+  std::set<int> pending;                    ///< ranks yet to report the current round
+  int expected_starts = 0;                  ///< copies of the current round
+  int started = 0;                          ///< copy_started received this round
+  double round_t0 = 0;                      ///< when the current round began (s)
+  std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
+  std::vector<int> live_ranks;              ///< rank of each live-cluster server
+  cluster live;                             ///< the cluster of live nodes
+  round_plan last_plan;                     ///< previous plan (live-cluster indices)
+  bool have_last = false;                   ///< last_plan is valid for `live`
+  std::vector<std::int32_t> failed_ranks;   ///< lost nodes
+  std::vector<double> dispatch_latency;     ///< per round, seconds
+  std::int64_t messages = 0;                ///< messages handled
+  std::int64_t flood = 0;                   ///< benchmark flood heartbeats received
+  double flood_first = -1;                  ///< when the first arrived (s)
+  double flood_last = -1;                   ///< when the latest arrived (s)
+  bool done = false;                        ///< summary sent
+  static inline const char* name = "tessera.scheduler";  ///< actor name for logs
+};
+
+/// The scheduler actor's behaviour. `listener` receives one run_summary when the run ends
+/// (every job finished: ok; a policy error, every node lost, a refused node or a time-out:
+/// not ok, with the reason); then the scheduler quits after telling the nodes to shut down.
+/// Rounds begin once every node of the cluster has registered.
+caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, scheduler_config cfg,
+                              caf::actor listener);
+
+}  // namespace tessera::actors

@@ -1,0 +1,107 @@
+/// @file actor_dispatch_bench.cpp
+/// Round dispatch latency and scheduler message throughput of the actor runtime for 4, 8 and
+/// 16 node processes on this host (`tessera run --local N`), one JSON line each.
+///
+/// Dispatch latency (run 1 per N): from a round's start (the scheduler begins planning) until
+/// every copy assigned in it has reported `copy_started` (its state is loaded and it is
+/// stepping); one job per node, so every node runs a copy every round. Round 0 also builds
+/// every model from scratch and is reported apart; the other rounds give median, p95 and max.
+/// Message throughput (run 2 per N): every node sends `flood` heartbeats back to back right
+/// after registering; throughput = flood messages the scheduler handled / seconds from the
+/// first to the last it handled. It is the scheduler's handling rate while the middleman
+/// deserialises in parallel, so an upper bound on what a round can use.
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string binary = argc > 1 ? argv[1] : TESSERA_BINARY;
+  const int rounds = 20;
+  const double round_length = 0.3;
+  const long flood = 10000;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tessera_dispatch_bench_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "ckpt");
+  int rc = 0;
+  for (int n : {4, 8, 16}) {
+    std::ostringstream cl, jobs;
+    cl << "[cluster]\nname = \"bench\"\n[[cluster.server]]\ngpu_type = \"v100\"\ngpus = 1\n"
+       << "count = " << n << "\n";
+    // One job per node, long enough for `rounds` rounds at speed 1.0.
+    const int steps = static_cast<int>(rounds * round_length / 0.01);
+    for (int i = 0; i < n; ++i)
+      jobs << "[[job]]\nkind = \"softmax_regression\"\ntotal_steps = " << steps
+           << "\nstep_time = 0.01\n";
+    std::ofstream(dir / "cluster.toml") << cl.str();
+    std::ofstream(dir / "jobs.toml") << jobs.str();
+    std::ofstream(dir / "tiny.toml") << "[[job]]\nkind = \"softmax_regression\"\n"
+                                         "total_steps = 1\nstep_time = 0.01\n";
+    auto run = [&](const std::string& jobs_file, const std::string& extra) -> nlohmann::json {
+      const auto out = dir / ("sum" + std::to_string(n) + ".json");
+      std::filesystem::remove(out);
+      const std::string cmd = binary + " run --local " + std::to_string(n) + " --cluster " +
+                              (dir / "cluster.toml").string() + " --jobs " +
+                              (dir / jobs_file).string() + " --round-length " +
+                              std::to_string(round_length) + " --checkpoint-dir " +
+                              (dir / "ckpt").string() + " --json " + out.string() + extra +
+                              " -q > /dev/null";
+      const int status = std::system(cmd.c_str());
+      std::ifstream f(out);
+      if (status != 0 || !f) {
+        std::cerr << "actor_dispatch_bench: run with " << n << " nodes failed (" << status
+                  << ")\n";
+        return nullptr;
+      }
+      return nlohmann::json::parse(f);
+    };
+    const auto s = run("jobs.toml", "");
+    const auto fl = run("tiny.toml", " --bench-flood " + std::to_string(flood));
+    if (s.is_null() || fl.is_null()) {
+      rc = 1;
+      continue;
+    }
+    auto lat = s["dispatch_latency"].get<std::vector<double>>();
+    const double first = lat.empty() ? 0 : lat.front();
+    if (!lat.empty()) lat.erase(lat.begin());
+    const double fm = fl["flood_messages"].get<double>();
+    const double fs = fl["flood_seconds"].get<double>();
+    nlohmann::json line;
+    line["bench"] = "actor_dispatch";
+    line["nodes"] = n;
+    line["rounds"] = s["rounds"];
+    line["round_length_s"] = round_length;
+    line["dispatch_latency_ms_round0"] = 1000 * first;
+    line["dispatch_latency_ms_median"] = 1000 * percentile(lat, 0.5);
+    line["dispatch_latency_ms_p95"] = 1000 * percentile(lat, 0.95);
+    line["dispatch_latency_ms_max"] = 1000 * percentile(lat, 1.0);
+    line["flood_messages"] = fm;
+    line["scheduler_msgs_per_s"] = fs > 0 ? fm / fs : 0;
+    line["run_messages"] = s["messages"];
+    line["target_met_50ms"] = 1000 * std::max(first, percentile(lat, 0.95)) < 50;
+    std::cout << line.dump() << std::endl;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return rc;
+}

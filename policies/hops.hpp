@@ -1,0 +1,208 @@
+#pragma once
+/// @file hops.hpp
+/// Hops (Wang, Wang, Zheng, SoCC'24: "Hops: Fine-grained Heterogeneous Sensing, Efficient and
+/// Fair Deep Learning Cluster Scheduling System"): server-level heterogeneity, latency-ratio
+/// fairness, a priority-weighted ILP per round and fragment filling. Built from the summary in
+/// ../shared/docs/papers.md, section "Hops (SoCC 2024)" (the paper's own section numbers are
+/// not in it); where it is silent the choice is ours, see docs/hops.md.
+///
+/// Each round:
+///  1. Throughputs per server entity (runtime/server_throughput.hpp, `snapshot::rates`):
+///     server table, GPU-type table, analytic model. Servers with the same GPU type, speed
+///     factor and size, and no measurements of their own, form a server class.
+///  2. Latency ratio LR_i = wait_i / E_i, wait_i = now - arrival - run time, E_i = total steps
+///     / the job's best configuration throughput (its expected run time). Queue: LR (plus
+///     `preempt_margin` for a job that ran last round) descending, then arrival, then id.
+///     Addition (option `critical_slack`, 0 = off): a job whose remaining run time is within
+///     the slack of the makespan bound L = max(remaining work / GPUs, longest remaining run
+///     time) is makespan-critical; critical jobs head the queue and are valued at the window's
+///     top LR times 10 in the ILP, so they run, and on their fastest configuration.
+///  3. Service window: from the head of the queue, the longest prefix whose minimum GPU needs
+///     fit in `window` x the cluster's GPUs (at least one job).
+///  4. ILP over the window (CBC, runtime/solver/milp.hpp):
+///       maximise  sum_i sum_c (LR_i + bias)^lambda * G[i][c] * (1 + stay_bonus*[c keeps i])
+///                 * y[i][c]
+///       s.t.      sum_c y[i][c] <= 1                           (one configuration per job)
+///                 per-server GPU capacity                       (exactly, see below)
+///                 y binary, G[i][c] = throughput of c / throughput of i's slowest c
+///                 (`per_gpu_value`: / i's slowest per-GPU rate, so value grows with GPUs).
+///     A configuration is (server class, GPU count from the job's acceptable set, shape):
+///     one server; or, for a count above the class's server size, whole servers plus one
+///     remainder share ("adjacent, filled servers"); or, for jobs with low placement
+///     sensitivity only, two halves on two servers of the class. Placement-sensitive jobs get
+///     one-server configurations only (spanning only when no server is big enough).
+///     Servers of a class are interchangeable, so instead of one column per (job, server) the
+///     ILP keeps one per (job, class, count, shape) and enforces per-server capacity exactly
+///     with fill patterns: n[k][p] = servers of class k filled with pattern p (a maximal
+///     multiset of share sizes summing to at most the server size); for each class and share
+///     size d, shares of size d <= sum_p mult_p(d) n[k][p], and whole-server use plus
+///     sum_p n[k][p] <= servers of k. Any per-server packing induces such patterns and any
+///     pattern solution packs, so the feasible set is the same as the per-server ILP's,
+///     without its symmetric copies (on the 512-GPU window, one-server configurations only,
+///     CBC needs 5.4 s on the per-server ILP for the gap this one reaches in 0.2 s:
+///     bench_hops_bench --compare).
+///  5. Packing: whole-server shares first (on the job's previous servers when possible,
+///     else consecutive servers), then patterns to servers (a running job's previous server
+///     gets a pattern holding its share when possible), then shares to pattern slots.
+///  6. Fragment filling: leftover GPUs go to unplaced jobs in queue order, the window's first
+///     and then jobs beyond it: one server when a server has room (the job's previous server
+///     first, then the fastest, then best fit); spread over several servers (fastest first)
+///     only for jobs with low placement sensitivity, i.e. one-server / two-server per-GPU
+///     throughput < `sensitivity_threshold` (1-GPU jobs: 1).
+///  CBC failing, or stopping without a solution, falls back to a greedy pass in queue order
+///  (each job's best-valued configuration that fits) before fragment filling.
+///
+/// Complexity per round, M active jobs, W window jobs, K classes, A acceptable counts, P
+/// patterns per class: O(M log M) queue, O(M K A) throughput look-ups (cached per job type),
+/// an ILP with at most W*K*A*3 binary and K*P integer columns and W + K*(|D|+1) rows, and
+/// O((M + S) S) fragment filling for S servers.
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "policies/options.hpp"
+#include "policies/policy.hpp"
+#include "runtime/server_throughput.hpp"
+#include "runtime/solver/milp.hpp"
+
+namespace tessera {
+
+/// Hops' parameters (see hops_options for the defaults and bounds).
+struct hops_params {
+  double lambda = 1.0;                 ///< exponent on (LR + bias)
+  double bias = 1.0;                   ///< added to LR before the exponent
+  double window = 1.0;                 ///< window fits this multiple of the cluster (0: all)
+  double sensitivity_threshold = 1.4;  ///< placement-sensitive at or above this ratio
+  double ilp_time_limit = 2.0;         ///< seconds per CBC solve
+  double ilp_gap = 1e-4;               ///< relative gap at which CBC stops
+  double stay_bonus = 0.05;            ///< objective bonus for keeping a running placement
+  bool fill_fragments = true;          ///< run fragment filling
+  bool use_ilp = true;                 ///< false: greedy in queue order instead of the ILP
+  bool split_configs = true;           ///< two-half configurations for low-sensitivity jobs
+  bool per_gpu_value = false;          ///< normalise throughput by the slowest per-GPU rate
+  double preempt_margin = 0.0;         ///< LR head start of jobs that ran in the last round
+  double critical_slack = 0.1;         ///< makespan-critical jobs go first (0: off)
+};
+
+/// Latency ratio of a job at time `now`: wait / expected run time, wait = now - arrival - run
+/// time (never negative). 0 when `expected_run_time` is not positive.
+double latency_ratio(double now, const job_view& jv, double expected_run_time);
+
+/// Placement sensitivity: one-server over two-server per-GPU throughput (`single_rate` and
+/// `multi_rate` are whole-configuration rates at the same GPU count); 1 for one GPU, infinite
+/// when the two-server rate is 0.
+double placement_sensitivity(int gpus, double single_rate, double multi_rate);
+
+// ---- the ILP, exposed for tests and the bench ----------------------------------------------
+
+/// Servers that are interchangeable for every job: same GPU type, speed factor and size.
+struct hops_class {
+  std::vector<int> servers;  ///< server ids, ascending
+  int capacity = 0;          ///< GPUs per server
+};
+
+/// One configuration of one job.
+struct hops_config {
+  int cls = 0;                 ///< index into the class list
+  int gpus = 0;                ///< GPUs in total
+  int whole_servers = 0;       ///< servers it fills entirely
+  std::vector<int> pieces;     ///< sizes of its partial-server shares (each <= capacity)
+  double throughput = 0;       ///< steps/s (estimate)
+  bool stay = false;           ///< matches the job's placement in the previous round
+};
+
+/// An ILP instance: classes, and per job its configurations and objective weights (already
+/// including G and the stay bonus).
+struct hops_ilp_input {
+  std::vector<hops_class> classes;
+  std::vector<std::vector<hops_config>> configs;  ///< per job
+  std::vector<std::vector<double>> value;         ///< per job and configuration, > 0
+};
+
+/// An ILP answer.
+struct hops_ilp_result {
+  std::vector<int> choice;                          ///< configuration per job, -1 = none
+  /// Per class: the chosen fill patterns, one multiset of share sizes per pattern copy.
+  std::vector<std::vector<std::vector<int>>> patterns;
+  milp_solution solution;                           ///< CBC's outcome and figures
+  int columns = 0, rows = 0, integers = 0;          ///< model size
+};
+
+/// Maximal multisets of `sizes` (distinct, positive) summing to at most `capacity`, each
+/// sorted descending; empty when there are more than `limit`.
+std::vector<std::vector<int>> fill_patterns(const std::vector<int>& sizes, int capacity,
+                                            std::size_t limit = 5000);
+
+/// Builds and solves the ILP. An error when CBC fails or a class needs too many patterns.
+result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_settings& s);
+
+/// Places the chosen configurations on servers: one share list per job (empty = not
+/// placed). `previous[i]` is job i's shares in the last round (may be empty); a job keeps
+/// its previous servers where the patterns allow. Respects per-server capacity.
+std::vector<std::vector<server_share>> pack_hops_solution(
+    const hops_ilp_input& in, const hops_ilp_result& r,
+    const std::vector<std::vector<server_share>>& previous);
+
+// ---- the policy ------------------------------------------------------------------------------
+
+/// Figures of the last planned round, for the bench and tests.
+struct hops_round_stats {
+  int active_jobs = 0;
+  int window_jobs = 0;
+  bool ilp_ran = false;          ///< the ILP was built and CBC called
+  bool ilp_fallback = false;     ///< CBC failed or found nothing; the greedy pass was used
+  milp_outcome outcome = milp_outcome::optimal;
+  double ilp_seconds = 0;        ///< CBC wall time
+  double plan_seconds = 0;       ///< whole plan() wall time
+  int columns = 0, rows = 0, integers = 0;
+  int placed_by_ilp = 0;         ///< jobs placed by the ILP (or the greedy pass)
+  int placed_by_filling = 0;     ///< jobs placed by fragment filling
+  int idle_gpus = 0;             ///< GPUs left idle by the plan
+  double max_latency_ratio = 0;  ///< over the active jobs, at plan time
+};
+
+/// The Hops policy.
+class hops final : public policy {
+ public:
+  /// A policy with the given parameters.
+  explicit hops(hops_params p);
+  /// Out of line: the rate cache holds a type complete only in hops.cpp.
+  ~hops() override;
+  /// "hops".
+  std::string name() const override { return "hops"; }
+  /// Plans one round (steps 1-6 above).
+  result<round_plan> plan(const snapshot& s) override;
+  /// Figures of the last round planned.
+  const hops_round_stats& last_round() const { return stats_; }
+  /// The last ILP built (empty before the first, or when the ILP is off).
+  const hops_ilp_input& last_ilp() const { return last_ilp_; }
+
+ private:
+  struct class_rates;
+  const class_rates& rates_for(const std::string& job_type, int gpus);
+  void refresh_classes(const snapshot& s, const server_throughput& rt);
+
+  hops_params p_;
+  hops_round_stats stats_;
+  hops_ilp_input last_ilp_;
+  std::unique_ptr<server_throughput> fallback_;  ///< when the snapshot carries no rates
+  const void* fallback_for_ = nullptr;           ///< cluster the fallback was built for
+  std::vector<hops_class> classes_;
+  std::vector<int> class_of_;                    ///< per server
+  const server_throughput* rt_ = nullptr;
+  std::uint64_t rt_version_ = 0;
+  const void* classes_for_ = nullptr;
+  /// (job type, GPUs) -> per-class rates, cleared when the classes or measurements change.
+  std::unordered_map<std::string, std::unique_ptr<class_rates>> cache_;
+};
+
+/// Hops' options: lambda, bias, window, sensitivity_threshold, ilp_time_limit, ilp_gap,
+/// stay_bonus, fill_fragments, use_ilp, split_configs.
+std::vector<option_spec> hops_options();
+
+/// Builds Hops from validated options.
+std::unique_ptr<policy> make_hops(const options& o);
+
+}  // namespace tessera

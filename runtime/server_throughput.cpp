@@ -1,0 +1,131 @@
+#include "runtime/server_throughput.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tessera {
+
+double gradient_megabytes(const std::string& job_type, const iteration_model& m) {
+  struct family {
+    const char* prefix;
+    double mb;
+  };
+  // Rounded parameter counts of the models behind Gavel's job types, x 4 bytes.
+  static const family families[] = {
+      {"ResNet-18", 45},  {"ResNet-50", 98}, {"Transformer", 250}, {"LM", 130},
+      {"Recommendation", 16}, {"A3C", 4},    {"CycleGAN", 110},
+  };
+  for (const auto& f : families)
+    if (job_type.rfind(f.prefix, 0) == 0) return f.mb;
+  return m.default_gradient_mb;
+}
+
+server_throughput::server_throughput(const cluster& cl, throughput_table types,
+                                     iteration_model model)
+    : cl_(&cl), types_(std::move(types)), model_(model), measured_server_(cl.servers.size(), 0) {
+  table_types_ = types_.gpu_types();
+  relative_.assign(cl.types.size(), std::vector<double>(table_types_.size(), 0.0));
+  for (std::size_t k = 0; k < cl.types.size(); ++k) {
+    const auto mine = types_.job_keys(cl.types[k].name);
+    for (std::size_t t = 0; t < table_types_.size(); ++t) {
+      double log_sum = 0;
+      int n = 0;
+      for (const auto& key : mine) {
+        if (key.scale_factor != 1) continue;
+        const auto a = types_.isolated(cl.types[k].name, key);
+        const auto b = types_.isolated(table_types_[t], key);
+        if (a && b && *a > 0 && *b > 0) {
+          log_sum += std::log(*a / *b);
+          ++n;
+        }
+      }
+      relative_[k][t] = n > 0 ? std::exp(log_sum / n) : 0.0;
+    }
+  }
+}
+
+server_rate server_throughput::tabled(int server, const std::string& job_type, int gpus,
+                                      bool multi) const {
+  auto m = measured_.find({server, job_type, gpus, multi});
+  if (m != measured_.end()) return {m->second, throughput_source::server_table};
+  const auto& sv = cl_->servers.at(server);
+  auto t = types_.isolated(sv.gpu_type, job_key{job_type, gpus}, !multi);
+  if (t && *t > 0) return {*t * sv.speed, throughput_source::type_table};
+  return {};
+}
+
+double server_throughput::single_gpu_rate(int server, const std::string& job_type) const {
+  if (auto r = tabled(server, job_type, 1, false); r.steps_per_s > 0) return r.steps_per_s;
+  // Another GPU type's single-GPU entry, scaled by how much faster this server's type is
+  // (geometric mean over the job types both types list); the geometric mean of the estimates
+  // over every such type.
+  const auto& sv = cl_->servers.at(server);
+  if (sv.type_index < 0 || sv.type_index >= static_cast<int>(relative_.size())) return 0;
+  double log_sum = 0;
+  int n = 0;
+  for (std::size_t t = 0; t < table_types_.size(); ++t) {
+    const double rel = relative_[sv.type_index][t];
+    if (rel <= 0) continue;
+    const auto v = types_.isolated(table_types_[t], job_key{job_type, 1});
+    if (!v || *v <= 0) continue;
+    log_sum += std::log(*v * rel);
+    ++n;
+  }
+  return n > 0 ? std::exp(log_sum / n) * sv.speed : 0.0;
+}
+
+server_rate server_throughput::rate_at(int server, const std::string& job_type, int gpus,
+                                       bool multi_server) const {
+  if (gpus <= 0 || server < 0 || server >= static_cast<int>(cl_->servers.size())) return {};
+  if (gpus == 1 && multi_server) return {};  // one GPU cannot span servers
+  if (auto r = tabled(server, job_type, gpus, multi_server); r.steps_per_s > 0) return r;
+  // Tier 3: t_iter = t_compute + all-reduce time; per-GPU rate = 1 / t_iter.
+  const double r1 = single_gpu_rate(server, job_type);
+  if (r1 <= 0) return {};
+  double sync = 0;
+  if (gpus > 1) {
+    const double bw = multi_server ? model_.inter_server_gb_per_s : model_.intra_server_gb_per_s;
+    const double lat = multi_server ? model_.inter_latency_s : model_.intra_latency_s;
+    const double bytes_gb = gradient_megabytes(job_type, model_) / 1024.0;
+    sync = 2.0 * (gpus - 1) / gpus * bytes_gb / bw + 2.0 * (gpus - 1) * lat;
+  }
+  const double t_iter = 1.0 / r1 + sync;
+  return {gpus / t_iter, throughput_source::analytic};
+}
+
+double server_throughput::rate(const std::string& job_type,
+                               const std::vector<server_share>& shares) const {
+  if (shares.empty()) return 0;
+  int gpus = 0;
+  for (const auto& sh : shares) gpus += sh.gpus;
+  const bool multi = shares.size() > 1;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& sh : shares) {
+    const double r = rate_at(sh.server, job_type, gpus, multi).steps_per_s;
+    if (r <= 0) return 0;
+    best = std::min(best, r);
+  }
+  return best;
+}
+
+void server_throughput::record(const std::string& job_type,
+                               const std::vector<server_share>& shares, double steps_per_s) {
+  if (shares.empty() || !(steps_per_s > 0) || !std::isfinite(steps_per_s)) return;
+  int gpus = 0;
+  for (const auto& sh : shares) gpus += sh.gpus;
+  const bool multi = shares.size() > 1;
+  for (const auto& sh : shares) {
+    if (sh.server < 0 || sh.server >= static_cast<int>(cl_->servers.size())) continue;
+    measured_[{sh.server, job_type, gpus, multi}] = steps_per_s;
+    measured_server_[sh.server] = 1;
+  }
+  ++version_;
+}
+
+bool server_throughput::has_measurements(int server) const {
+  return server >= 0 && server < static_cast<int>(measured_server_.size()) &&
+         measured_server_[server] != 0;
+}
+
+}  // namespace tessera

@@ -1,0 +1,258 @@
+#include "runtime/solver/milp.hpp"
+
+#include <coin/CbcModel.hpp>
+#include <coin/CbcSolver.hpp>
+#include <coin/CoinError.hpp>
+#include <coin/CoinFinite.hpp>
+#include <coin/CoinMessageHandler.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
+
+#include <cstdio>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <numeric>
+#include <string>
+
+namespace tessera {
+
+const char* to_string(milp_outcome o) {
+  switch (o) {
+    case milp_outcome::optimal: return "optimal";
+    case milp_outcome::feasible: return "feasible";
+    case milp_outcome::time_limit: return "time_limit";
+    case milp_outcome::node_limit: return "node_limit";
+    case milp_outcome::infeasible: return "infeasible";
+    case milp_outcome::unbounded: return "unbounded";
+  }
+  return "unknown";
+}
+
+int milp_model::add_column(double lower, double upper, double objective, bool integer) {
+  integer_.push_back(integer ? 1 : 0);
+  return lp_.add_column(lower, upper, objective);
+}
+
+int milp_model::num_integers() const {
+  return static_cast<int>(std::count(integer_.begin(), integer_.end(), 1));
+}
+
+namespace {
+
+/// CBC's infinity is COIN_DBL_MAX; map IEEE infinities onto it.
+double to_coin(double b) {
+  if (b >= lp_inf) return COIN_DBL_MAX;
+  if (b <= -lp_inf) return -COIN_DBL_MAX;
+  return b;
+}
+
+error solver_error(const std::string& what) { return error{error_kind::solver_failed, what}; }
+
+/// Checks indices and values before the model reaches CBC.
+status check_model(const milp_model& mm) {
+  const lp_model& m = mm.relaxation();
+  const int nc = m.num_columns(), nr = m.num_rows();
+  for (int c = 0; c < nc; ++c) {
+    const double lo = m.column_lower()[c], hi = m.column_upper()[c];
+    if (std::isnan(lo) || std::isnan(hi) || !std::isfinite(m.objective()[c]))
+      return error{error_kind::invalid_input,
+                   "milp model: column " + std::to_string(c) + ": NaN bound or objective"};
+    if (lo > hi)
+      return error{error_kind::invalid_input,
+                   "milp model: column " + std::to_string(c) + ": lower bound above upper"};
+  }
+  for (int r = 0; r < nr; ++r)
+    if (std::isnan(m.row_lower()[r]) || std::isnan(m.row_upper()[r]))
+      return error{error_kind::invalid_input,
+                   "milp model: row " + std::to_string(r) + ": NaN bound"};
+  for (std::size_t k = 0; k < m.num_coefficients(); ++k) {
+    const int r = m.entry_rows()[k], c = m.entry_columns()[k];
+    if (r < 0 || r >= nr || c < 0 || c >= nc)
+      return error{error_kind::invalid_input, "milp model: coefficient (" + std::to_string(r) +
+                                                  ", " + std::to_string(c) +
+                                                  ") is outside the model"};
+    if (!std::isfinite(m.entry_values()[k]))
+      return error{error_kind::invalid_input, "milp model: coefficient (" + std::to_string(r) +
+                                                  ", " + std::to_string(c) +
+                                                  ") is not finite"};
+  }
+  return {};
+}
+
+/// Column-major matrix with duplicate coefficients summed.
+CoinPackedMatrix column_matrix(const lp_model& m) {
+  const int nc = m.num_columns(), nr = m.num_rows();
+  std::vector<std::size_t> order(m.num_coefficients());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const int ca = m.entry_columns()[a], cb = m.entry_columns()[b];
+    return ca != cb ? ca < cb : m.entry_rows()[a] < m.entry_rows()[b];
+  });
+  std::vector<CoinBigIndex> start(nc + 1, 0);
+  std::vector<int> index;
+  std::vector<double> value;
+  index.reserve(order.size());
+  value.reserve(order.size());
+  std::size_t k = 0;
+  for (int c = 0; c < nc; ++c) {
+    start[c] = static_cast<CoinBigIndex>(index.size());
+    for (; k < order.size() && m.entry_columns()[order[k]] == c; ++k) {
+      const int r = m.entry_rows()[order[k]];
+      const double v = m.entry_values()[order[k]];
+      if (!index.empty() && static_cast<CoinBigIndex>(index.size()) > start[c] &&
+          index.back() == r)
+        value.back() += v;
+      else {
+        index.push_back(r);
+        value.push_back(v);
+      }
+    }
+  }
+  start[nc] = static_cast<CoinBigIndex>(index.size());
+  std::vector<int> length(nc);
+  for (int c = 0; c < nc; ++c) length[c] = static_cast<int>(start[c + 1] - start[c]);
+  return CoinPackedMatrix(true, nr, nc, start[nc], value.data(), index.data(), start.data(),
+                          length.data());
+}
+
+/// CBC's solver calls this at fixed points; tessera does not intervene.
+int no_callback(CbcModel*, int) { return 0; }
+
+/// A number as CBC's command line reads it.
+std::string arg(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
+  if (auto st = check_model(mm); !st) return st.err();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const lp_model& m = mm.relaxation();
+  const int nc = m.num_columns(), nr = m.num_rows();
+  const double sign = m.sense() == lp_sense::maximize ? -1.0 : 1.0;  // CBC minimises
+  milp_solution out;
+  if (nc == 0) {
+    for (int r = 0; r < nr; ++r)
+      if (m.row_lower()[r] > 0 || m.row_upper()[r] < 0) {
+        out.outcome = milp_outcome::infeasible;
+        out.seconds = elapsed();
+        return out;
+      }
+    out.has_solution = true;
+    out.seconds = elapsed();
+    return out;
+  }
+  try {
+    std::vector<double> cl(nc), cu(nc), obj(nc), rl(nr), ru(nr);
+    for (int c = 0; c < nc; ++c) {
+      cl[c] = to_coin(m.column_lower()[c]);
+      cu[c] = to_coin(m.column_upper()[c]);
+      obj[c] = sign * m.objective()[c];
+    }
+    for (int r = 0; r < nr; ++r) {
+      rl[r] = to_coin(m.row_lower()[r]);
+      ru[r] = to_coin(m.row_upper()[r]);
+    }
+    OsiClpSolverInterface si;
+    si.messageHandler()->setLogLevel(0);
+    si.getModelPtr()->setLogLevel(0);
+    si.loadProblem(column_matrix(m), cl.data(), cu.data(), obj.data(), rl.data(), ru.data());
+    for (int c = 0; c < nc; ++c)
+      if (mm.is_integer(c)) si.setInteger(c);
+
+    CbcModel model(si);
+    model.setLogLevel(0);
+    model.messageHandler()->setLogLevel(0);
+    // CBC's standard cuts and heuristics, as its command-line solver runs them; the parameter
+    // store is local to this call.
+    CbcSolverUsefulData data;
+    CbcMain0(model, data);
+    data.noPrinting_ = true;
+    data.useSignalHandler_ = false;
+    std::vector<std::string> args = {"tessera", "-log", "0", "-slog", "0"};
+    if (s.time_limit_s > 0) {
+      args.push_back("-sec");
+      args.push_back(arg(s.time_limit_s));
+    }
+    if (s.node_limit > 0) {
+      args.push_back("-maxN");
+      args.push_back(std::to_string(s.node_limit));
+    }
+    args.push_back("-scaling");
+    switch (s.scaling) {
+      case lp_scaling::none: args.push_back("off"); break;
+      case lp_scaling::equilibrium: args.push_back("equilibrium"); break;
+      case lp_scaling::geometric: args.push_back("geometric"); break;
+      case lp_scaling::automatic: args.push_back("automatic"); break;
+    }
+    if (!s.probing) {
+      args.push_back("-probing");
+      args.push_back("off");
+    }
+    args.push_back("-ratio");
+    args.push_back(arg(std::max(0.0, s.relative_gap)));
+    args.push_back("-allow");
+    args.push_back(arg(std::max(0.0, s.absolute_gap)));
+    args.push_back("-solve");
+    args.push_back("-quit");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    CbcMain1(static_cast<int>(argv.size()), argv.data(), model, no_callback, data);
+
+    out.nodes = model.getNodeCount();
+    const int st = model.status(), sec = model.secondaryStatus();
+    const double* best = model.bestSolution();
+    out.has_solution = best != nullptr && model.getSolutionCount() > 0;
+    if (!out.has_solution && best != nullptr && model.getMinimizationObjValue() < 1e49)
+      out.has_solution = true;
+    if (st == 2) return solver_error("CBC abandoned the search (numerical difficulties)");
+    if (sec == 7 || model.isContinuousUnbounded()) {
+      out.outcome = milp_outcome::unbounded;
+      out.has_solution = false;
+    } else if (model.isProvenInfeasible() || sec == 1) {
+      out.outcome = milp_outcome::infeasible;
+      out.has_solution = false;
+    } else if (sec == 4 || model.isSecondsLimitReached()) {
+      out.outcome = milp_outcome::time_limit;
+    } else if (st == 0 && out.has_solution) {
+      out.outcome = milp_outcome::optimal;
+    } else if (out.has_solution) {
+      out.outcome = milp_outcome::feasible;
+    } else if (st == 0) {
+      out.outcome = milp_outcome::infeasible;
+    } else {
+      out.outcome = milp_outcome::node_limit;
+    }
+    if (out.has_solution) {
+      out.x.assign(best, best + nc);
+      double z = 0;
+      for (int c = 0; c < nc; ++c) {
+        if (mm.is_integer(c)) out.x[c] = std::round(out.x[c]);
+        out.x[c] = std::min(std::max(out.x[c], m.column_lower()[c]), m.column_upper()[c]);
+        z += m.objective()[c] * out.x[c];
+      }
+      out.objective = z;
+    }
+    const double bound = model.getBestPossibleObjValue();
+    out.best_bound = std::abs(bound) < 1e49 ? sign * bound : sign * COIN_DBL_MAX;
+    if (out.outcome == milp_outcome::optimal && std::abs(bound) >= 1e49)
+      out.best_bound = out.objective;
+  } catch (const CoinError& e) {
+    return solver_error("CBC: " + e.className() + "::" + e.methodName() + ": " + e.message());
+  } catch (const std::exception& e) {
+    return solver_error(std::string("CBC: ") + e.what());
+  }
+  out.seconds = elapsed();
+  return out;
+}
+
+}  // namespace tessera

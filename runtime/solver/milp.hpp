@@ -1,0 +1,106 @@
+#pragma once
+/// @file milp.hpp
+/// A thin adapter over COIN-OR CBC for mixed-integer linear programs.
+///
+/// Build a `milp_model` (an `lp_model` plus an integrality flag per column) and solve it with
+/// `solve_milp`. CBC runs with its standard cuts and heuristics (as its command-line solver
+/// does), single-threaded, with its log silenced.
+///
+/// The *outcome* of a solve (optimal, infeasible, unbounded, stopped on the time limit with or
+/// without an incumbent, stopped on another limit with an unproven solution) is a value in
+/// `milp_solution`; a *failure* (CBC abandoned the search on numerical trouble, threw, or was
+/// handed bad indices or NaN) is a `tessera::error`. CBC and CLP exceptions (`CoinError`)
+/// never leave this adapter.
+///
+/// Determinism: for a given model and settings CBC is deterministic unless the time limit
+/// stops it, since where it stops then depends on the machine's speed.
+
+#include <vector>
+
+#include "runtime/result.hpp"
+#include "runtime/solver/lp.hpp"
+
+namespace tessera {
+
+/// How a MILP solve ended, when it did not fail.
+enum class milp_outcome {
+  optimal,     ///< proven optimal (to within the settings' gap)
+  feasible,    ///< a solution, optimality not proven: stopped on a node or solution limit
+  time_limit,  ///< stopped on the time limit; `has_solution` says whether there is an incumbent
+  node_limit,  ///< stopped on a node or iteration limit before any solution was found
+  infeasible,  ///< no integer solution exists
+  unbounded,   ///< the LP relaxation is unbounded
+};
+
+/// Name of an outcome, e.g. "time_limit".
+const char* to_string(milp_outcome o);
+
+/// A mixed-integer linear program under construction: an `lp_model` whose columns may be
+/// marked integer. Rows and coefficients are added as for an `lp_model`.
+class milp_model {
+ public:
+  /// Adds a column; `integer` marks it integral. Returns its index.
+  int add_column(double lower, double upper, double objective = 0, bool integer = false);
+  /// Adds a binary (0/1 integer) column. Returns its index.
+  int add_binary(double objective = 0) { return add_column(0, 1, objective, true); }
+  /// Adds a row with bounds and returns its index.
+  int add_row(double lower, double upper) { return lp_.add_row(lower, upper); }
+  /// Adds a row with its (column, value) coefficients and returns its index.
+  int add_row(double lower, double upper, const std::vector<std::pair<int, double>>& entries) {
+    return lp_.add_row(lower, upper, entries);
+  }
+  /// Adds coefficient A[row][col] += value.
+  void add_coefficient(int row, int col, double value) { lp_.add_coefficient(row, col, value); }
+  /// Sets the objective direction (default: minimise).
+  void set_sense(lp_sense s) { lp_.set_sense(s); }
+
+  /// Number of columns.
+  int num_columns() const { return lp_.num_columns(); }
+  /// Number of rows.
+  int num_rows() const { return lp_.num_rows(); }
+  /// Number of integer columns.
+  int num_integers() const;
+  /// True when column `col` is integral.
+  bool is_integer(int col) const { return integer_.at(col) != 0; }
+  /// The model without integrality (bounds, objective, rows, coefficients, sense).
+  const lp_model& relaxation() const { return lp_; }
+
+ private:
+  lp_model lp_;
+  std::vector<char> integer_;
+};
+
+/// How to solve.
+struct milp_settings {
+  double time_limit_s = 10;      ///< wall-clock limit in seconds; <= 0: none
+  double relative_gap = 1e-6;    ///< stop once (bound - incumbent) / |incumbent| is this small
+  double absolute_gap = 1e-9;    ///< stop once |bound - incumbent| is this small
+  int node_limit = 0;            ///< branch-and-bound nodes; <= 0: none
+  /// Matrix scaling inside CBC's LP solves. Off by default: the Debian build of CBC 2.10.8 /
+  /// CLP 1.17.6 (assertions on) aborted the process in ClpNonLinearCost::checkInfeasibilities
+  /// ("lowerValue <= upperValue") on a 300-column Hops ILP after probing had tightened bounds
+  /// of the scaled model, and an abort cannot be caught; the same model solved unscaled, or
+  /// without probing. Tessera's MILPs have small integer coefficients, so they need no scaling.
+  lp_scaling scaling = lp_scaling::none;
+  /// CBC's probing cut generator (the other half of the abort above). Off by default.
+  bool probing = false;
+};
+
+/// What a solve produced.
+struct milp_solution {
+  milp_outcome outcome = milp_outcome::optimal;  ///< how the solve ended
+  bool has_solution = false;  ///< an integer-feasible solution is held in `x`
+  double objective = 0;       ///< objective of `x` in the model's own sense (if has_solution)
+  double best_bound = 0;      ///< bound on the optimum in the model's sense (if known)
+  std::vector<double> x;      ///< column values; integer columns rounded (if has_solution)
+  int nodes = 0;              ///< branch-and-bound nodes explored
+  double seconds = 0;         ///< wall time of the solve
+
+  /// True when the solve proved optimality.
+  bool optimal() const { return outcome == milp_outcome::optimal; }
+};
+
+/// Solves `m` with a fresh CBC model. An empty model (no columns) is optimal at once.
+result<milp_solution> solve_milp(const milp_model& m, const milp_settings& s = {});
+
+}  // namespace tessera

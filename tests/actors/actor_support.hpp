@@ -1,0 +1,143 @@
+#pragma once
+// Helpers shared by the single-process actor tests: an actor system configured like a run's,
+// a small cluster, jobs, and a scheduler + nodes wired together in one process.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <unistd.h>
+
+#include "actors/node_actor.hpp"
+#include "actors/protocol.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "policies/registry.hpp"
+#include "runtime/cluster_config.hpp"
+#include "runtime/train/trainable.hpp"
+
+namespace tessera::actors::test {
+
+/// An actor_system_config with the protocol registered (no middleman: one process).
+struct test_config : caf::actor_system_config {
+  test_config() {
+    register_protocol(*this);
+    set("scheduler.max-threads", static_cast<std::size_t>(2));
+    set("logger.console", caf::atom("none"));
+  }
+};
+
+/// A fresh directory under the temp dir, removed when the object dies.
+class temp_dir {
+ public:
+  explicit temp_dir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() /
+              ("tessera_actors_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::string str() const { return path_.string(); }
+  std::string file(const std::string& n) const { return (path_ / n).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// One server per entry of `speeds`, each of its own GPU type, 1 GPU.
+inline cluster speed_cluster(const std::vector<double>& speeds) {
+  static const char* types[] = {"v100", "p100", "k80", "t4", "a100", "h100"};
+  std::vector<server> sv;
+  for (std::size_t i = 0; i < speeds.size(); ++i) {
+    server s;
+    s.name = "node-" + std::to_string(i);
+    s.gpu_type = types[i % 6];
+    s.gpus = 1;
+    s.speed = speeds[i];
+    sv.push_back(s);
+  }
+  return make_cluster(std::move(sv));
+}
+
+/// A run job of `kind` with `steps` steps.
+inline run_job make_run_job(job_id id, const std::string& kind, std::int64_t steps,
+                            double step_time, std::uint64_t seed) {
+  run_job j;
+  j.spec.id = id;
+  j.spec.job_type = kind;
+  j.spec.total_steps = static_cast<double>(steps);
+  j.kind = kind;
+  j.seed = seed;
+  j.step_time = step_time;
+  return j;
+}
+
+/// A scheduler configuration for tests: short rounds, quick failure detection.
+inline scheduler_config make_sched_config(const cluster& cl, std::vector<run_job> jobs,
+                                          const std::string& ckpt_dir,
+                                          const std::string& policy_name =
+                                              "max_min_fairness_perf") {
+  scheduler_config sc;
+  sc.cl = cl;
+  sc.jobs = std::move(jobs);
+  auto p = make_policy(policy_name);
+  REQUIRE(p);
+  sc.pol = std::shared_ptr<policy>(std::move(*p));
+  sc.known_kinds = train::builtin_trainables().kinds();
+  sc.round_length = 0.3;
+  sc.checkpoint_dir = ckpt_dir;
+  sc.register_timeout = 5;
+  sc.heartbeat_interval = 0.1;
+  sc.heartbeat_timeout = 1.0;
+  sc.report_grace = 2;
+  sc.max_seconds = 60;
+  return sc;
+}
+
+/// A node configuration for server `rank` of `cl`.
+inline node_config make_node_config(const cluster& cl, int rank,
+                                    const train::trainable_registry& kinds) {
+  node_config nc;
+  nc.rank = rank;
+  nc.srv = cl.servers[rank];
+  nc.host = "test";
+  nc.kinds = &kinds;
+  nc.register_timeout = 5;
+  return nc;
+}
+
+/// Waits for the run_summary sent to `listener`; fails the test after `limit` seconds.
+inline run_summary await_summary(caf::scoped_actor& listener, double limit) {
+  std::optional<run_summary> sum;
+  listener->receive(
+      [&](run_summary& s) { sum = std::move(s); },
+      caf::after(std::chrono::milliseconds(static_cast<long>(limit * 1000))) >> [] {});
+  REQUIRE(sum);
+  return std::move(*sum);
+}
+
+/// True when both buffers hold exactly the same bits.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// The parameters of a trainable trained `steps` steps at scale `k` without interruption.
+inline std::vector<float> uninterrupted(const std::string& kind, std::uint64_t seed,
+                                        std::int64_t steps, int k = 1) {
+  auto t = train::builtin_trainables().make(kind, seed);
+  REQUIRE(t);
+  for (std::int64_t s = 0; s < steps; ++s) REQUIRE((*t)->train_step(k));
+  return (*t)->params();
+}
+
+}  // namespace tessera::actors::test

@@ -1,0 +1,145 @@
+// Tests of the message protocol (actors/protocol.hpp): every message survives serialisation
+// as a registered type, and errors carry their text.
+#include <catch2/catch.hpp>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actor_support.hpp"
+
+using namespace tessera::actors;
+using tessera::actors::test::test_config;
+
+namespace {
+
+/// Serialises `x` inside a caf::message (which needs the type registered by name) and reads
+/// it back.
+template <class T>
+T round_trip(caf::actor_system& sys, const T& x) {
+  auto msg = caf::make_message(x);
+  std::vector<char> buf;
+  caf::binary_serializer out{sys, buf};
+  REQUIRE_FALSE(out(msg));
+  caf::message back;
+  caf::binary_deserializer in{sys, buf};
+  REQUIRE_FALSE(in(back));
+  REQUIRE(back.match_elements<T>());
+  return back.get_as<T>(0);
+}
+
+}  // namespace
+
+TEST_CASE("every protocol message is registered and round-trips", "[actors][protocol]") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  for (const char* name :
+       {"tessera::node_hello", "tessera::node_welcome", "tessera::heartbeat",
+        "tessera::start_copy", "tessera::round_orders", "tessera::stop_copy",
+        "tessera::copy_started", "tessera::progress_report", "tessera::checkpoint_done",
+        "tessera::job_finished", "tessera::round_done", "tessera::job_desc",
+        "tessera::submit_job", "tessera::cancel_job", "tessera::job_summary",
+        "tessera::run_summary"}) {
+    INFO(name);
+    CHECK(sys.types().make_value(name) != nullptr);
+  }
+
+  node_hello h{protocol_version, 2, "slow", "k80", 4, 0.25, "host-a", 4242};
+  auto h2 = round_trip(sys, h);
+  CHECK(h2.version == protocol_version);
+  CHECK(h2.rank == 2);
+  CHECK(h2.name == "slow");
+  CHECK(h2.gpu_type == "k80");
+  CHECK(h2.gpus == 4);
+  CHECK(h2.speed == 0.25);
+  CHECK(h2.host == "host-a");
+  CHECK(h2.pid == 4242);
+
+  start_copy c;
+  c.job = 7;
+  c.copy = 1;
+  c.kind = "mlp";
+  c.seed = 99;
+  c.config = {{"lr", 0.05}, {"hidden", 16}};
+  c.scale = 2;
+  c.gpus = 2;
+  c.total_steps = 300;
+  c.resume_step = 120;
+  c.step_budget = 10;
+  c.step_time = 0.01;
+  c.checkpoint_path = "/tmp/x/job-7.ckpt";
+  round_orders o{5, 0.5, {c, c}};
+  auto o2 = round_trip(sys, o);
+  CHECK(o2.round == 5);
+  CHECK(o2.length == 0.5);
+  REQUIRE(o2.copies.size() == 2);
+  const auto& c2 = o2.copies[1];
+  CHECK(c2.job == 7);
+  CHECK(c2.copy == 1);
+  CHECK(c2.kind == "mlp");
+  CHECK(c2.seed == 99);
+  CHECK(c2.config == c.config);
+  CHECK(c2.scale == 2);
+  CHECK(c2.total_steps == 300);
+  CHECK(c2.resume_step == 120);
+  CHECK(c2.step_budget == 10);
+  CHECK(c2.step_time == 0.01);
+  CHECK(c2.checkpoint_path == c.checkpoint_path);
+
+  progress_report p;
+  p.rank = 1;
+  p.round = 3;
+  p.job = 7;
+  p.step = 42;
+  p.steps = 12;
+  p.busy_seconds = 0.49;
+  p.throughput = 24.5;
+  p.loss = 0.7;
+  p.error = "boom";
+  auto p2 = round_trip(sys, p);
+  CHECK(p2.step == 42);
+  CHECK(p2.steps == 12);
+  CHECK(p2.throughput == 24.5);
+  CHECK(p2.error == "boom");
+
+  CHECK(round_trip(sys, heartbeat{3, 17}).seq == 17);
+  CHECK(round_trip(sys, stop_copy{1, 2, 0}).job == 2);
+  CHECK(round_trip(sys, copy_started{1, 2, 3, 0, 44}).step == 44);
+  CHECK(round_trip(sys, checkpoint_done{1, 2, 3, 0, 44, "p"}).path == "p");
+  CHECK(round_trip(sys, job_finished{1, 3, 50, 0.1, 0.9}).accuracy == 0.9);
+  CHECK(round_trip(sys, round_done{2, 9}).round == 9);
+  CHECK(round_trip(sys, node_welcome{2, 0.5, 0.1}).round_length == 0.5);
+  job_desc d;
+  d.kind = "mlp";
+  d.config = {{"lr", 0.2}};
+  d.total_steps = 10;
+  CHECK(round_trip(sys, submit_job{d}).job.config.at("lr") == 0.2);
+  CHECK(round_trip(sys, cancel_job{12}).job == 12);
+
+  run_summary s;
+  s.ok = true;
+  s.rounds = 4;
+  job_summary js;
+  js.id = 3;
+  js.busy_gpu_seconds = {1.0, 2.0};
+  js.regressions = 0;
+  js.lost_rounds = 1;
+  s.jobs = {js};
+  s.failed_ranks = {2};
+  s.dispatch_latency = {0.001};
+  auto s2 = round_trip(sys, s);
+  CHECK(s2.ok);
+  REQUIRE(s2.jobs.size() == 1);
+  CHECK(s2.jobs[0].busy_gpu_seconds == js.busy_gpu_seconds);
+  CHECK(s2.jobs[0].lost_rounds == 1);
+  CHECK(s2.failed_ranks == std::vector<std::int32_t>{2});
+}
+
+TEST_CASE("run errors carry their message", "[actors][protocol]") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  auto e = make_run_error(run_errc::protocol_mismatch, "speaks version 9");
+  CHECK(e.category() == run_error_category);
+  CHECK(e.code() == static_cast<std::uint8_t>(run_errc::protocol_mismatch));
+  CHECK(describe(sys, e) == "speaks version 9");
+  CHECK(sys.render(e).find("speaks version 9") != std::string::npos);
+}

@@ -1,0 +1,250 @@
+// Tests of the scheduler and node actors together in one process: every job finishes, jobs
+// moved between nodes end bitwise identical to uninterrupted runs, a lost node's copies are
+// replanned, a node speaking another protocol version or describing another server is
+// refused, and a missing node ends the run after the registration timeout.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "actor_support.hpp"
+#include "runtime/train/checkpoint.hpp"
+
+using namespace tessera;
+using namespace tessera::actors;
+using namespace tessera::actors::test;
+
+namespace {
+
+/// Loads job `id`'s final checkpoint from `dir` into a fresh trainable.
+std::vector<float> final_params(const std::string& dir, job_id id, const std::string& kind,
+                                std::uint64_t seed) {
+  auto t = train::builtin_trainables().make(kind, seed);
+  REQUIRE(t);
+  auto h = train::load_trainable_checkpoint(dir + "/job-" + std::to_string(id) + ".ckpt", **t);
+  REQUIRE(h);
+  return (*t)->params();
+}
+
+}  // namespace
+
+TEST_CASE("scheduler and nodes run every job to completion", "[actors][scheduler]") {
+  temp_dir dir("complete");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 0.5});
+  // Three jobs on two one-GPU nodes: max-min fairness rotates them, so jobs move between
+  // nodes through their checkpoints.
+  std::vector<run_job> jobs = {make_run_job(0, "softmax_regression", 40, 0.01, 1),
+                               make_run_job(1, "mlp", 30, 0.01, 2),
+                               make_run_job(2, "softmax_regression", 30, 0.01, 3)};
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, make_sched_config(cl, jobs, dir.str()),
+                         caf::actor_cast<caf::actor>(listener));
+  for (int r = 0; r < 2; ++r) sys.spawn(node_actor, make_node_config(cl, r, kinds), sched);
+  auto sum = await_summary(listener, 30);
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.failed_ranks.empty());
+  REQUIRE(sum.jobs.size() == 3);
+  CHECK(sum.messages > 0);
+  CHECK(static_cast<std::int64_t>(sum.dispatch_latency.size()) <= sum.rounds);
+  int moved = 0;
+  for (const auto& j : sum.jobs) {
+    INFO("job " << j.id);
+    CHECK(j.finished);
+    CHECK(j.steps == jobs[j.id].spec.total_steps);
+    CHECK(j.jct > 0);
+    CHECK(j.regressions == 0);
+    CHECK(j.accuracy > 0.3);
+    moved += j.restarts;
+    CHECK(same_bits(final_params(dir.str(), j.id, jobs[j.id].kind, jobs[j.id].seed),
+                    uninterrupted(jobs[j.id].kind, jobs[j.id].seed,
+                                  static_cast<std::int64_t>(jobs[j.id].spec.total_steps))));
+  }
+  CHECK(moved > 0);  // some job did resume on the other node
+}
+
+TEST_CASE("a lost node's copies resume elsewhere from their last checkpoint",
+          "[actors][scheduler][failure]") {
+  temp_dir dir("lost");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 1.0, 1.0});
+  std::vector<run_job> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 80, 0.01, i + 1));
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, make_sched_config(cl, jobs, dir.str()),
+                         caf::actor_cast<caf::actor>(listener));
+  std::vector<caf::actor> nodes;
+  for (int r = 0; r < 3; ++r)
+    nodes.push_back(sys.spawn(node_actor, make_node_config(cl, r, kinds), sched));
+  // Kill node 1 in the middle of round 1 (rounds are 0.3 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  caf::anon_send_exit(nodes[1], caf::exit_reason::kill);
+  auto sum = await_summary(listener, 30);
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.failed_ranks == std::vector<std::int32_t>{1});
+  int lost = 0;
+  for (const auto& j : sum.jobs) {
+    CHECK(j.finished);
+    CHECK(j.steps == 80);
+    CHECK(j.lost_rounds <= 1);
+    CHECK(j.regressions == 0);
+    lost += j.lost_rounds;
+    CHECK(same_bits(final_params(dir.str(), j.id, "softmax_regression", j.id + 1),
+                    uninterrupted("softmax_regression", j.id + 1, 80)));
+  }
+  CHECK(lost == 1);  // exactly the copy that was running on node 1
+}
+
+TEST_CASE("a node speaking another protocol version is refused", "[actors][scheduler]") {
+  temp_dir dir("version");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 1.0});
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor,
+                         make_sched_config(cl, {make_run_job(0, "mlp", 10, 0.01, 1)}, dir.str()),
+                         caf::actor_cast<caf::actor>(listener));
+  auto good = sys.spawn(node_actor, make_node_config(cl, 0, kinds), sched);
+  auto nc = make_node_config(cl, 1, kinds);
+  nc.version = protocol_version + 1;
+  auto bad = sys.spawn(node_actor, nc, sched);
+  caf::scoped_actor watcher{sys};
+  watcher->monitor(bad);
+  std::string reason;
+  watcher->receive([&](const caf::down_msg& d) { reason = describe(sys, d.reason); },
+                   caf::after(std::chrono::seconds(10)) >> [] {});
+  INFO(reason);
+  CHECK(reason.find("refused") != std::string::npos);
+  CHECK(reason.find("protocol version " + std::to_string(protocol_version + 1)) !=
+        std::string::npos);
+  auto sum = await_summary(listener, 10);
+  CHECK_FALSE(sum.ok);
+  CHECK(sum.error.find("protocol version") != std::string::npos);
+}
+
+TEST_CASE("a node describing another server is refused", "[actors][scheduler]") {
+  temp_dir dir("server");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0});
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor,
+                         make_sched_config(cl, {make_run_job(0, "mlp", 10, 0.01, 1)}, dir.str()),
+                         caf::actor_cast<caf::actor>(listener));
+  auto nc = make_node_config(cl, 0, kinds);
+  nc.srv.gpus = 8;
+  sys.spawn(node_actor, nc, sched);
+  auto sum = await_summary(listener, 10);
+  CHECK_FALSE(sum.ok);
+  CHECK(sum.error.find("describes its server differently") != std::string::npos);
+}
+
+TEST_CASE("a node that never registers ends the run after the timeout", "[actors][scheduler]") {
+  temp_dir dir("missing");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 1.0, 1.0});
+  auto sc = make_sched_config(cl, {make_run_job(0, "mlp", 10, 0.01, 1)}, dir.str());
+  sc.register_timeout = 0.5;
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, sc, caf::actor_cast<caf::actor>(listener));
+  sys.spawn(node_actor, make_node_config(cl, 0, kinds), sched);
+  auto sum = await_summary(listener, 10);
+  CHECK_FALSE(sum.ok);
+  CHECK(sum.error.find("missing ranks: 1, 2") != std::string::npos);
+}
+
+TEST_CASE("jobs can be submitted and cancelled while the run goes on", "[actors][scheduler]") {
+  temp_dir dir("submit");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0});
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(
+      scheduler_actor,
+      make_sched_config(cl, {make_run_job(0, "softmax_regression", 60, 0.01, 1)}, dir.str()),
+      caf::actor_cast<caf::actor>(listener));
+  sys.spawn(node_actor, make_node_config(cl, 0, kinds), sched);
+  caf::scoped_actor client{sys};
+  job_desc d;
+  d.kind = "no_such_kind";
+  d.total_steps = 10;
+  std::string refusal;
+  client->request(sched, std::chrono::seconds(5), submit_job{d})
+      .receive([](std::int64_t) {}, [&](caf::error& e) { refusal = describe(sys, e); });
+  CHECK(refusal.find("unknown job kind 'no_such_kind'") != std::string::npos);
+  d.kind = "mlp";
+  d.seed = 5;
+  std::int64_t id = -1;
+  client->request(sched, std::chrono::seconds(5), submit_job{d})
+      .receive([&](std::int64_t x) { id = x; }, [](caf::error&) {});
+  CHECK(id == 1);
+  d.total_steps = 100000;  // would take 1000 s; cancelled below
+  std::int64_t long_id = -1;
+  client->request(sched, std::chrono::seconds(5), submit_job{d})
+      .receive([&](std::int64_t x) { long_id = x; }, [](caf::error&) {});
+  REQUIRE(long_id == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  bool cancelled = false;
+  client->request(sched, std::chrono::seconds(5), cancel_job{long_id})
+      .receive([&](bool b) { cancelled = b; }, [](caf::error&) {});
+  CHECK(cancelled);
+  auto sum = await_summary(listener, 30);
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  REQUIRE(sum.jobs.size() == 3);
+  CHECK(sum.jobs[0].finished);
+  CHECK(sum.jobs[1].finished);
+  CHECK(sum.jobs[1].steps == 10);
+  CHECK(sum.jobs[2].canceled);
+  CHECK_FALSE(sum.jobs[2].finished);
+}
+
+TEST_CASE("a registered node that falls silent is lost by heartbeat timeout",
+          "[actors][scheduler][failure]") {
+  temp_dir dir("silent");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 1.0});
+  std::vector<run_job> jobs = {make_run_job(0, "softmax_regression", 60, 0.01, 1),
+                               make_run_job(1, "softmax_regression", 60, 0.01, 2)};
+  caf::scoped_actor listener{sys};
+  auto sc = make_sched_config(cl, jobs, dir.str());
+  sc.report_grace = 30;  // so the heartbeat timeout (1 s), not the report deadline, fires
+  auto sched = sys.spawn(scheduler_actor, sc, caf::actor_cast<caf::actor>(listener));
+  sys.spawn(node_actor, make_node_config(cl, 0, kinds), sched);
+  // Rank 1 registers like a node, then never sends a heartbeat or a report (a hung process).
+  const auto& sv = cl.servers[1];
+  // The hello travels as a spawn argument: CAF 0.17 dereferences a null shared_ptr for a
+  // function actor spawned without arguments (UBSan flags it inside init_fun_factory.hpp).
+  const node_hello hello{protocol_version, 1, sv.name, sv.gpu_type, sv.gpus, sv.speed, "mute", 1};
+  auto mute = sys.spawn(
+      [](caf::event_based_actor* self, node_hello h, caf::actor to) -> caf::behavior {
+        self->request(to, std::chrono::seconds(5), h).then([](const node_welcome&) {});
+        return {[](const round_orders&) {}, [](shutdown_atom, std::int32_t) {}};
+      },
+      hello, sched);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sum = await_summary(listener, 30);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.failed_ranks == std::vector<std::int32_t>{1});
+  CHECK(took < 10);  // well before the 30 s report deadline
+  for (const auto& j : sum.jobs) {
+    CHECK(j.finished);
+    CHECK(j.lost_rounds <= 1);
+    CHECK(j.regressions == 0);
+  }
+  caf::anon_send_exit(mute, caf::exit_reason::kill);
+}

@@ -1,0 +1,89 @@
+// End-to-end tests of `tessera run`'s bad-input paths (single process, no mpirun): each ends
+// quickly with a clear message and a non-zero exit code.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct run_result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+  double seconds = 0;
+};
+
+run_result run(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
+  run_result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/tessera_runcli_" + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string two_servers =
+    "[cluster]\n[[cluster.server]]\ngpu_type = \"v100\"\ngpus = 1\n"
+    "[[cluster.server]]\ngpu_type = \"k80\"\ngpus = 1\nspeed = 0.5\n";
+
+}  // namespace
+
+TEST_CASE("cli run: usage and help", "[cli][run]") {
+  auto h = run("run --help");
+  CHECK(h.code == 0);
+  CHECK_THAT(h.out, Catch::Contains("usage: tessera run"));
+  auto u = run("run --jobs x.toml");
+  CHECK(u.code == 2);
+  CHECK_THAT(u.out, Catch::Contains("--cluster"));
+  auto top = run("--help");
+  CHECK_THAT(top.out, Catch::Contains("run "));
+}
+
+TEST_CASE("cli run: an unknown job kind names file, line and field", "[cli][run]") {
+  const auto cl = temp_file("c.toml", two_servers);
+  const auto jobs = temp_file("j.toml", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n");
+  auto r = run("run --local 2 --cluster " + cl + " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains(jobs + ":2: field 'kind': unknown job kind 'resnet' "
+                                           "(known: mlp, softmax_regression)"));
+}
+
+TEST_CASE("cli run: a cluster that disagrees with the process count", "[cli][run]") {
+  const auto cl = temp_file("c2.toml", two_servers);
+  const auto jobs = temp_file("j2.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  auto r = run("run --local 3 --cluster " + cl + " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("lists 2 servers, but the run has 3 node processes "
+                                    "(--local 3)"));
+  auto p = run("run --local 2 --policy no_such_policy --cluster " + cl + " --jobs " + jobs);
+  CHECK(p.code == 2);
+  CHECK_THAT(p.out, Catch::Contains("no_such_policy"));
+}
+
+TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[cli][run]") {
+  const auto cl = temp_file("c3.toml", two_servers);
+  const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  // Port 1 on localhost: nothing listens there.
+  auto r = run("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " + cl +
+               " --jobs " + jobs);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("node rank 1: cannot reach the scheduler at 127.0.0.1:1 "
+                                    "within 1 s"));
+  CHECK(r.seconds < 10);
+}
