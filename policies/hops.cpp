@@ -628,15 +628,15 @@ result<round_plan> hops::plan(const snapshot& s) {
   for (std::size_t i = 0; i < window; ++i) {
     const auto& c = cands[i];
     double slowest = inf;
-    for (const auto& cf : c.configs)
-      slowest = std::min(slowest, p_.per_gpu_value ? cf.throughput / cf.gpus : cf.throughput);
+    for (const auto& cf : c.configs) slowest = std::min(slowest, cf.throughput);
     const double lr = c.critical ? top_lr : c.lr;
     // A critical job's speed is the makespan's: weigh it so that its fastest configuration
     // outbids the jobs it displaces there (they still run elsewhere).
     const double boost = c.critical ? critical_weight : 1.0;
     const double w = boost * std::max(1e-6, std::pow(lr + p_.bias, p_.lambda));
     for (const auto& cf : c.configs)
-      value[i].push_back(w * (cf.throughput / slowest) * (cf.stay ? 1.0 + p_.stay_bonus : 1.0));
+      value[i].push_back(w * (cf.throughput / slowest + p_.size_value * cf.gpus) *
+                         (cf.stay ? 1.0 + p_.stay_bonus : 1.0));
   }
 
   // 4-5. ILP and packing.
@@ -837,14 +837,14 @@ std::vector<option_spec> hops_options() {
       {"split_configs",
        "1 = low-sensitivity jobs may also split into two halves within a server class", 1.0, 0.0,
        1.0},
-      {"per_gpu_value",
-       "1 = G normalises by the job's slowest per-GPU rate (value grows with GPUs), 0 = by its "
-       "slowest configuration (the paper's G)",
-       0.0, 0.0, 1.0},
       {"preempt_margin",
        "latency-ratio head start of jobs that ran in the last round (hysteresis against "
        "preemption)",
        0.0, 0.0, 1000.0},
+      {"size_value",
+       "adds this x GPUs to G in each configuration's value, so that who runs is weighed per GPU "
+       "(0 = the paper's objective)",
+       1.0, 0.0, 1000.0},
       {"critical_slack",
        "jobs whose remaining run time is within this fraction of the makespan bound (longest "
        "remaining run time, or the queue's drain time) go first; 0 = off",
@@ -864,9 +864,9 @@ std::unique_ptr<policy> make_hops(const options& o) {
   p.fill_fragments = o.get("fill_fragments") >= 0.5;
   p.use_ilp = o.get("use_ilp") >= 0.5;
   p.split_configs = o.get("split_configs") >= 0.5;
-  p.per_gpu_value = o.get("per_gpu_value") >= 0.5;
   p.preempt_margin = o.get("preempt_margin");
   p.critical_slack = o.get("critical_slack");
+  p.size_value = o.get("size_value");
   return std::make_unique<hops>(p);
 }
 

@@ -21,11 +21,16 @@
 ///     fit in `window` x the cluster's GPUs (at least one job).
 ///  4. ILP over the window (CBC, runtime/solver/milp.hpp):
 ///       maximise  sum_i sum_c (LR_i + bias)^lambda * G[i][c] * (1 + stay_bonus*[c keeps i])
-///                 * y[i][c]
+///                 * y[i][c]                                    (see size_value below)
 ///       s.t.      sum_c y[i][c] <= 1                           (one configuration per job)
 ///                 per-server GPU capacity                       (exactly, see below)
-///                 y binary, G[i][c] = throughput of c / throughput of i's slowest c
-///                 (`per_gpu_value`: / i's slowest per-GPU rate, so value grows with GPUs).
+///                 y binary, G[i][c] = throughput of c / throughput of i's slowest c.
+///     Addition (option `size_value` s, default 1; 0 = the paper's objective): the value is
+///     (LR_i + bias)^lambda * (G[i][c] + s * GPUs of c). With G alone a multi-GPU job is worth
+///     no more than a one-GPU job, so whenever types or packing force the ILP to leave
+///     something out it leaves out the big job, however high its LR (one 8-GPU job waited
+///     65 h, LR 7.2, on Gavel's cluster); the GPU term weighs who runs per GPU, while G still
+///     decides where.
 ///     A configuration is (server class, GPU count from the job's acceptable set, shape):
 ///     one server; or, for a count above the class's server size, whole servers plus one
 ///     remainder share ("adjacent, filled servers"); or, for jobs with low placement
@@ -39,8 +44,8 @@
 ///     sum_p n[k][p] <= servers of k. Any per-server packing induces such patterns and any
 ///     pattern solution packs, so the feasible set is the same as the per-server ILP's,
 ///     without its symmetric copies (on the 512-GPU window, one-server configurations only,
-///     CBC needs 5.4 s on the per-server ILP for the gap this one reaches in 0.2 s:
-///     bench_hops_bench --compare).
+///     CBC stops the per-server ILP at a 10 s limit 0.07% short of the optimum it proves for
+///     this one in 0.28 s: bench_hops_bench --compare).
 ///  5. Packing: whole-server shares first (on the job's previous servers when possible,
 ///     else consecutive servers), then patterns to servers (a running job's previous server
 ///     gets a pattern holding its share when possible), then shares to pattern slots.
@@ -81,9 +86,9 @@ struct hops_params {
   bool fill_fragments = true;          ///< run fragment filling
   bool use_ilp = true;                 ///< false: greedy in queue order instead of the ILP
   bool split_configs = true;           ///< two-half configurations for low-sensitivity jobs
-  bool per_gpu_value = false;          ///< normalise throughput by the slowest per-GPU rate
   double preempt_margin = 0.0;         ///< LR head start of jobs that ran in the last round
   double critical_slack = 0.1;         ///< makespan-critical jobs go first (0: off)
+  double size_value = 1.0;             ///< value += w * size_value * GPUs (0: the paper's)
 };
 
 /// Latency ratio of a job at time `now`: wait / expected run time, wait = now - arrival - run

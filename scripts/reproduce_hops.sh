@@ -5,8 +5,9 @@
 #  2. Gavel's cluster (config/gavel_108.toml) with every registered policy in one table:
 #     a. the same 500-job trace; b. a Gavel multi-GPU trace, 1000 jobs at 2.8 jobs/h,
 #     windowed JCT over jobs 500-999 (issue 4's online setting).
-# With "full" also: hops ablations (critical_slack=0, per_gpu_value=1, preempt_margin=0.5,
-# use_ilp=0, fill_fragments=0) on 1 and 2a, and setting 1 with 60 s rounds.
+# With "full" also: hops ablations (size_value=0 and critical_slack=0: the paper's rules;
+# preempt_margin=0.5; use_ilp=0; fill_fragments=0) on 1 and 2a, and setting 1 with 60 s
+# rounds.
 # Writes docs/results/hops_*.json; the tables in docs/benchmarks.md come from these.
 # usage: scripts/reproduce_hops.sh [SEED] [full]   (run scripts/build.sh first)
 set -euo pipefail
@@ -44,7 +45,7 @@ echo "== 1. hops_512, 500 jobs at 100 jobs/h, seed $seed"
 run main "$tmp/hops.trace" --cluster config/hops_512.toml --policies hops,max_min_fairness_perf,fifo
 parts=("$tmp/main.json")
 if [ "$full" = full ]; then
-  for kv in critical_slack=0 use_ilp=0 fill_fragments=0; do
+  for kv in size_value=0 critical_slack=0 use_ilp=0 fill_fragments=0; do
     ablate "a512_$kv" "$tmp/hops.trace" "$kv" --cluster config/hops_512.toml
     parts+=("$tmp/a512_$kv.json")
   done
@@ -55,7 +56,7 @@ echo "== 2a. gavel_108, the same trace, every policy, seed $seed"
 run g108 "$tmp/hops.trace" --cluster config/gavel_108.toml --policies "$all"
 parts=("$tmp/g108.json")
 if [ "$full" = full ]; then
-  for kv in critical_slack=0 per_gpu_value=1 preempt_margin=0.5 use_ilp=0 fill_fragments=0; do
+  for kv in size_value=0 critical_slack=0 preempt_margin=0.5 use_ilp=0 fill_fragments=0; do
     ablate "a108_$kv" "$tmp/hops.trace" "$kv" --cluster config/gavel_108.toml
     parts+=("$tmp/a108_$kv.json")
   done

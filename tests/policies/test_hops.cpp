@@ -350,6 +350,7 @@ TEST_CASE("hops: the higher latency ratio gets the faster server of one GPU type
   // E: best config is the fast server, 2 steps/s: 100 s for both.
   hops_params hp;
   hp.critical_slack = 0;  // both would be makespan-critical in so small a queue
+  hp.size_value = 0;      // the paper's objective, as computed above
   hops h(hp);
   auto p = h.plan(make_snapshot(cl, rt, jobs, 200));
   REQUIRE(p);
@@ -417,7 +418,8 @@ TEST_CASE("hops: fragments go to low-sensitivity jobs beyond the window", "[poli
 TEST_CASE("hops: a job's acceptable GPU counts, end to end", "[policies]") {
   // One 4-GPU server. The job accepts 1, 2 or 4 GPUs at 1, 1.8 and 3.2 steps/s; G against the
   // slowest (1 GPU) is 1, 1.8 and 3.2, so alone it takes 4 GPUs and its 3200 steps take
-  // 1000 s: finish at 1000 s, 4 GPUs x 1000 s = 4000 GPU-seconds.
+  // 1000 s: finish at 1000 s, 4 GPUs x 1000 s = 4000 GPU-seconds. (The default size_value
+  // term, + GPUs, only strengthens the choice: 2, 3.8, 7.2.)
   const cluster cl = make_cluster({{0, "a", "v100", 0, 4, 1.0}});
   throughput_table t;
   t.set_isolated("v100", {"M", 1}, 1.0);
