@@ -1,5 +1,6 @@
 #include "actors/node_actor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -28,7 +29,10 @@ caf::timespan seconds(double s) {
 /// the expected one, else loaded from the checkpoint, else fresh (step 0).
 std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) {
   const auto& o = slot.order;
-  if (slot.model && slot.model->step() == o.resume_step) return {};
+  // Forked copies always start from the checkpoint: it holds the merged state (copy 0's
+  // optimizer state), while a copy's in-memory model keeps its own.
+  const bool forked = o.fork_ranks.size() > 1;
+  if (!forked && slot.model && slot.model->step() == o.resume_step) return {};
   train::trainable_config config(o.config.begin(), o.config.end());
   auto fresh = kinds.make(o.kind, o.seed, config);
   if (!fresh) return fresh.err().message;
@@ -54,23 +58,54 @@ std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) 
 
 }  // namespace
 
+namespace {
+
+/// The round end of a forked copy: sums the copies' step counts and averages their parameters
+/// (reproducible order) over the ranks of the fork; the merged model has made every copy's
+/// steps. Returns "" or what failed.
+std::string merge_copies(copy_slot& slot, comm::aggregator& agg) {
+  const auto& o = slot.order;
+  comm::group members(o.fork_ranks.begin(), o.fork_ranks.end());
+  std::sort(members.begin(), members.end());
+  comm::reduce_options opt;
+  opt.channel = static_cast<std::uint64_t>(o.job);
+  opt.order = comm::reduce_order::rank_order;
+  opt.timeout = std::chrono::milliseconds(static_cast<long>(o.aggregate_timeout * 1000));
+  opt.op = comm::reduce_op::sum;
+  std::vector<float> steps{static_cast<float>(slot.steps)};
+  if (auto st = agg.allreduce(members, steps, opt); !st) return st.err().message;
+  opt.op = comm::reduce_op::mean;
+  if (auto st = agg.allreduce(members, slot.model->params(), opt); !st) return st.err().message;
+  slot.model->set_step(slot.start_step + static_cast<std::int64_t>(steps[0]));
+  return "";
+}
+
+}  // namespace
+
 void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started) {
+                    double length, const std::function<void(std::int64_t)>& on_started,
+                    comm::aggregator* agg) {
   const auto t0 = clock_type::now();
   const auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(
                                  std::chrono::duration<double>(length));
   const auto& o = slot.order;
   slot.steps = 0;
   slot.finished = false;
+  slot.reached_target = false;
   slot.checkpointed = false;
   slot.error.clear();
-  slot.error = load_state(slot, kinds);
+  const std::size_t fork = o.fork_ranks.size();
+  if (fork > 1 && !agg)
+    slot.error = "job " + std::to_string(o.job) +
+                 " is forked but this node has no aggregator (forking needs the MPI launch)";
+  if (slot.error.empty()) slot.error = load_state(slot, kinds);
   if (!slot.error.empty()) {
     slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
     return;
   }
   auto& m = *slot.model;
   slot.start_step = m.step();
+  slot.start_params = m.params();
   if (on_started) on_started(slot.start_step);
   const auto step_wall = std::chrono::duration_cast<clock_type::duration>(
       std::chrono::duration<double>(o.step_time / speed));
@@ -78,17 +113,29 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     if (o.step_budget >= 0 && slot.steps >= o.step_budget) break;
     const auto begin = clock_type::now();
     if (begin + step_wall > deadline) break;
-    if (auto st = m.train_step(o.scale); !st) {
+    // A forked copy draws batch start + i * n + c: the copies see disjoint data.
+    const auto batch = fork > 1 ? slot.start_step + slot.steps * static_cast<std::int64_t>(fork) +
+                                      o.copy
+                                : m.step();
+    if (auto st = m.train_step_on(o.scale, batch); !st) {
       slot.error = st.err().message;
       break;
     }
     ++slot.steps;
     std::this_thread::sleep_until(begin + step_wall);
   }
-  slot.finished = m.step() >= o.total_steps;
+  if (fork > 1 && slot.error.empty()) {
+    const std::string why = merge_copies(slot, *agg);
+    if (!why.empty())
+      slot.error = "merging the " + std::to_string(fork) + " copies of job " +
+                   std::to_string(o.job) + ": " + why;
+  }
   slot.loss = m.loss();
+  slot.reached_target = o.target_loss > 0 && slot.loss <= o.target_loss;
+  slot.finished = m.step() >= o.total_steps || slot.reached_target;
   if (slot.finished) slot.accuracy = m.held_out_accuracy();
-  if (slot.error.empty()) {
+  // Every copy of a fork holds the same merged state; copy 0 writes it.
+  if (slot.error.empty() && (fork <= 1 || o.copy == 0)) {
     auto st = train::save_trainable_checkpoint(o.checkpoint_path, o.job, slot.round, m);
     if (st)
       slot.checkpointed = true;
@@ -190,11 +237,12 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
           const auto round = o.round;
           const double length = o.length;
           copy_slot* raw = slot.get();
+          comm::aggregator* agg = s.cfg.agg.get();
           slot->worker = std::thread([=] {
             run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
               caf::anon_send(sched, copy_started{rank, round, raw->order.job, raw->order.copy,
                                                  step});
-            });
+            }, agg);
             caf::anon_send(me, copy_done_atom::value, slot_key(raw->order.job, raw->order.copy),
                            round);
           });
@@ -224,8 +272,9 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
                                                   slot.order.copy, r.step,
                                                   slot.order.checkpoint_path});
         if (slot.finished && slot.error.empty()) {
-          self->send(s.scheduler,
-                     job_finished{s.cfg.rank, slot.order.job, r.step, slot.loss, slot.accuracy});
+          if (slot.order.copy == 0)  // one report per job, also when forked
+            self->send(s.scheduler, job_finished{s.cfg.rank, slot.order.job, r.step, slot.loss,
+                                                 slot.accuracy, slot.reached_target});
           s.slots.erase(it);
         }
         if (round == s.round && --s.pending == 0)

@@ -22,6 +22,7 @@
 #include <caf/all.hpp>
 
 #include "actors/protocol.hpp"
+#include "runtime/comm/aggregator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/train/trainable.hpp"
 
@@ -40,6 +41,9 @@ struct node_config {
   std::int64_t kill_at_round = -1;
   /// Benchmark: after registering, send this many heartbeats back to back (seq < 0).
   std::int64_t flood = 0;
+  /// Merges forked copies (MPI backend under mpirun, local backend in one process); null when
+  /// the launch has none, and then the scheduler does not fork jobs.
+  std::shared_ptr<comm::aggregator> agg;
 };
 
 /// One copy of a job held by a node: its model (kept between rounds) and the round it runs.
@@ -53,11 +57,13 @@ struct copy_slot {
   std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
   // Results of the round.
   std::int64_t start_step = 0;   ///< step the round started from
+  std::vector<float> start_params;  ///< parameters the round started from (forked copies)
   std::int64_t steps = 0;        ///< steps made
   double busy_seconds = 0;       ///< wall seconds from start to checkpoint
   double loss = 0;               ///< training loss after the round
   double accuracy = 0;           ///< held-out accuracy (computed when finished)
-  bool finished = false;         ///< reached total_steps
+  bool finished = false;         ///< reached total_steps or the target loss
+  bool reached_target = false;   ///< finished by reaching the target loss
   bool checkpointed = false;     ///< the checkpoint was written
   std::string error;             ///< why the round failed, empty if it did not
   double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
@@ -91,8 +97,11 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
 /// Steps until `length` seconds have passed since the call (a step that would end later is not
 /// begun), the step budget or total steps are reached, or `slot.stop` is set; then writes the
 /// checkpoint. `on_started` is called once the state is loaded, with the step it starts from.
-/// Fills the slot's results.
+/// Fills the slot's results. A forked copy (order.fork_ranks has several ranks) then merges
+/// with its sibling copies through `agg` (see start_copy::fork_ranks); only copy 0 writes the
+/// checkpoint.
 void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started);
+                    double length, const std::function<void(std::int64_t)>& on_started,
+                    comm::aggregator* agg = nullptr);
 
 }  // namespace tessera::actors

@@ -33,7 +33,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 1;
+constexpr std::uint32_t protocol_version = 2;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -77,6 +77,13 @@ struct start_copy {
   std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
   double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
   std::string checkpoint_path;            ///< where the job's state lives (shared directory)
+  /// Ranks of every copy of the job this round, indexed by copy; empty (or one rank) when the
+  /// job is not forked. Forked copies start from the checkpoint, draw disjoint batches, and at
+  /// the round end average their parameters through the node's aggregator (channel = job id);
+  /// copy 0 writes the merged checkpoint.
+  std::vector<std::int32_t> fork_ranks;
+  double aggregate_timeout = 10;          ///< seconds a copy waits for the others to merge
+  double target_loss = 0;                 ///< done when the round-end loss is this low (0 = off)
 };
 
 /// One node's part of a round plan.
@@ -133,6 +140,7 @@ struct job_finished {
   std::int64_t step = 0;   ///< final step counter
   double loss = 0;         ///< final training loss
   double accuracy = 0;     ///< final held-out accuracy
+  bool reached_target = false;  ///< ended by reaching its target loss
 };
 
 /// A node has reported every copy of a round.
@@ -184,6 +192,9 @@ struct job_summary {
   std::vector<double> throughput;           ///< per rank: last measured steps/s (0 = never)
   std::int32_t final_rank = -1;             ///< node of its last round, -1 if it never ran
   double final_round_busy = 0;              ///< GPU-seconds it ran in that last round
+  std::int32_t rounds = 0;                  ///< rounds it was scheduled in
+  std::int32_t max_copies = 0;              ///< most copies it ran as in one round
+  bool reached_target = false;              ///< finished by reaching its target loss
 };
 
 /// The end of a run.
@@ -222,7 +233,8 @@ typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
-           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path);
+           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
+           x.fork_ranks, x.aggregate_timeout, x.target_loss);
 }
 /// Serialises round_orders.
 template <class Inspector>
@@ -254,7 +266,8 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_done& x) {
 /// Serialises job_finished.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
-  return f(caf::meta::type_name("job_finished"), x.rank, x.job, x.step, x.loss, x.accuracy);
+  return f(caf::meta::type_name("job_finished"), x.rank, x.job, x.step, x.loss, x.accuracy,
+           x.reached_target);
 }
 /// Serialises round_done.
 template <class Inspector>
@@ -283,7 +296,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
   return f(caf::meta::type_name("job_summary"), x.id, x.kind, x.finished, x.canceled, x.arrival,
            x.finish, x.jct, x.steps, x.loss, x.accuracy, x.restarts, x.lost_rounds,
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
-           x.final_rank, x.final_round_busy);
+           x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target);
 }
 /// Serialises run_summary.
 template <class Inspector>

@@ -26,6 +26,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/comm/mpi_aggregator.hpp"
 
 namespace po = boost::program_options;
 
@@ -221,7 +222,8 @@ void print_summary(const run_summary& s, const run_options& o, std::size_t nodes
   out << ")\n";
   out << std::left << std::setw(6) << "job" << std::setw(20) << "kind" << std::right
       << std::setw(10) << "JCT (s)" << std::setw(8) << "steps" << std::setw(10) << "loss"
-      << std::setw(10) << "accuracy" << std::setw(10) << "restarts" << '\n';
+      << std::setw(10) << "accuracy" << std::setw(10) << "restarts" << std::setw(8) << "rounds"
+      << std::setw(8) << "copies" << '\n';
   for (const auto& j : s.jobs) {
     out << std::left << std::setw(6) << j.id << std::setw(20) << j.kind << std::right
         << std::setw(10);
@@ -230,7 +232,8 @@ void print_summary(const run_summary& s, const run_options& o, std::size_t nodes
     else
       out << (j.canceled ? "cancelled" : "-");
     out << std::setw(8) << j.steps << std::setw(10) << std::setprecision(4) << j.loss
-        << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << '\n';
+        << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << std::setw(8) << j.rounds
+        << std::setw(8) << j.max_copies << (j.reached_target ? "  (target loss)" : "") << '\n';
   }
   if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
 }
@@ -271,6 +274,9 @@ nlohmann::json to_json(const run_summary& s, const run_options& o, std::size_t n
     e["throughput"] = x.throughput;
     e["final_rank"] = x.final_rank;
     e["final_round_busy"] = x.final_round_busy;
+    e["rounds"] = x.rounds;
+    e["max_copies"] = x.max_copies;
+    e["reached_target"] = x.reached_target;
     j["jobs"].push_back(std::move(e));
   }
   return j;
@@ -278,13 +284,17 @@ nlohmann::json to_json(const run_summary& s, const run_options& o, std::size_t n
 
 /// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
 /// port is known (fork/exec or MPI_Bcast) and returns false when it could not.
+/// `agg` merges forked copies (the MPI backend); null when the launch has none, and then the
+/// scheduler does not fork.
 int run_rank0(const run_options& o, const run_inputs& in, const train::trainable_registry& kinds,
-              const std::function<bool(int port)>& launch) {
+              const std::function<bool(int port)>& launch,
+              std::shared_ptr<comm::aggregator> agg = nullptr) {
   run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
   caf::actor_system sys{cfg};
   caf::scoped_actor listener{sys};
-  auto sched = sys.spawn(scheduler_actor, make_scheduler_config(o, in),
-                         caf::actor_cast<caf::actor>(listener));
+  auto sc = make_scheduler_config(o, in);
+  sc.can_fork = agg != nullptr;
+  auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
   auto port = sys.middleman().publish(sched, 0, nullptr, true);
   if (!port) {
     std::cerr << "tessera: cannot publish the scheduler: " << sys.render(port.error()) << '\n';
@@ -296,7 +306,8 @@ int run_rank0(const run_options& o, const run_inputs& in, const train::trainable
     caf::anon_send_exit(sched, caf::exit_reason::kill);
     return failed;
   }
-  const auto node0 = make_node_config(o, in, 0, kinds);
+  auto node0 = make_node_config(o, in, 0, kinds);
+  node0.agg = agg;
   auto node = sys.spawn(node_actor, node0, sched);
   std::optional<run_summary> sum;
   const double limit = o.timeout + o.connect_timeout + 30;
@@ -433,7 +444,8 @@ int run_child(const run_options& o, const run_inputs& in,
 /// rank goes on, so bad input ends every rank rather than leaving some waiting.
 int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  // MPI_THREAD_MULTIPLE: the aggregator's communicator threads call MPI concurrently.
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -443,10 +455,18 @@ int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
     problem = in.err().message;
   else if (auto bad = check_size(o, in->cl, size, "mpirun -np " + std::to_string(size)))
     problem = *bad;
+  std::shared_ptr<comm::aggregator> agg;
+  if (problem.empty()) {
+    if (auto made = comm::mpi_aggregator::create(); made)
+      agg = std::move(made.value());
+    else
+      problem = made.err().message;
+  }
   int good = problem.empty() ? 1 : 0, all_good = 0;
   MPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_good) {
     if (!problem.empty() && (rank == 0 || good != 1)) std::cerr << "tessera: " << problem << '\n';
+    agg.reset();
     MPI_Finalize();
     return bad_input;
   }
@@ -458,7 +478,7 @@ int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
       MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
       MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
       return port != 0;
-    });
+    }, agg);
   } else {
     int port = 0;
     char host[256] = {0};
@@ -475,11 +495,13 @@ int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
         std::cerr << "tessera: node rank " << rank << ": " << sched.err().message << '\n';
         code = failed;
       } else {
-        code = run_node(sys, make_node_config(o, *in, rank, kinds), *sched,
-                        o.timeout + o.connect_timeout + 30);
+        auto nc = make_node_config(o, *in, rank, kinds);
+        nc.agg = agg;
+        code = run_node(sys, nc, *sched, o.timeout + o.connect_timeout + 30);
       }
     }
   }
+  agg.reset();  // its communicator threads end before MPI does
   MPI_Finalize();
   return code;
 }

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "runtime/snapshot_builder.hpp"
 
@@ -87,6 +89,9 @@ void finish(self_ptr self, bool ok, const std::string& why) {
     js.throughput = j.throughput;
     js.final_rank = j.last_rank;
     js.final_round_busy = j.last_busy;
+    js.rounds = j.rounds;
+    js.max_copies = j.max_copies;
+    js.reached_target = j.reached_target;
     sum.jobs.push_back(std::move(js));
   }
   const std::int32_t code = ok ? 0 : 1;
@@ -108,9 +113,11 @@ void node_lost(self_ptr self, int rank, const std::string& why) {
   std::cerr << "tessera: node rank " << rank << " (" << n.hello.host << ", pid " << n.hello.pid
             << ") lost: " << why << "; its copies resume from their last checkpoints\n";
   for (auto& j : st.jobs)
-    if (st.round_open && j.round_rank == rank && !j.reported) {
+    if (st.round_open && !j.reported &&
+        std::find(j.copy_ranks.begin(), j.copy_ranks.end(), rank) != j.copy_ranks.end()) {
       ++j.lost_rounds;
       j.round_rank = -1;
+      j.copy_ranks.clear();
     }
   ++st.job_set_version;
   st.have_last = false;
@@ -207,6 +214,7 @@ void start_round(self_ptr self) {
   }
   snapshot s = build_snapshot(now, cfg.round_length, live, acc,
                               st.have_last ? &st.last_plan : nullptr, st.job_set_version);
+  s.copy_limit = cfg.can_fork ? 0 : 1;
   auto planned = cfg.pol->plan(s);
   if (!planned) {
     finish(self, false, "policy " + cfg.pol->name() + " failed: " + planned.err().message);
@@ -234,33 +242,84 @@ void start_round(self_ptr self) {
   for (auto& j : st.jobs) {
     j.round_rank = -1;
     j.round_gpus = 0;
+    j.copy_ranks.clear();
+    j.copy_gpus.clear();
+    j.reports_left = 0;
     j.reported = false;
   }
-  for (const auto& as : p.assignments) {
-    auto* j = find_job(st, as.job);
-    if (!j || as.shares.empty()) continue;
-    const int rank = live_ranks[as.shares.front().server];
-    for (const auto& sh : as.shares)
-      j->planned[live_ranks[sh.server]] += sh.gpus * cfg.round_length;
-    if (j->last_rank >= 0 && j->last_rank != rank) ++j->restarts;
-    j->round_rank = rank;
-    j->round_gpus = as.gpus();
-    j->last_type = as.type;
-    start_copy c;
-    c.job = j->spec.spec.id;
-    c.copy = as.copy;
-    c.kind = j->spec.kind;
-    c.seed = j->spec.seed;
-    c.config = j->spec.config;
-    c.scale = as.tasks > 0 ? as.tasks : j->spec.spec.scale_factor;
-    c.gpus = as.gpus();
-    c.total_steps = static_cast<std::int64_t>(j->spec.spec.total_steps);
-    c.resume_step = j->step;
-    c.step_budget = as.step_budget < 0 ? -1 : static_cast<std::int64_t>(std::ceil(as.step_budget));
-    c.step_time = j->spec.step_time;
-    c.checkpoint_path = checkpoint_path(cfg, c.job);
-    orders[rank].copies.push_back(std::move(c));
-    ++st.expected_starts;
+  // The copies of each job, by copy index (HadarE forks a job into several).
+  std::map<std::int64_t, std::vector<const assignment*>> by_job;
+  for (const auto& as : p.assignments)
+    if (find_job(st, as.job) && !as.shares.empty()) by_job[as.job].push_back(&as);
+  for (auto& [id, copies] : by_job) {
+    std::sort(copies.begin(), copies.end(),
+              [](const assignment* a, const assignment* b) { return a->copy < b->copy; });
+    std::set<int> ranks;
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      ranks.insert(live_ranks[copies[c]->shares.front().server]);
+      if (copies[c]->copy != static_cast<int>(c)) {
+        finish(self, false, "policy " + cfg.pol->name() + " gave job " + std::to_string(id) +
+                                " copies that are not numbered 0.." +
+                                std::to_string(copies.size() - 1));
+        return;
+      }
+    }
+    if (copies.size() > 1 && (!cfg.can_fork || ranks.size() != copies.size())) {
+      finish(self, false, "policy " + cfg.pol->name() + " forked job " + std::to_string(id) +
+                              (cfg.can_fork ? " into copies sharing a node"
+                                            : " but this launch cannot merge copies (use mpirun)"));
+      return;
+    }
+  }
+  for (auto& [id, copies] : by_job) {
+    auto* j = find_job(st, id);
+    const int n = static_cast<int>(copies.size());
+    std::vector<std::int32_t> fork_ranks;
+    if (n > 1)
+      for (const auto* as : copies) fork_ranks.push_back(live_ranks[as->shares.front().server]);
+    const auto remaining = static_cast<std::int64_t>(j->spec.spec.total_steps) - j->step;
+    j->last_busy = 0;
+    ++j->rounds;
+    j->max_copies = std::max(j->max_copies, n);
+    for (const auto* asp : copies) {
+      const auto& as = *asp;
+      const int rank = live_ranks[as.shares.front().server];
+      for (const auto& sh : as.shares)
+        j->planned[live_ranks[sh.server]] += sh.gpus * cfg.round_length;
+      if (as.copy == 0) {
+        if (j->last_rank >= 0 && j->last_rank != rank) ++j->restarts;
+        j->round_rank = rank;
+        j->last_type = as.type;
+      }
+      j->copy_ranks.push_back(rank);
+      j->copy_gpus.push_back(as.gpus());
+      j->round_gpus += as.gpus();
+      ++j->reports_left;
+      start_copy c;
+      c.job = j->spec.spec.id;
+      c.copy = as.copy;
+      c.kind = j->spec.kind;
+      c.seed = j->spec.seed;
+      c.config = j->spec.config;
+      c.scale = as.tasks > 0 ? as.tasks : j->spec.spec.scale_factor;
+      c.gpus = as.gpus();
+      c.total_steps = static_cast<std::int64_t>(j->spec.spec.total_steps);
+      c.resume_step = j->step;
+      c.step_budget =
+          as.step_budget < 0 ? -1 : static_cast<std::int64_t>(std::ceil(as.step_budget));
+      if (n > 1) {
+        // Copies together should not overshoot the job's total by more than n - 1 steps.
+        const std::int64_t share = (remaining + n - 1) / n;
+        c.step_budget = c.step_budget < 0 ? share : std::min(c.step_budget, share);
+        c.fork_ranks = fork_ranks;
+        c.aggregate_timeout = std::max(1.0, cfg.report_grace / 2);
+      }
+      c.step_time = j->spec.step_time;
+      c.target_loss = j->spec.target_loss;
+      c.checkpoint_path = checkpoint_path(cfg, c.job);
+      orders[rank].copies.push_back(std::move(c));
+      ++st.expected_starts;
+    }
   }
   for (auto& j : st.jobs)
     if (j.arrived && !j.finished && !j.canceled && j.round_rank < 0) j.last_type = -1;
@@ -443,13 +502,18 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
                      std::to_string(r.rank) + ": " + r.error);
           return;
         }
-        j->reported = true;
-        j->last_rank = r.rank;
+        const int gpus = r.copy >= 0 && r.copy < static_cast<int>(j->copy_gpus.size())
+                             ? j->copy_gpus[r.copy]
+                             : j->round_gpus;
+        if (--j->reports_left <= 0) j->reported = true;
+        if (r.copy == 0) {
+          j->last_rank = r.rank;
+          j->run_time += r.busy_seconds;
+        }
         j->step = std::max(j->step, r.step);
-        j->run_time += r.busy_seconds;
-        j->gpu_seconds += r.busy_seconds * j->round_gpus;
-        j->busy[r.rank] += r.busy_seconds * j->round_gpus;
-        j->last_busy = r.busy_seconds * j->round_gpus;
+        j->gpu_seconds += r.busy_seconds * gpus;
+        j->busy[r.rank] += r.busy_seconds * gpus;
+        j->last_busy += r.busy_seconds * gpus;
         if (r.throughput > 0) {
           j->throughput[r.rank] = r.throughput;
           j->measured[s.cfg.cl.servers[r.rank].gpu_type] = r.throughput;
@@ -473,6 +537,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
         j->step = f.step;
         j->loss = f.loss;
         j->accuracy = f.accuracy;
+        j->reached_target = f.reached_target;
         ++s.job_set_version;
       },
       [=](const round_done& d) {
@@ -520,8 +585,10 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
         if (!j || j->finished || j->canceled) return false;
         j->canceled = true;
         ++s.job_set_version;
-        if (j->round_rank >= 0 && live_rank(s, j->round_rank))
-          self->send(s.nodes[j->round_rank].handle, stop_copy{s.round, c.job, 0});
+        for (std::size_t k = 0; k < j->copy_ranks.size(); ++k)
+          if (live_rank(s, j->copy_ranks[k]))
+            self->send(s.nodes[j->copy_ranks[k]].handle,
+                       stop_copy{s.round, c.job, static_cast<std::int32_t>(k)});
         return true;
       },
   };

@@ -55,6 +55,9 @@ struct scheduler_config {
   double report_grace = 10;                 ///< seconds past a round's length to report
   double max_seconds = 0;                   ///< give up after this long (0 = no limit)
   bool verbose = false;                     ///< one line per round on stderr
+  /// The nodes can merge forked copies (they have aggregators: the MPI launch, or one process
+  /// with the local backend). Without it the policy sees copy_limit = 1.
+  bool can_fork = false;
 };
 
 /// What the scheduler knows of one job.
@@ -69,9 +72,15 @@ struct tracked_job {
   int last_type = -1;                       ///< type index (live cluster) of the last round
   int last_rank = -1;                       ///< node of its last round, -1 if never ran
   double last_busy = 0;                     ///< GPU-seconds it ran in its last round
-  int round_rank = -1;                      ///< node running it this round, -1 if none
-  int round_gpus = 0;                       ///< GPUs it holds this round
-  bool reported = false;                    ///< this round's progress arrived
+  int round_rank = -1;                      ///< node running copy 0 this round, -1 if none
+  int round_gpus = 0;                       ///< GPUs it holds this round (all copies)
+  std::vector<int> copy_ranks;              ///< this round: node of each copy (by copy index)
+  std::vector<int> copy_gpus;               ///< this round: GPUs of each copy
+  int reports_left = 0;                     ///< copies of this round not reported yet
+  bool reported = false;                    ///< this round's progress arrived (every copy)
+  int rounds = 0;                           ///< rounds it was scheduled in
+  int max_copies = 0;                       ///< most copies it ran as in one round
+  bool reached_target = false;              ///< finished by reaching its target loss
   double finish = -1;                       ///< seconds after the start
   double loss = 0;                          ///< latest training loss
   double accuracy = 0;                      ///< final held-out accuracy

@@ -267,7 +267,8 @@ class hadar_policy final : public policy {
       if (c.payoff > 0) admit(o, c);
     }
     // HadarE: further copies, round robin, on servers the job's other copies do not use.
-    for (int copy = 1; copy < p_.max_copies; ++copy) {
+    const int copy_cap = s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
+    for (int copy = 1; copy < copy_cap; ++copy) {
       for (std::size_t o = 0; o < info.size(); ++o) {
         if (copies[o] != copy) continue;
         const job_view& jv = s.jobs[info[o].index];

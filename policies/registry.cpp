@@ -4,6 +4,8 @@
 #include "policies/finish_time_fairness.hpp"
 #include "policies/gavel_family.hpp"
 #include "policies/hadar.hpp"
+#include "policies/hare.hpp"
+#include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
 #include "policies/max_min_fairness.hpp"
 #include "policies/max_sum_throughput.hpp"
@@ -59,6 +61,8 @@ std::vector<policy_entry> build_registry() {
   r.push_back({"hops", "Hops: latency-ratio window, priority-weighted placement ILP (CBC) per server class, fragment filling", hops_options(), make_hops});
   r.push_back({"hadar", "Hadar: online primal-dual, exponential GPU-pool prices, one job's GPUs may span types and servers", hadar_options(), make_hadar});
   r.push_back({"hadare", "HadarE: Hadar plus forking each job into up to max_copies copies on distinct servers", hadare_options(), make_hadare});
+  r.push_back({"hare", "Hare HLAS: least attained service (work done) first, each job's K tasks on its fastest free GPUs, several per GPU when that is faster", hare_options(), make_hare});
+  r.push_back({"hare_offline", "Hare offline (clairvoyant): shortest remaining work at the job's best speed first, same task filling as hare", hare_offline_options(), make_hare_offline});
   // clang-format on
   return r;
 }

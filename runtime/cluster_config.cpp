@@ -404,6 +404,7 @@ struct run_extras {
   std::string kind;
   std::optional<long long> seed;
   std::optional<double> step_time;
+  std::optional<double> target_loss;
   std::map<std::string, double> config;
 };
 
@@ -432,7 +433,7 @@ result<std::vector<job>> load_jobs_impl(const std::string& path, const throughpu
       table_reader r(path, *(*tables)[i], "[[job]]");
       if (extras)
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "config"});
+                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss", "config"});
       else
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
                       "slo", "id", "acceptable_gpus"});
@@ -443,7 +444,10 @@ result<std::vector<job>> load_jobs_impl(const std::string& path, const throughpu
         const auto step_time = r.number(
             "step_time", false, [](double v) { return v > 0 && v <= 3600; },
             "a positive number of seconds (at most 3600)");
+        const auto target_loss = r.number(
+            "target_loss", false, [](double v) { return v > 0; }, "a positive training loss");
         if (r.err()) return *r.err();
+        ex.target_loss = target_loss;
         ex.kind = *kind;
         ex.seed = seed;
         ex.step_time = step_time;
@@ -560,6 +564,7 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
     rj.seed = extras[i].seed ? static_cast<std::uint64_t>(*extras[i].seed)
                              : static_cast<std::uint64_t>(rj.spec.id) + 1;
     rj.step_time = extras[i].step_time.value_or(rj.step_time);
+    rj.target_loss = extras[i].target_loss.value_or(0.0);
     rj.config = std::move(extras[i].config);
     out.push_back(std::move(rj));
   }

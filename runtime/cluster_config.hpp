@@ -68,6 +68,9 @@ struct run_job {
   std::string kind;                      ///< trainable kind, e.g. "mlp"
   std::uint64_t seed = 0;                ///< trainable seed (default: id + 1)
   double step_time = 0.05;               ///< seconds per step on a speed-1.0 server
+  /// Training loss at which the job is done early (checked at round ends); 0 = run to
+  /// total_steps.
+  double target_loss = 0;
   std::map<std::string, double> config;  ///< trainable configuration ([job.config])
 };
 

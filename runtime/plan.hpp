@@ -40,7 +40,11 @@ struct assignment {
   int copy = 0;                         ///< 0 unless the job is forked (HadarE)
   int type = -1;                        ///< GPU type index when all shares are one type, else -1
   std::vector<server_share> shares;     ///< servers and GPU counts; sum = GPUs used
-  int tasks = 0;                        ///< tasks per step placed here (Hare); 0 = scale factor
+  /// Tasks per step placed here (Hare); 0 = scale factor (a gang, one task per GPU). Several
+  /// assignments of one (job, copy), each with tasks > 0, form a task split: their tasks sum
+  /// to the scale factor, a GPU runs its tasks back to back and a step ends when its last task
+  /// does (runtime/task_split.hpp).
+  int tasks = 0;
   double step_budget = -1;              ///< cap on steps this round, -1 = none
 
   /// GPUs over all shares.
@@ -73,6 +77,9 @@ struct snapshot {
   /// executor runs plans with, or nullptr when the executor provides none. Policies that place
   /// by server entity (hops) read it; the Gavel family uses `job_view::throughput`.
   const server_throughput* rates = nullptr;
+  /// Most copies per job the executor can run (0 = no limit). The actor runtime sets 1 when
+  /// its nodes cannot merge copies (no aggregator, e.g. --local); forking policies obey it.
+  int copy_limit = 0;
 };
 
 /// Time fractions per job and GPU type: x[m][j] = fraction of wall time job m (index into

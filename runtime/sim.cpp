@@ -123,7 +123,7 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
     round_plan p = std::move(planned.value());
     p.start = now;
     p.length = cfg.round_length;
-    if (auto st = validate_plan(cl, p, pol.name()); !st) return st.err();
+    if (auto st = validate_plan(s, p, pol.name()); !st) return st.err();
     auto ran = exec.execute(s, p);
     if (!ran) return ran.err();
 
@@ -143,9 +143,13 @@ result<sim_result> simulate(const cluster& cl, const throughput_table& table,
     std::unordered_map<job_id, std::size_t> index;
     for (std::size_t i = 0; i < active.size(); ++i) index[active[i].spec->id] = i;
     std::unordered_map<job_id, int> type_of;
-    for (const auto& as : p.assignments) type_of[as.job] = as.type;
-    std::unordered_map<long long, int> gpus_of;  // (job, copy) -> GPUs it held
-    for (const auto& as : p.assignments) gpus_of[as.job * 1024 + as.copy] = as.gpus();
+    for (const auto& as : p.assignments) {
+      // A task split over several GPU types ran on no single type.
+      auto [t, fresh] = type_of.emplace(as.job, as.type);
+      if (!fresh) t->second = as.tasks > 0 && t->second != as.type ? -1 : as.type;
+    }
+    std::unordered_map<long long, int> gpus_of;  // (job, copy) -> GPUs it held (all its parts)
+    for (const auto& as : p.assignments) gpus_of[as.job * 1024 + as.copy] += as.gpus();
     std::vector<bool> done(active.size(), false);
     // A forked job's copies run side by side: its run time grows by its longest copy's.
     std::unordered_map<job_id, double> held_for;

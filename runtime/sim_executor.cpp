@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "runtime/task_split.hpp"
+
 namespace tessera {
 
 std::vector<copy_progress> run_copies(job_id job, double remaining,
@@ -92,48 +94,78 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
                                                          const round_plan& p) {
   std::unordered_map<job_id, const job_view*> jobs;
   for (const auto& jv : s.jobs) jobs[jv.spec->id] = &jv;
+  // The assignments of each job copy, in plan order of first appearance: one for a gang (or
+  // a Hops/Hadar placement), several for a task split (runtime/task_split.hpp).
+  struct copy_group {
+    job_id job = 0;
+    int copy = 0;
+    std::vector<const assignment*> parts;
+  };
+  std::vector<copy_group> groups;
+  {
+    std::map<std::pair<job_id, int>, std::size_t> index;
+    for (const auto& as : p.assignments) {
+      auto [it, fresh] = index.emplace(std::make_pair(as.job, as.copy), groups.size());
+      if (fresh) groups.push_back(copy_group{as.job, as.copy, {}});
+      groups[it->second].parts.push_back(&as);
+    }
+  }
   std::vector<copy_progress> out;
   std::unordered_map<job_id, std::vector<server_share>> now_shares;
   std::map<std::pair<job_id, int>, std::vector<server_share>> now_copy_shares;
-  std::unordered_map<job_id, int> copies;  // assignments per job in this plan
-  for (const auto& as : p.assignments) ++copies[as.job];
+  std::unordered_map<job_id, int> copies;  // copies per job in this plan
+  for (const auto& g : groups) ++copies[g.job];
   std::vector<job_id> forked_order;        // forked jobs, in plan order
   std::unordered_map<job_id, std::vector<copy_run>> forked;
-  for (const auto& as : p.assignments) {
-    auto it = jobs.find(as.job);
+  for (const auto& g : groups) {
+    auto it = jobs.find(g.job);
     if (it == jobs.end())
       return error{error_kind::internal,
-                   "plan names job " + std::to_string(as.job) + ", which is not active"};
+                   "plan names job " + std::to_string(g.job) + ", which is not active"};
     const job_view& jv = *it->second;
-    const double r = rate(*jv.spec, as.shares);
+    const assignment& as = *g.parts.front();
+    const bool split = g.parts.size() > 1 || as.tasks > 0;
+    // A gang runs at the placement's rate; a task split at 1 / its step time. Its shares are
+    // those of all its parts (for the restart-cost comparison with the previous round) and its
+    // step budget the tightest one given.
+    std::vector<server_share> split_shares;
+    double budget = as.step_budget;
+    if (split)
+      for (const auto* a : g.parts) {
+        split_shares.insert(split_shares.end(), a->shares.begin(), a->shares.end());
+        if (a->step_budget >= 0) budget = budget < 0 ? a->step_budget
+                                                     : std::min(budget, a->step_budget);
+      }
+    const std::vector<server_share>& shares = split ? split_shares : as.shares;
+    const double r = split ? split_rate(rates_, *jv.spec, g.parts) : rate(*jv.spec, as.shares);
     if (r <= 0)
-      return error{error_kind::internal, "job " + std::to_string(as.job) + " (" +
+      return error{error_kind::internal, "job " + std::to_string(g.job) + " (" +
                                              jv.spec->job_type +
                                              ") placed where it has no throughput"};
     bool moved = true;
-    if (as.copy == 0) {
-      auto prev = last_shares_.find(as.job);
-      moved = prev == last_shares_.end() || prev->second != as.shares;
+    if (g.copy == 0) {
+      auto prev = last_shares_.find(g.job);
+      moved = prev == last_shares_.end() || prev->second != shares;
     } else {
-      auto prev = last_copy_shares_.find({as.job, as.copy});
-      moved = prev == last_copy_shares_.end() || prev->second != as.shares;
+      auto prev = last_copy_shares_.find({g.job, g.copy});
+      moved = prev == last_copy_shares_.end() || prev->second != shares;
     }
     const double lost = moved ? std::min(restart_cost_, p.length) : 0.0;
-    if (moved && jv.steps_done > 0) ++restarts_[as.job];
-    if (copies[as.job] > 1) {  // a forked job: its copies run together below
-      if (as.copy == 0)
-        now_shares[as.job] = as.shares;
+    if (moved && jv.steps_done > 0) ++restarts_[g.job];
+    if (copies[g.job] > 1) {  // a forked job: its copies run together below
+      if (g.copy == 0)
+        now_shares[g.job] = shares;
       else
-        now_copy_shares[{as.job, as.copy}] = as.shares;
-      if (forked.find(as.job) == forked.end()) forked_order.push_back(as.job);
-      forked[as.job].push_back(copy_run{as.copy, r, lost, as.step_budget});
+        now_copy_shares[{g.job, g.copy}] = shares;
+      if (forked.find(g.job) == forked.end()) forked_order.push_back(g.job);
+      forked[g.job].push_back(copy_run{g.copy, r, lost, budget});
       continue;
     }
     double steps = r * (p.length - lost);
-    if (as.step_budget >= 0) steps = std::min(steps, as.step_budget);
+    if (budget >= 0) steps = std::min(steps, budget);
     copy_progress cp;
-    cp.job = as.job;
-    cp.copy = as.copy;
+    cp.job = g.job;
+    cp.copy = g.copy;
     if (steps >= jv.remaining_steps) {
       cp.steps = jv.remaining_steps;
       cp.finished = true;
@@ -143,7 +175,7 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
       cp.steps = steps;
       cp.busy_seconds = lost + steps / r;
     }
-    now_shares[as.job] = as.shares;
+    now_shares[g.job] = shares;
     out.push_back(cp);
   }
   for (const job_id id : forked_order) {

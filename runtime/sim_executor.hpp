@@ -9,6 +9,12 @@
 /// factor, as before. It runs for the round length minus a restart cost when its placement
 /// changed since the previous round. A job finishing mid-round leaves its GPUs idle until the
 /// next round, as in Gavel's simulator.
+///
+/// Task-level execution (Hare): the assignments of one job copy that carry tasks (a task
+/// split, runtime/task_split.hpp) run as one: each GPU runs its tasks back to back, a step
+/// completes when its last task does, and the copy advances at 1 / (max over its placements of
+/// ceil(tasks / GPUs) x the per-task time there). Its placement, for the restart cost, is the
+/// concatenation of its parts' shares; it reports one `copy_progress`.
 
 #include <map>
 #include <unordered_map>

@@ -1,7 +1,8 @@
 #include "runtime/snapshot_builder.hpp"
 
 #include <algorithm>
-#include <unordered_set>
+#include <map>
+#include <utility>
 
 namespace tessera {
 
@@ -31,13 +32,34 @@ snapshot build_snapshot(double now, double round_length, const cluster& cl,
   return s;
 }
 
-status validate_plan(const cluster& cl, const round_plan& p, const std::string& policy_name) {
+namespace {
+
+/// validate_plan's checks; `jobs` (may be null) adds the checks against the active jobs.
+status check_plan(const cluster& cl, const round_plan& p, const std::string& policy_name,
+                  const std::vector<job_view>* jobs) {
   std::vector<int> used(cl.servers.size(), 0);
-  std::unordered_set<long long> seen;
+  // (job, copy) -> assignments, whether all of them carry tasks, and their tasks' sum.
+  struct copy_use {
+    int parts = 0;
+    bool all_tasks = true;
+    long long tasks = 0;
+  };
+  std::map<std::pair<job_id, int>, copy_use> copies;
   for (const auto& as : p.assignments) {
-    if (!seen.insert(as.job * 1024 + as.copy).second)
+    const std::string who = "job " + std::to_string(as.job) +
+                            (as.copy != 0 ? " copy " + std::to_string(as.copy) : "");
+    auto& use = copies[{as.job, as.copy}];
+    ++use.parts;
+    use.all_tasks = use.all_tasks && as.tasks > 0;
+    use.tasks += as.tasks;
+    if (use.parts > 1 && !use.all_tasks)
       return error{error_kind::internal,
-                   policy_name + " placed job " + std::to_string(as.job) + " twice"};
+                   policy_name + " placed " + who + " twice" +
+                       (use.tasks > 0 ? " (a task split needs tasks > 0 on every placement)"
+                                      : "")};
+    if (as.tasks < 0)
+      return error{error_kind::internal, policy_name + " gave " + who + " " +
+                                             std::to_string(as.tasks) + " tasks per step"};
     for (const auto& sh : as.shares) {
       if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) || sh.gpus <= 0)
         return error{error_kind::internal, policy_name + " used an invalid server share"};
@@ -46,8 +68,40 @@ status validate_plan(const cluster& cl, const round_plan& p, const std::string& 
         return error{error_kind::internal,
                      policy_name + " over-filled server " + cl.servers[sh.server].name};
     }
+    if (as.tasks > 0 && as.tasks < as.gpus())
+      return error{error_kind::internal,
+                   policy_name + " gave " + who + " " + std::to_string(as.gpus()) +
+                       " GPUs for " + std::to_string(as.tasks) +
+                       " tasks per step (every GPU of a placement must run a task)"};
+  }
+  if (!jobs) return {};
+  std::map<job_id, const job_view*> active;
+  for (const auto& jv : *jobs) active[jv.spec->id] = &jv;
+  for (const auto& [key, use] : copies) {
+    auto it = active.find(key.first);
+    if (it == active.end())
+      return error{error_kind::internal, policy_name + " placed job " +
+                                             std::to_string(key.first) + ", which is not active"};
+    const int k = it->second->spec->scale_factor;
+    if (use.all_tasks && use.tasks != k)
+      return error{error_kind::internal,
+                   policy_name + " placed " + std::to_string(use.tasks) + " tasks per step of job " +
+                       std::to_string(key.first) +
+                       (key.second != 0 ? " copy " + std::to_string(key.second) : "") +
+                       " over " + std::to_string(use.parts) +
+                       " placements; they must sum to its scale factor " + std::to_string(k)};
   }
   return {};
+}
+
+}  // namespace
+
+status validate_plan(const cluster& cl, const round_plan& p, const std::string& policy_name) {
+  return check_plan(cl, p, policy_name, nullptr);
+}
+
+status validate_plan(const snapshot& s, const round_plan& p, const std::string& policy_name) {
+  return check_plan(*s.cl, p, policy_name, &s.jobs);
 }
 
 status check_runnable(const job& j, const std::vector<double>& throughput) {

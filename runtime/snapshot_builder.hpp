@@ -35,9 +35,16 @@ snapshot build_snapshot(double now, double round_length, const cluster& cl,
                         std::uint64_t job_set_version);
 
 /// Checks a plan against the cluster: every share names an existing server and a positive GPU
-/// count, no server holds more GPUs than it has, no job copy is placed twice. Errors
-/// (internal) name the policy and what it broke.
+/// count, no server holds more GPUs than it has, no job copy is placed twice. A job copy may
+/// have several assignments only as a task split (runtime/task_split.hpp): each of them with
+/// tasks > 0. No assignment may have negative tasks, nor fewer tasks than GPUs (a GPU with no
+/// task). Errors (internal) name the policy and what it broke.
 status validate_plan(const cluster& cl, const round_plan& p, const std::string& policy_name);
+
+/// As above against `s.cl`, and against the snapshot's jobs: every assignment names an active
+/// job, and the tasks of each task split (and each assignment with tasks > 0) sum to the
+/// job's scale factor.
+status validate_plan(const snapshot& s, const round_plan& p, const std::string& policy_name);
 
 /// An error (invalid_input) when `throughput` is 0 on every GPU type, naming the job.
 status check_runnable(const job& j, const std::vector<double>& throughput);

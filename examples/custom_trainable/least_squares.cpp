@@ -34,6 +34,7 @@ class least_squares final : public tessera::train::trainable {
   std::vector<float>& params() override { return params_; }
   const std::vector<float>& params() const override { return params_; }
   std::int64_t step() const override { return step_; }
+  void set_step(std::int64_t step) override { step_ = step; }
 
   status compute_gradient(int shard, int shards, std::int64_t step,
                           std::vector<float>& grad) const override {

@@ -6,12 +6,12 @@
 
 namespace tessera::train {
 
-status trainable::train_step(int k) {
+status trainable::train_step_on(int k, std::int64_t data_step) {
   if (k < 1)
     return error{error_kind::invalid_input,
                  kind() + ": train_step: k must be >= 1, got " + std::to_string(k)};
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(k));
-  const std::int64_t s = step();
+  const std::int64_t s = data_step;
   for (int i = 0; i < k; ++i)
     if (auto st = compute_gradient(i, k, s, grads[static_cast<std::size_t>(i)]); !st) return st;
   std::vector<float> summed;

@@ -65,10 +65,19 @@ class trainable {
   /// (invalid_input) for k < 1 or a gradient of the wrong size; then nothing changes.
   virtual status apply_gradient(const std::vector<float>& summed_grad, int k) = 0;
 
+  /// Sets the step counter without touching anything else. The runtime uses it when the
+  /// copies of a forked job merge: the merged job has made the steps of all its copies.
+  virtual void set_step(std::int64_t step) = 0;
+
   /// One full step at scale `k` on this object: the K shard gradients of step(), summed in
   /// shard order, applied. Bitwise-identical to computing the shards anywhere and calling
   /// sum_shard_gradients and apply_gradient.
-  status train_step(int k);
+  status train_step(int k) { return train_step_on(k, step()); }
+
+  /// As train_step, but on the global batch of step `data_step` (the step counter still
+  /// advances by one). A forked job's copies draw disjoint batches this way: copy c of n
+  /// makes its i-th step of a round on batch `start + i * n + c`.
+  status train_step_on(int k, std::int64_t data_step);
 
   /// Mean training loss (cross-entropy for the built-in models) at the current parameters.
   virtual double loss() const = 0;

@@ -236,7 +236,7 @@ TEST_CASE("(d) a process speaking another protocol version is refused", "[mpi][d
   INFO(o.output);
   CHECK(o.status != 0);
   CHECK(o.output.find("node rank 3") != std::string::npos);
-  CHECK(o.output.find("speaks protocol version 99, this scheduler speaks version 1") !=
+  CHECK(o.output.find("speaks protocol version 99, this scheduler speaks version 2") !=
         std::string::npos);
   CHECK(o.seconds < 30);
 }
@@ -271,4 +271,43 @@ TEST_CASE("--local starts the node processes itself", "[mpi][local]") {
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
   check_bitwise(sum, dir.file("ckpt"));
+}
+
+TEST_CASE("a job forked into 3 copies runs on every node and merges them each round",
+          "[mpi][fork]") {
+  scratch dir("fork");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  const auto jobs = dir.write("jobs.toml",
+                              "[[job]]\nkind = \"mlp\"\ntotal_steps = 150\nstep_time = 0.01\n");
+  auto o = run(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
+               " --policy hadare --round-length 0.5 --checkpoint-dir " + dir.file("ckpt") +
+               " --json " + dir.file("sum.json"));
+  INFO(o.output);
+  REQUIRE(o.status == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  REQUIRE(sum["jobs"].size() == 1);
+  const auto& j = sum["jobs"][0];
+  CHECK(j["finished"].get<bool>());
+  CHECK(j["max_copies"].get<int>() == 3);
+  // Copies' budgets split the remaining steps, so the job overshoots by fewer than 3 steps.
+  const auto steps = j["steps"].get<std::int64_t>();
+  CHECK(steps >= 150);
+  CHECK(steps < 153);
+  for (int r = 0; r < 3; ++r) CHECK(j["busy_gpu_seconds"][r].get<double>() > 0);
+  // The merged checkpoint (written by copy 0) holds the job at its final step.
+  const auto reg = tessera::train::builtin_trainables();
+  auto m = reg.make("mlp", 1);
+  REQUIRE(m);
+  auto h = tessera::train::load_trainable_checkpoint(dir.file("ckpt") + "/job-0.ckpt", **m);
+  REQUIRE(h);
+  CHECK((*m)->step() == steps);
+
+  // --local has no aggregator: the scheduler tells the policy it cannot fork.
+  auto l = run(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
+               jobs + " --policy hadare --round-length 0.5 --json " + dir.file("local.json"));
+  INFO(l.output);
+  REQUIRE(l.status == 0);
+  const auto ls = load_json(dir.file("local.json"));
+  CHECK(ls["jobs"][0]["finished"].get<bool>());
+  CHECK(ls["jobs"][0]["max_copies"].get<int>() == 1);
 }

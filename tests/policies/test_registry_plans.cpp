@@ -1,9 +1,10 @@
 // Property tests over every registered policy: on random small clusters and job sets, each
 // round plan respects per-server and per-type capacity, places no job twice, meets every
-// job's scale factor, uses only GPU types the job can run on, and a whole simulation is
-// deterministic and finishes every job.
+// job's scale factor (GPUs, or tasks summed over a task split's parts), uses only GPU types
+// the job can run on, and a whole simulation is deterministic and finishes every job.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <random>
 #include <set>
 
@@ -68,13 +69,20 @@ class checking_policy final : public policy {
     if (!p) return p;
     std::vector<int> used(s.cl->servers.size(), 0), type_used(s.cl->types.size(), 0);
     std::set<std::pair<job_id, int>> seen;
+    std::map<std::pair<job_id, int>, int> split_tasks;  // task splits (Hare): tasks per copy
     for (const auto& as : p->assignments) {
-      REQUIRE(seen.insert({as.job, as.copy}).second);
       const job_view* jv = nullptr;
       for (const auto& v : s.jobs)
         if (v.spec->id == as.job) jv = &v;
       REQUIRE(jv != nullptr);
-      REQUIRE(as.gpus() == jv->spec->scale_factor);
+      if (as.tasks > 0) {
+        // A part of a task split: at least one task per GPU; the parts sum to K (below).
+        REQUIRE(as.tasks >= as.gpus());
+        split_tasks[{as.job, as.copy}] += as.tasks;
+      } else {
+        REQUIRE(seen.insert({as.job, as.copy}).second);
+        REQUIRE(as.gpus() == jv->spec->scale_factor);
+      }
       for (const auto& sh : as.shares) {
         REQUIRE(sh.gpus > 0);
         const auto& sv = s.cl->servers.at(sh.server);
@@ -82,6 +90,11 @@ class checking_policy final : public policy {
         used[sh.server] += sh.gpus;
         type_used[sv.type_index] += sh.gpus;
       }
+    }
+    for (const auto& [key, tasks] : split_tasks) {
+      REQUIRE(seen.count(key) == 0);  // not also placed as a gang
+      for (const auto& v : s.jobs)
+        if (v.spec->id == key.first) REQUIRE(tasks == v.spec->scale_factor);
     }
     for (const auto& sv : s.cl->servers) REQUIRE(used[sv.id] <= sv.gpus);
     for (std::size_t j = 0; j < s.cl->types.size(); ++j)

@@ -1,0 +1,274 @@
+#include "policies/hare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "runtime/server_throughput.hpp"
+#include "runtime/task_split.hpp"
+
+namespace tessera {
+
+double hare_best_rate(const job_view& jv) {
+  double best = 0;
+  for (const double v : jv.throughput) best = std::max(best, v);
+  return best;
+}
+
+double hare_service(const job_view& jv) {
+  const double best = hare_best_rate(jv);
+  if (!(best > 0)) return 0;
+  const double w = jv.spec->priority_weight > 0 ? jv.spec->priority_weight : 1.0;
+  return jv.steps_done * jv.spec->scale_factor / best / w;
+}
+
+void hare_task_times::refresh(const snapshot& s) {
+  const std::uint64_t version = s.rates ? s.rates->version() : 0;
+  if (!s.rates || s.rates != cached_rates_ || s.cl != cached_cluster_ ||
+      version != cached_version_) {
+    cache_.clear();
+    cached_rates_ = s.rates;
+    cached_cluster_ = s.cl;
+    cached_version_ = version;
+  }
+}
+
+const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
+    const snapshot& s, const job_view& jv) {
+  const int k = std::max(1, jv.spec->scale_factor);
+  const std::string key = s.rates ? jv.spec->job_type + '\x1f' + std::to_string(k)
+                                  : "#" + std::to_string(jv.spec->id);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  const double inf = std::numeric_limits<double>::infinity();
+  const cluster& cl = *s.cl;
+  std::vector<double> single(cl.servers.size(), inf), multi(cl.servers.size(), inf);
+  for (const auto& sv : cl.servers) {
+    if (s.rates) {
+      single[sv.id] = task_seconds(*s.rates, sv.id, jv.spec->job_type, k, false);
+      if (k > 1) multi[sv.id] = task_seconds(*s.rates, sv.id, jv.spec->job_type, k, true);
+    } else {
+      const auto& t = cl.types[sv.type_index];
+      const double v = sv.type_index < static_cast<int>(jv.throughput.size()) && t.mean_speed > 0
+                           ? jv.throughput[sv.type_index] * sv.speed / t.mean_speed
+                           : 0.0;
+      if (v > 0) {
+        single[sv.id] = 1.0 / v;
+        if (k > 1) multi[sv.id] = 1.0 / v;
+      }
+    }
+  }
+  return cache_.emplace(key, std::make_pair(std::move(single), std::move(multi)))
+      .first->second;
+}
+
+namespace {
+
+/// One way to place a job's K tasks: a list of GPUs as (server, tasks on that GPU).
+struct candidate {
+  std::vector<std::pair<int, int>> gpus;
+  double step = std::numeric_limits<double>::infinity();
+  int servers = 0;
+  bool lease = false;  ///< every server was the job's in the previous round
+};
+
+/// Fills in step, servers and lease of `c` from its GPU list.
+void score(candidate& c, const std::vector<double>& single, const std::vector<double>& multi,
+           const std::set<int>& previous) {
+  std::set<int> used;
+  for (const auto& g : c.gpus) used.insert(g.first);
+  c.servers = static_cast<int>(used.size());
+  const bool span = c.servers > 1;
+  c.step = 0;
+  for (const auto& [u, n] : c.gpus) c.step = std::max(c.step, n * (span ? multi[u] : single[u]));
+  c.lease = !previous.empty() &&
+            std::all_of(used.begin(), used.end(), [&](int u) { return previous.count(u) > 0; });
+}
+
+/// True when `a` is a strictly better placement than `b`: shorter step (beyond rounding),
+/// then fewer GPUs, fewer servers, then the previous round's servers.
+bool better(const candidate& a, const candidate& b) {
+  if (!std::isfinite(a.step)) return false;
+  if (!std::isfinite(b.step)) return true;
+  const double tol = 1e-9 * std::max(a.step, b.step);
+  if (a.step < b.step - tol) return true;
+  if (b.step < a.step - tol) return false;
+  if (a.gpus.size() != b.gpus.size()) return a.gpus.size() < b.gpus.size();
+  if (a.servers != b.servers) return a.servers < b.servers;
+  return a.lease && !b.lease;
+}
+
+}  // namespace
+
+round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
+                     const hare_fill_params& p, hare_task_times& times) {
+  times.refresh(s);
+  const cluster& cl = *s.cl;
+  const int n_servers = static_cast<int>(cl.servers.size());
+  std::vector<int> free(n_servers, 0);
+  int free_total = 0;
+  for (const auto& sv : cl.servers) {
+    free[sv.id] = sv.gpus;
+    free_total += sv.gpus;
+  }
+  std::map<job_id, std::set<int>> previous;
+  if (s.last_plan)
+    for (const auto& as : s.last_plan->assignments)
+      if (as.copy == 0)
+        for (const auto& sh : as.shares) previous[as.job].insert(sh.server);
+  const std::set<int> none;
+
+  round_plan plan;
+  plan.start = s.now;
+  plan.length = s.round_length;
+  for (const std::size_t idx : order) {
+    if (free_total == 0) break;
+    const job_view& jv = s.jobs.at(idx);
+    const int k = std::max(1, jv.spec->scale_factor);
+    const auto& [single, multi] = times.get(s, jv);
+    auto prev_it = previous.find(jv.spec->id);
+    const std::set<int>& prev = prev_it == previous.end() ? none : prev_it->second;
+    auto usable = [&](int u) {
+      const int t = cl.servers[u].type_index;
+      return free[u] > 0 && t >= 0 && t < static_cast<int>(jv.throughput.size()) &&
+             jv.throughput[t] > 0;
+    };
+    // Servers in tie-break order: fastest (single-server task time), best fit, id.
+    std::vector<int> servers;
+    for (int u = 0; u < n_servers; ++u)
+      if (usable(u) && (std::isfinite(single[u]) || std::isfinite(multi[u])))
+        servers.push_back(u);
+    std::sort(servers.begin(), servers.end(), [&](int a, int b) {
+      if (single[a] != single[b]) return single[a] < single[b];
+      if (free[a] != free[b]) return free[a] < free[b];
+      return a < b;
+    });
+    candidate best;
+    // (a) all K tasks on one server, spread evenly over as few GPUs as give the step time.
+    for (const int u : servers) {
+      if (!std::isfinite(single[u])) continue;
+      if (!p.relaxed && free[u] < k) continue;
+      const int g = std::min(k, free[u]);
+      const int per = (k + g - 1) / g;        // tasks on the busiest GPU
+      const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
+      const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
+      candidate c;
+      for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
+      score(c, single, multi, prev);
+      if (better(c, best)) best = std::move(c);
+    }
+    // (b) spanning servers: each task where it would finish earliest.
+    if (k > 1) {
+      std::vector<std::vector<int>> on(n_servers);  // tasks per GPU of this job, per server
+      candidate c;
+      bool ok = true;
+      for (int task = 0; task < k && ok; ++task) {
+        int pick = -1;
+        bool pick_new = false;
+        double pick_finish = std::numeric_limits<double>::infinity();
+        auto consider = [&](int u, bool fresh, double finish) {
+          bool take = false;
+          if (pick < 0 || finish < pick_finish) {
+            take = true;
+          } else if (finish == pick_finish) {
+            if (fresh != pick_new) take = !fresh;  // reuse a GPU before taking a new one
+            else if (on[u].empty() != on[pick].empty()) take = !on[u].empty();
+          }
+          if (take) {
+            pick = u;
+            pick_new = fresh;
+            pick_finish = finish;
+          }
+        };
+        for (const int u : servers) {
+          if (!std::isfinite(multi[u])) continue;
+          if (p.relaxed && !on[u].empty()) {
+            const int least = *std::min_element(on[u].begin(), on[u].end());
+            consider(u, false, (least + 1) * multi[u]);
+          }
+          if (free[u] > static_cast<int>(on[u].size())) consider(u, true, multi[u]);
+        }
+        if (pick < 0) {
+          ok = false;
+          break;
+        }
+        if (pick_new) {
+          on[pick].push_back(1);
+        } else {
+          ++*std::min_element(on[pick].begin(), on[pick].end());
+        }
+      }
+      if (ok) {
+        for (int u = 0; u < n_servers; ++u)
+          for (const int n : on[u]) c.gpus.emplace_back(u, n);
+        score(c, single, multi, prev);
+        if (better(c, best)) best = std::move(c);
+      }
+    }
+    if (!std::isfinite(best.step)) continue;  // no free GPU this job can use
+    // One assignment per (server, tasks per GPU).
+    std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
+    for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
+    for (const auto& [key, g] : groups) {
+      const int u = key.first, per = -key.second;
+      assignment as;
+      as.job = jv.spec->id;
+      as.type = cl.servers[u].type_index;
+      as.shares = {server_share{u, g}};
+      as.tasks = per * g;
+      plan.assignments.push_back(std::move(as));
+      free[u] -= g;
+      free_total -= g;
+    }
+  }
+  return plan;
+}
+
+std::vector<option_spec> hare_options() {
+  return {
+      {"relaxed",
+       "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one task per "
+       "GPU",
+       1, 0, 1},
+  };
+}
+
+namespace {
+
+class hare_policy final : public policy {
+ public:
+  explicit hare_policy(hare_fill_params p) : p_(p) {}
+  std::string name() const override { return "hare"; }
+
+  result<round_plan> plan(const snapshot& s) override {
+    std::vector<double> service(s.jobs.size());
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) service[i] = hare_service(s.jobs[i]);
+    std::vector<std::size_t> order(s.jobs.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (service[a] != service[b]) return service[a] < service[b];
+      const job& ja = *s.jobs[a].spec;
+      const job& jb = *s.jobs[b].spec;
+      if (ja.arrival != jb.arrival) return ja.arrival < jb.arrival;
+      return ja.id < jb.id;
+    });
+    return hare_fill(s, order, p_, times_);
+  }
+
+ private:
+  hare_fill_params p_;
+  hare_task_times times_;
+};
+
+}  // namespace
+
+std::unique_ptr<policy> make_hare(const options& o) {
+  hare_fill_params p;
+  p.relaxed = o.get("relaxed") != 0;
+  return std::make_unique<hare_policy>(p);
+}
+
+}  // namespace tessera

@@ -1,0 +1,112 @@
+#pragma once
+/// @file hare.hpp
+/// Hare (Chen, Li, Wu, Guo: HPDC'22; "Non-clairvoyant scheduling of distributed machine
+/// learning with inter-job and intra-job parallelism on heterogeneous GPUs", IEEE TCC'24),
+/// online policy `hare`: HLAS, heterogeneity-aware least attained service, over task splits.
+/// Built from ../shared/docs/papers.md ("Hare") and issue 5; the published text we could read
+/// names the policy, not its details, so the formulation below is ours.
+///
+/// Relaxed fixed-scale synchronisation. A job of scale K runs each step as K independent tasks
+/// and synchronises when all K are done, so within a round its K tasks may go on any GPUs:
+/// several back to back on one fast GPU, some on a slower type. The simulator's time model
+/// (runtime/task_split.hpp) is: one task on server u takes tau_u = 1 / rate_at(u, job type,
+/// K, multi) seconds (the table's whole-job rate at scale K there, `multi` when the job's
+/// tasks span servers), and the step takes max over the job's GPUs of (tasks on it x tau).
+///
+/// Service (what "least attained" counts). Work done, in ideal GPU-seconds:
+///     service_m = steps_done_m * K_m / best_m / w_m,
+/// best_m = max over GPU types of the job's throughput as policies see it (steps/s at scale K,
+/// times the type's mean speed factor), w_m its priority weight. A job that ran t seconds as a
+/// gang on K GPUs of a type with throughput T_j has done T_j t steps, so its service is
+/// K t T_j / best_m: GPU-seconds weighted by that GPU type's speed for the job relative to its
+/// fastest. The same holds for a task split whose GPUs stay busy: K tasks back to back on
+/// one GPU of type j for t seconds make t T_j / K steps, i.e. service t T_j / best_m, one
+/// GPU-second weighted by T_j / best_m. GPUs that idle while a step
+/// waits for a slower task earn nothing, so service measures work, not occupancy. It is
+/// computed from the snapshot alone (steps done), so the policy keeps no accounting of its own
+/// and sees the same service under the simulator and the actor runtime.
+///
+/// Order: service ascending (least attained first), then arrival, then id. LAS is
+/// non-clairvoyant: it never reads remaining steps.
+///
+/// Filling, task by task (per round, jobs in that order, on the GPUs still free): each job
+/// takes the placement of its K tasks with the shortest step time among
+///  (a) for each server u with free GPUs: its K tasks spread evenly over g = min(K, free_u)
+///      GPUs of u, i.e. ceil(K/g) tasks on the busiest (step ceil(K/g) tau_u, consolidated),
+///      using the fewest GPUs that give that step time;
+///  (b) a greedy over all servers (K > 1): each task in turn goes where it would finish
+///      earliest, on one of the job's GPUs already holding tasks (one more task back to back)
+///      or on a free GPU, with spanning (multi-server) task times. For identical unit tasks on
+///      machines of different speeds this earliest-finish rule gives the shortest makespan
+///      (the step time) on the machines it may use; so a job gets its fastest GPUs first,
+///      stacks several tasks on a fast GPU while that beats a slower GPU, and spills onto a
+///      slower type when it does not.
+/// Ties: fewer GPUs, then fewer servers, then the job's servers of the previous round (no
+/// restart), then the fastest, best-fitting server. Every job that can use a free GPU is
+/// placed (a job needs one free GPU, not K), so the least-served job waits only when every
+/// GPU it can use is held by jobs with less or equal service.
+///
+/// Option `relaxed` = 0 (ablation): one task per GPU, i.e. K GPUs (a gang, possibly over
+/// servers and types, at the slowest one's speed) or nothing: HLAS without relaxed
+/// synchronisation.
+///
+/// Complexity per round, M active jobs, S servers: O(M log M) order, O(M (S + K (S + K)))
+/// filling; per-server task times are cached per (job type, K) while the throughput model
+/// does not change.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "policies/options.hpp"
+#include "policies/policy.hpp"
+
+namespace tessera {
+
+/// Work a job has done, in ideal GPU-seconds over its priority weight:
+/// steps_done x K / best / w (0 when it has no throughput anywhere).
+double hare_service(const job_view& jv);
+
+/// The job's best throughput as policies see it: max over GPU types of `jv.throughput`.
+double hare_best_rate(const job_view& jv);
+
+/// Settings of the task filling shared by `hare` and `hare_offline`.
+struct hare_fill_params {
+  bool relaxed = true;   ///< tasks may share a GPU (false: one task per GPU, K GPUs or none)
+};
+
+/// Per-server task times of one (job type, scale) pair, cached across rounds.
+class hare_task_times {
+ public:
+  /// Drops cached times when the cluster or the throughput model changed, and every round
+  /// when the snapshot has no throughput model (times then come from each job's own view).
+  void refresh(const snapshot& s);
+  /// Seconds per task on each server (single-server and spanning), +infinity where the job
+  /// cannot run; from `s.rates` when set, else from the job's per-type view scaled by speed.
+  const std::pair<std::vector<double>, std::vector<double>>& get(const snapshot& s,
+                                                                 const job_view& jv);
+
+ private:
+  std::unordered_map<std::string, std::pair<std::vector<double>, std::vector<double>>> cache_;
+  const void* cached_rates_ = nullptr;
+  const cluster* cached_cluster_ = nullptr;
+  std::uint64_t cached_version_ = 0;
+};
+
+/// Places the jobs `order` (indices into s.jobs, highest priority first) task by task on the
+/// cluster's GPUs as described in this header, each job in turn on the GPUs still free.
+/// Returns the round plan (assignments with tasks > 0, one per server and tasks-per-GPU
+/// count of a job).
+round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
+                     const hare_fill_params& p, hare_task_times& times);
+
+/// `hare`'s options: relaxed.
+std::vector<option_spec> hare_options();
+/// Builds `hare`.
+std::unique_ptr<policy> make_hare(const options& o);
+
+}  // namespace tessera

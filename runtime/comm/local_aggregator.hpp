@@ -1,0 +1,70 @@
+#pragma once
+/// @file local_aggregator.hpp
+/// The local backend: participants are threads of one process sharing a `local_world`. Each
+/// collective is a rendezvous: members deposit their buffers, the last to arrive computes
+/// reference_reduce over them (so `fastest` and `rank_order` give the same bits here), and
+/// every member copies the result back. Used by single-process clusters (the node actors of
+/// the actor unit tests) and as the reference the other backends are tested against.
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/comm/aggregator.hpp"
+
+namespace tessera::comm {
+
+/// Shared state of the participants of one process. Make it with make_shared and give each
+/// participant a local_aggregator on it.
+class local_world {
+ public:
+  /// A world of `size` participants (ranks 0..size-1).
+  explicit local_world(int size) : size_(size) {}
+  /// Participants.
+  int size() const { return size_; }
+
+ private:
+  friend class local_aggregator;
+  /// One collective in progress, identified by (group key, sequence number).
+  struct op {
+    std::map<int, float*> buffers;   ///< deposited by members not yet served
+    std::vector<float> result;       ///< computed by the last to arrive
+    std::size_t count = 0;           ///< element count the first member gave
+    bool done = false;               ///< result is ready
+    bool failed = false;             ///< a member gave up (timeout) or disagreed on count
+    std::string why;                 ///< why it failed
+    int served = 0;                  ///< members that copied the result
+  };
+  int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, op> ops_;
+  std::set<std::uint64_t> broken_;   ///< group keys that timed out
+};
+
+/// One participant of a local_world.
+class local_aggregator final : public aggregator {
+ public:
+  /// Participant `rank` of `world`.
+  local_aggregator(std::shared_ptr<local_world> world, int rank)
+      : world_(std::move(world)), rank_(rank) {}
+  std::string backend() const override { return "local"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_->size(); }
+  status allreduce(const group& members, std::vector<float>& data,
+                   const reduce_options& opt) override;
+
+ private:
+  std::shared_ptr<local_world> world_;
+  int rank_;
+  std::mutex seq_mu_;
+  std::map<std::uint64_t, std::uint64_t> next_seq_;  ///< per group key: calls made so far
+};
+
+}  // namespace tessera::comm

@@ -1,0 +1,212 @@
+#include "runtime/comm/nccl_aggregator.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+namespace tessera::comm {
+
+namespace {
+
+/// Channel-number offset for the MPI communicator that carries NCCL unique ids, so it never
+/// shares a queue with an MPI-backend collective of the same channel.
+constexpr std::uint64_t id_channel_salt = 0x6e63636c00000000ull;  // "nccl"
+
+status cuda_fail(const char* what, cudaError_t e) {
+  return error{error_kind::solver_failed,
+               std::string("nccl aggregator: ") + what + ": " + cudaGetErrorString(e)};
+}
+
+status nccl_fail(const char* what, ncclResult_t r) {
+  return error{error_kind::solver_failed,
+               std::string("nccl aggregator: ") + what + ": " + ncclGetErrorString(r)};
+}
+
+}  // namespace
+
+bool cuda_device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+/// One NCCL communicator with its stream and device buffers.
+class nccl_channel {
+ public:
+  ~nccl_channel() {
+    if (comm_) {
+      if (broken_) ncclCommAbort(comm_);
+      else ncclCommDestroy(comm_);
+    }
+    if (dev_) cudaFree(dev_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::mutex mu;            ///< serialises calls on the channel
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float* dev_ = nullptr;    ///< device staging buffer
+  std::size_t dev_floats_ = 0;
+  bool broken_ = false;
+  std::vector<float> host_;  ///< host staging (outlives an aborted copy)
+
+  /// Polls the communicator's asynchronous state until it is not in progress or the deadline.
+  status wait_comm(std::chrono::steady_clock::time_point deadline, const char* what) {
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state == ncclSuccess) return {};
+      if (state != ncclInProgress) return nccl_fail(what, state);
+      if (std::chrono::steady_clock::now() > deadline) return timeout(what);
+      std::this_thread::yield();
+    }
+  }
+
+  /// Polls the stream until its work is done or the deadline.
+  status wait_stream(std::chrono::steady_clock::time_point deadline, const char* what) {
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return {};
+      if (e != cudaErrorNotReady) return cuda_fail(what, e);
+      if (std::chrono::steady_clock::now() > deadline) return timeout(what);
+      std::this_thread::yield();
+    }
+  }
+
+  /// Aborts the communicator (pending work is cancelled) and marks the channel broken.
+  status timeout(const char* what) {
+    broken_ = true;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    return error{error_kind::io, std::string("nccl aggregator: ") + what +
+                                     " timed out; communicator aborted"};
+  }
+
+  status reserve(std::size_t floats) {
+    if (dev_floats_ >= floats) return {};
+    if (dev_) cudaFree(dev_);
+    dev_ = nullptr;
+    dev_floats_ = 0;
+    if (auto e = cudaMalloc(reinterpret_cast<void**>(&dev_), floats * sizeof(float));
+        e != cudaSuccess)
+      return cuda_fail("cudaMalloc", e);
+    dev_floats_ = floats;
+    return {};
+  }
+};
+
+result<std::unique_ptr<nccl_aggregator>> nccl_aggregator::create(mpi_aggregator& mpi) {
+  std::string why;
+  if (!cuda_device_available(&why))
+    return error{error_kind::solver_failed, "nccl aggregator: " + why};
+  int devices = 0;
+  cudaGetDeviceCount(&devices);
+  int local_rank = mpi.rank();
+  if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(l);
+  return std::unique_ptr<nccl_aggregator>(new nccl_aggregator(mpi, local_rank % devices));
+}
+
+nccl_aggregator::~nccl_aggregator() {
+  std::lock_guard<std::mutex> g(mu_);
+  cudaSetDevice(device_);
+  channels_.clear();
+}
+
+status nccl_aggregator::allreduce(const group& members, std::vector<float>& data,
+                                  const reduce_options& opt) {
+  auto fail = [&](status st) {
+    std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
+    return st;
+  };
+  if (auto ok = check_group(members, rank(), world_size()); !ok) return fail(ok);
+  const std::size_t count = data.size();
+  if (members.size() == 1) {
+    reference_reduce({data.data()}, count, opt.op, data.data());
+    return {};
+  }
+  const auto deadline = std::chrono::steady_clock::now() + opt.timeout;
+  const std::uint64_t key = group_key(members, opt.channel);
+  std::shared_ptr<nccl_channel> ch;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto& slot = channels_[key];
+    if (!slot) slot = std::make_shared<nccl_channel>();
+    ch = slot;
+  }
+  std::lock_guard<std::mutex> g(ch->mu);
+  if (ch->broken_)
+    return fail(error{error_kind::io, "nccl aggregator: " + describe(members, opt.channel) +
+                                          " is broken by an earlier timeout"});
+  if (auto e = cudaSetDevice(device_); e != cudaSuccess) return fail(cuda_fail("cudaSetDevice", e));
+  const int n = static_cast<int>(members.size());
+  int me = 0;
+  while (members[me] != rank()) ++me;
+  if (!ch->comm_) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (me == 0)
+      if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) return fail(nccl_fail("ncclGetUniqueId", r));
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto sent = mpi_.run_on(members, opt.channel ^ id_channel_salt, left, [&id](void* comm) {
+      const int rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<MPI_Comm*>(comm));
+      if (rc != MPI_SUCCESS)
+        return status(error{error_kind::solver_failed, "nccl aggregator: MPI_Bcast of the unique id failed"});
+      return status{};
+    });
+    if (!sent) return fail(sent);
+    if (auto e = cudaStreamCreateWithFlags(&ch->stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return fail(cuda_fail("cudaStreamCreate", e));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = ncclCommInitRankConfig(&ch->comm_, n, id, me, &config);
+    if (r != ncclSuccess && r != ncclInProgress) return fail(nccl_fail("ncclCommInitRankConfig", r));
+    if (auto st = ch->wait_comm(deadline, "ncclCommInitRank"); !st) return fail(st);
+  }
+  const bool gather = opt.order == reduce_order::rank_order;
+  const std::size_t total = gather ? count * static_cast<std::size_t>(n) : count;
+  if (auto st = ch->reserve(count + total); !st) return fail(st);
+  float* in = ch->dev_;
+  float* out = ch->dev_ + count;
+  if (auto e = cudaMemcpyAsync(in, data.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                               ch->stream_);
+      e != cudaSuccess)
+    return fail(cuda_fail("cudaMemcpyAsync", e));
+  ncclResult_t r = gather ? ncclAllGather(in, out, count, ncclFloat, ch->comm_, ch->stream_)
+                          : ncclAllReduce(in, out, count, ncclFloat, ncclSum, ch->comm_, ch->stream_);
+  if (r != ncclSuccess && r != ncclInProgress) return fail(nccl_fail("collective", r));
+  if (auto st = ch->wait_comm(deadline, "collective launch"); !st) return fail(st);
+  std::vector<float>& host = ch->host_;
+  host.resize(total);
+  if (auto e = cudaMemcpyAsync(host.data(), out, total * sizeof(float), cudaMemcpyDeviceToHost,
+                               ch->stream_);
+      e != cudaSuccess)
+    return fail(cuda_fail("cudaMemcpyAsync", e));
+  if (auto st = ch->wait_stream(deadline, "collective"); !st) return fail(st);
+  if (gather) {
+    std::vector<const float*> parts;
+    for (int k = 0; k < n; ++k) parts.push_back(host.data() + static_cast<std::size_t>(k) * count);
+    reference_reduce(parts, count, opt.op, data.data());
+  } else {
+    const float fn = static_cast<float>(n);
+    for (std::size_t i = 0; i < count; ++i)
+      data[i] = opt.op == reduce_op::mean ? host[i] / fn : host[i];
+  }
+  return {};
+}
+
+}  // namespace tessera::comm

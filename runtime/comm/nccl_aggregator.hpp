@@ -1,0 +1,53 @@
+#pragma once
+/// @file nccl_aggregator.hpp
+/// The NCCL backend (compiled when CMake finds CUDA and NCCL: WITH_NCCL). Participants are the
+/// MPI ranks; each process drives one GPU (its node-local rank modulo the device count).
+///
+/// Per (member set, channel) it makes one NCCL communicator: the first member calls
+/// ncclGetUniqueId and the id is broadcast over the MPI backend's communicator of the same
+/// members, then every member calls ncclCommInitRankConfig in non-blocking mode and polls it
+/// against the deadline. A collective copies the host buffer to the device, runs ncclAllReduce
+/// (fastest) or ncclAllGather + a host-side sum in member order (rank_order) on the
+/// communicator's stream, copies back, and polls the stream; at the deadline it calls
+/// ncclCommAbort and the channel is broken. Calls on one channel are serialised by a mutex.
+/// Host buffers are staged through device memory, so the host vector is never referenced after
+/// the call returns (no graveyard needed, unlike MPI).
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "runtime/comm/aggregator.hpp"
+#include "runtime/comm/mpi_aggregator.hpp"
+
+namespace tessera::comm {
+
+class nccl_channel;  // nccl_aggregator.cpp
+
+/// This process's NCCL participant.
+class nccl_aggregator final : public aggregator {
+ public:
+  /// Uses `mpi` (which must outlive this object) to exchange unique ids. Errors
+  /// (solver_failed) when no CUDA device is usable: the message carries CUDA's reason, which
+  /// tests print when they skip.
+  static result<std::unique_ptr<nccl_aggregator>> create(mpi_aggregator& mpi);
+  ~nccl_aggregator() override;
+
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return mpi_.rank(); }
+  int world_size() const override { return mpi_.world_size(); }
+  status allreduce(const group& members, std::vector<float>& data,
+                   const reduce_options& opt) override;
+
+ private:
+  nccl_aggregator(mpi_aggregator& mpi, int device) : mpi_(mpi), device_(device) {}
+  mpi_aggregator& mpi_;
+  int device_;
+  std::mutex mu_;
+  std::map<std::uint64_t, std::shared_ptr<nccl_channel>> channels_;
+};
+
+/// Whether a usable CUDA device exists; when not, `why` says what CUDA reported.
+bool cuda_device_available(std::string* why);
+
+}  // namespace tessera::comm
