@@ -29,10 +29,10 @@ caf::timespan seconds(double s) {
 /// the expected one, else loaded from the checkpoint, else fresh (step 0).
 std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) {
   const auto& o = slot.order;
-  // Forked copies always start from the checkpoint: it holds the merged state (copy 0's
-  // optimizer state), while a copy's in-memory model keeps its own.
-  const bool forked = o.fork_ranks.size() > 1;
-  if (!forked && slot.model && slot.model->step() == o.resume_step) return {};
+  // A model kept from the previous round is current when it is at the step the scheduler
+  // saw checkpointed (a forked copy's too: every copy holds the merged state). A round that
+  // failed dropped its model.
+  if (slot.model && slot.model->step() == o.resume_step) return {};
   train::trainable_config config(o.config.begin(), o.config.end());
   auto fresh = kinds.make(o.kind, o.seed, config);
   if (!fresh) return fresh.err().message;
@@ -60,23 +60,23 @@ std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) 
 
 namespace {
 
-/// The round end of a forked copy: sums the copies' step counts and averages their parameters
-/// (reproducible order) over the ranks of the fork; the merged model has made every copy's
+/// The round end of a forked copy: merges its state with its sibling copies' through `agg`
+/// (train::fork_merge); every copy then holds the merged model, which has made all the copies'
 /// steps. Returns "" or what failed.
 std::string merge_copies(copy_slot& slot, comm::aggregator& agg) {
   const auto& o = slot.order;
+  const auto rule = train::parse_fork_merge_rule(o.merge);
+  if (!rule)
+    return "unknown merge rule '" + o.merge + "' (known: " + train::fork_merge_rule_names() + ")";
   comm::group members(o.fork_ranks.begin(), o.fork_ranks.end());
   std::sort(members.begin(), members.end());
   comm::reduce_options opt;
   opt.channel = static_cast<std::uint64_t>(o.job);
-  opt.order = comm::reduce_order::rank_order;
   opt.timeout = std::chrono::milliseconds(static_cast<long>(o.aggregate_timeout * 1000));
-  opt.op = comm::reduce_op::sum;
-  std::vector<float> steps{static_cast<float>(slot.steps)};
-  if (auto st = agg.allreduce(members, steps, opt); !st) return st.err().message;
-  opt.op = comm::reduce_op::mean;
-  if (auto st = agg.allreduce(members, slot.model->params(), opt); !st) return st.err().message;
-  slot.model->set_step(slot.start_step + static_cast<std::int64_t>(steps[0]));
+  if (auto st = train::fork_merge(*slot.model, {slot.start_step, slot.steps}, *rule, agg,
+                                  members, opt);
+      !st)
+    return st.err().message;
   return "";
 }
 
@@ -105,7 +105,6 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
   }
   auto& m = *slot.model;
   slot.start_step = m.step();
-  slot.start_params = m.params();
   if (on_started) on_started(slot.start_step);
   const auto step_wall = std::chrono::duration_cast<clock_type::duration>(
       std::chrono::duration<double>(o.step_time / speed));
@@ -142,6 +141,9 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     else
       slot.error = st.err().message;
   }
+  // A failed round (e.g. a merge that timed out) may leave the model half merged: the next
+  // round loads the checkpoint instead.
+  if (!slot.error.empty()) slot.model.reset();
   slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (slot.busy_seconds > 0 && slot.steps > 0) {
     const double rate = slot.steps / slot.busy_seconds;

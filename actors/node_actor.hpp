@@ -24,6 +24,7 @@
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
 #include "runtime/model.hpp"
+#include "runtime/train/fork_merge.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::actors {
@@ -57,7 +58,6 @@ struct copy_slot {
   std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
   // Results of the round.
   std::int64_t start_step = 0;   ///< step the round started from
-  std::vector<float> start_params;  ///< parameters the round started from (forked copies)
   std::int64_t steps = 0;        ///< steps made
   double busy_seconds = 0;       ///< wall seconds from start to checkpoint
   double loss = 0;               ///< training loss after the round

@@ -78,12 +78,13 @@ struct start_copy {
   double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
   std::string checkpoint_path;            ///< where the job's state lives (shared directory)
   /// Ranks of every copy of the job this round, indexed by copy; empty (or one rank) when the
-  /// job is not forked. Forked copies start from the checkpoint, draw disjoint batches, and at
-  /// the round end average their parameters through the node's aggregator (channel = job id);
-  /// copy 0 writes the merged checkpoint.
+  /// job is not forked. Forked copies draw disjoint batches and at the round end merge their
+  /// states under `merge` through the node's aggregator (channel = job id,
+  /// runtime/train/fork_merge.hpp); copy 0 writes the merged checkpoint.
   std::vector<std::int32_t> fork_ranks;
   double aggregate_timeout = 10;          ///< seconds a copy waits for the others to merge
   double target_loss = 0;                 ///< done when the round-end loss is this low (0 = off)
+  std::string merge = "mean";             ///< forked copies' merge rule (train::fork_merge_rule)
 };
 
 /// One node's part of a round plan.
@@ -234,7 +235,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
-           x.fork_ranks, x.aggregate_timeout, x.target_loss);
+           x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge);
 }
 /// Serialises round_orders.
 template <class Inspector>

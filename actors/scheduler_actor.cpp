@@ -316,6 +316,7 @@ void start_round(self_ptr self) {
       }
       c.step_time = j->spec.step_time;
       c.target_loss = j->spec.target_loss;
+      c.merge = train::to_string(j->spec.merge);
       c.checkpoint_path = checkpoint_path(cfg, c.job);
       orders[rank].copies.push_back(std::move(c));
       ++st.expected_starts;

@@ -405,6 +405,7 @@ struct run_extras {
   std::optional<long long> seed;
   std::optional<double> step_time;
   std::optional<double> target_loss;
+  train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;
 };
 
@@ -433,7 +434,8 @@ result<std::vector<job>> load_jobs_impl(const std::string& path, const throughpu
       table_reader r(path, *(*tables)[i], "[[job]]");
       if (extras)
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss", "config"});
+                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
+                      "merge", "config"});
       else
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
                       "slo", "id", "acceptable_gpus"});
@@ -446,7 +448,16 @@ result<std::vector<job>> load_jobs_impl(const std::string& path, const throughpu
             "a positive number of seconds (at most 3600)");
         const auto target_loss = r.number(
             "target_loss", false, [](double v) { return v > 0; }, "a positive training loss");
+        const auto merge = r.str("merge", false);
         if (r.err()) return *r.err();
+        if (merge) {
+          const auto rule = train::parse_fork_merge_rule(*merge);
+          if (!rule)
+            return input_error(path, r.line("merge"), "merge",
+                               "unknown merge rule " + detail::quoted(*merge) + " (known: " +
+                                   train::fork_merge_rule_names() + ")");
+          ex.merge = *rule;
+        }
         ex.target_loss = target_loss;
         ex.kind = *kind;
         ex.seed = seed;
@@ -565,6 +576,7 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
                              : static_cast<std::uint64_t>(rj.spec.id) + 1;
     rj.step_time = extras[i].step_time.value_or(rj.step_time);
     rj.target_loss = extras[i].target_loss.value_or(0.0);
+    rj.merge = extras[i].merge;
     rj.config = std::move(extras[i].config);
     out.push_back(std::move(rj));
   }

@@ -29,6 +29,8 @@
 ///   kind = "mlp"          # required: the trainable kind (see train::builtin_trainables)
 ///   seed = 7              # optional, >= 0; default: id + 1
 ///   step_time = 0.05      # optional: seconds one step takes on a speed-1.0 server
+///   target_loss = 0.3     # optional, > 0: the job is done once its round-end loss is this low
+///   merge = "mean"        # optional: how forked copies merge, "mean" or "weighted"
 ///   [job.config]          # optional: trainable configuration, numbers only (lr = 0.05, ...)
 /// and there `job_type` is optional (default: the kind) and total_steps must be whole.
 ///
@@ -44,6 +46,7 @@
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
 #include "runtime/throughput.hpp"
+#include "runtime/train/fork_merge.hpp"
 
 namespace tessera {
 
@@ -71,6 +74,8 @@ struct run_job {
   /// Training loss at which the job is done early (checked at round ends); 0 = run to
   /// total_steps.
   double target_loss = 0;
+  /// How the copies of this job merge when a policy forks it (runtime/train/fork_merge.hpp).
+  train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;  ///< trainable configuration ([job.config])
 };
 

@@ -7,10 +7,10 @@
 # usage: scripts/reproduce_fork_run.sh [TARGET_LOSS] [SEEDS...]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:-0.35}
+target=${1:-0.3}
 shift || true
 seeds=("$@")
-[ ${#seeds[@]} -eq 0 ] && seeds=(7 8 9)
+[ ${#seeds[@]} -eq 0 ] && seeds=(7 8 9 10 11 12)
 bin=${TESSERA_BIN:-build/tessera}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)

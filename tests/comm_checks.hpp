@@ -65,4 +65,40 @@ inline std::string check_allreduce(comm::aggregator& agg, const comm::group& mem
   return "";
 }
 
+/// Element count of member `rank`'s allgather input: from (seed, rank), 0 to `most`, so the
+/// members pass different counts and some pass none.
+inline std::size_t gather_count(int rank, std::uint64_t seed, std::size_t most) {
+  return static_cast<std::size_t>((seed * 31u + static_cast<std::uint64_t>(rank) * 7u) %
+                                  (most + 1));
+}
+
+/// Runs one allgather on `agg` as member agg.rank() of `members` (inputs of different sizes,
+/// up to `most` floats) and compares the result with the concatenation of every member's
+/// input in member order, bit for bit, and the reported counts. "" when equal.
+inline std::string check_allgather(comm::aggregator& agg, const comm::group& members,
+                                   std::size_t most, std::uint64_t seed,
+                                   const comm::reduce_options& opt) {
+  const auto mine = member_input(agg.rank(), gather_count(agg.rank(), seed, most), seed, false);
+  std::vector<float> all;
+  std::vector<std::size_t> counts;
+  auto st = agg.allgather(members, mine, all, &counts, opt);
+  std::ostringstream why;
+  why << agg.backend() << " rank " << agg.rank() << " allgather "
+      << comm::describe(members, opt.channel) << ": ";
+  if (!st) return why.str() + st.err().message;
+  std::vector<float> want;
+  std::vector<std::size_t> want_counts;
+  for (int r : members) {
+    const auto v = member_input(r, gather_count(r, seed, most), seed, false);
+    want.insert(want.end(), v.begin(), v.end());
+    want_counts.push_back(v.size());
+  }
+  if (counts != want_counts) return why.str() + "counts differ";
+  if (all.size() != want.size() ||
+      (!all.empty() && std::memcmp(all.data(), want.data(), all.size() * sizeof(float)) != 0))
+    return why.str() + "got " + std::to_string(all.size()) + " floats, expected " +
+           std::to_string(want.size()) + " (or the bits differ)";
+  return "";
+}
+
 }  // namespace tessera::testing

@@ -1,7 +1,8 @@
 #pragma once
 /// @file aggregator.hpp
 /// Parameter aggregation between the copies of a forked job (HadarE) and between the tasks of
-/// a job spread over processes (Hare): an allreduce over a subset of the participants.
+/// a job spread over processes (Hare): an allreduce, and an allgather, over a subset of the
+/// participants.
 ///
 /// Backends (one class each, same interface, same tests in tests/runtime/test_aggregator*.cpp):
 /// - `local_aggregator` (local_aggregator.hpp): threads of one process; a node actor's worker
@@ -80,6 +81,16 @@ class aggregator {
   /// collective cannot be cancelled keeps the original storage alive for it (a vector, not a
   /// raw pointer, for that reason).
   virtual status allreduce(const group& members, std::vector<float>& data,
+                           const reduce_options& opt) = 0;
+
+  /// Gathers every member's `mine` into `all`: the members' buffers concatenated in member
+  /// order, the same bits on every member. Members may pass different counts; `counts`, when
+  /// given, receives each member's count in member order. `opt.op` and `opt.order` are not
+  /// used. The task executor gathers the K shard gradients of a step with it (a member holds
+  /// the shards of its tasks) and a copy's leader sends its state to the copy's other members
+  /// with it (they pass empty buffers). Errors as allreduce; on error `all` is empty.
+  virtual status allgather(const group& members, const std::vector<float>& mine,
+                           std::vector<float>& all, std::vector<std::size_t>* counts,
                            const reduce_options& opt) = 0;
 };
 

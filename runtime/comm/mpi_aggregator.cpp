@@ -288,4 +288,64 @@ status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
   return st;
 }
 
+status mpi_aggregator::allgather(const group& members, const std::vector<float>& mine,
+                                 std::vector<float>& all, std::vector<std::size_t>* counts,
+                                 const reduce_options& opt) {
+  all.clear();
+  if (counts) counts->clear();
+  if (auto ok = check_group(members, rank_, size_); !ok) return ok;
+  if (members.size() == 1) {
+    all = mine;
+    if (counts) counts->assign(1, mine.size());
+    return {};
+  }
+  // The operation owns its input copy and its output: after a timeout the communicator
+  // thread may still be inside MPI with them.
+  struct buffers {
+    std::vector<float> send;
+    std::vector<float> recv;
+    std::vector<std::size_t> counts;
+  };
+  auto b = std::make_shared<buffers>();
+  b->send = mine;
+  const int n = static_cast<int>(members.size());
+  auto body = [b, n, members, channel = opt.channel](MPI_Comm comm,
+                                                    const std::atomic<bool>& abandon) -> status {
+    if (comm == MPI_COMM_NULL) return no_comm(members, channel);
+    std::vector<unsigned long long> got(static_cast<std::size_t>(n));
+    unsigned long long mine_count = b->send.size();
+    if (auto st = check_rc(MPI_Allgather(&mine_count, 1, MPI_UNSIGNED_LONG_LONG, got.data(), 1,
+                                         MPI_UNSIGNED_LONG_LONG, comm),
+                           "allgather counts");
+        !st)
+      return st;
+    std::vector<int> cnt(static_cast<std::size_t>(n)), disp(static_cast<std::size_t>(n));
+    unsigned long long total = 0;
+    for (int k = 0; k < n; ++k) {
+      disp[static_cast<std::size_t>(k)] = static_cast<int>(total);
+      cnt[static_cast<std::size_t>(k)] = static_cast<int>(got[static_cast<std::size_t>(k)]);
+      total += got[static_cast<std::size_t>(k)];
+    }
+    if (total > static_cast<unsigned long long>(std::numeric_limits<int>::max()))
+      return error{error_kind::invalid_input,
+                   "mpi aggregator: allgather of " + std::to_string(total) + " floats over " +
+                       describe(members, channel) + " exceeds MPI's int counts"};
+    b->recv.resize(static_cast<std::size_t>(total));
+    if (abandon.load()) return abandoned("allgather");
+    if (auto st = check_rc(MPI_Allgatherv(b->send.data(), static_cast<int>(b->send.size()),
+                                          MPI_FLOAT, b->recv.data(), cnt.data(), disp.data(),
+                                          MPI_FLOAT, comm),
+                           "allgatherv");
+        !st)
+      return st;
+    b->counts.assign(got.begin(), got.end());
+    return {};
+  };
+  auto st = channel_for(members, opt.channel)->run(body, opt.timeout, nullptr);
+  if (!st) return st;
+  all = std::move(b->recv);
+  if (counts) *counts = std::move(b->counts);
+  return {};
+}
+
 }  // namespace tessera::comm

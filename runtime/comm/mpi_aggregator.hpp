@@ -19,6 +19,8 @@
 /// rank_order: every member's buffer is gathered (MPI_Allgather) and each member sums them in
 /// member order with reference_reduce -- members x count floats of traffic, reproducible bits.
 /// fastest: MPI_Allreduce(MPI_SUM) in place, divided by the member count for mean.
+/// allgather: the counts (MPI_Allgather), then MPI_Allgatherv into a buffer the operation
+/// owns, moved to the caller on success (so a timed-out call never writes caller memory).
 
 #include <cstdint>
 #include <functional>
@@ -46,6 +48,9 @@ class mpi_aggregator final : public aggregator {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   status allreduce(const group& members, std::vector<float>& data,
+                   const reduce_options& opt) override;
+  status allgather(const group& members, const std::vector<float>& mine,
+                   std::vector<float>& all, std::vector<std::size_t>* counts,
                    const reduce_options& opt) override;
 
   /// Runs `fn(comm)` on the communicator thread of (members, channel) with that communicator

@@ -96,6 +96,12 @@ class nccl_channel {
                                      " timed out; communicator aborted"};
   }
 
+  /// Stages `count` floats from `data` to the device, runs ncclAllGather (`gather`) or
+  /// ncclAllReduce(sum) into `total` floats, copies them to host_ and waits for the stream,
+  /// all against `deadline`.
+  status run(const float* data, std::size_t count, bool gather, std::size_t total,
+             std::chrono::steady_clock::time_point deadline);
+
   status reserve(std::size_t floats) {
     if (dev_floats_ >= floats) return {};
     if (dev_) cudaFree(dev_);
@@ -126,6 +132,71 @@ nccl_aggregator::~nccl_aggregator() {
   channels_.clear();
 }
 
+status nccl_aggregator::with_channel(
+    const group& members, const reduce_options& opt,
+    const std::function<status(nccl_channel&, int n, std::chrono::steady_clock::time_point)>& fn) {
+  const auto deadline = std::chrono::steady_clock::now() + opt.timeout;
+  const std::uint64_t key = group_key(members, opt.channel);
+  std::shared_ptr<nccl_channel> ch;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto& slot = channels_[key];
+    if (!slot) slot = std::make_shared<nccl_channel>();
+    ch = slot;
+  }
+  std::lock_guard<std::mutex> g(ch->mu);
+  if (ch->broken_)
+    return error{error_kind::io, "nccl aggregator: " + describe(members, opt.channel) +
+                                     " is broken by an earlier timeout"};
+  if (auto e = cudaSetDevice(device_); e != cudaSuccess) return cuda_fail("cudaSetDevice", e);
+  const int n = static_cast<int>(members.size());
+  int me = 0;
+  while (members[me] != rank()) ++me;
+  if (!ch->comm_) {
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (me == 0)
+      if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) return nccl_fail("ncclGetUniqueId", r);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto sent = mpi_.run_on(members, opt.channel ^ id_channel_salt, left, [&id](void* comm) {
+      const int rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<MPI_Comm*>(comm));
+      if (rc != MPI_SUCCESS)
+        return status(error{error_kind::solver_failed, "nccl aggregator: MPI_Bcast of the unique id failed"});
+      return status{};
+    });
+    if (!sent) return sent;
+    if (auto e = cudaStreamCreateWithFlags(&ch->stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return cuda_fail("cudaStreamCreate", e);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = ncclCommInitRankConfig(&ch->comm_, n, id, me, &config);
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail("ncclCommInitRankConfig", r);
+    if (auto st = ch->wait_comm(deadline, "ncclCommInitRank"); !st) return st;
+  }
+  return fn(*ch, n, deadline);
+}
+
+status nccl_channel::run(const float* data, std::size_t count, bool gather, std::size_t total,
+                         std::chrono::steady_clock::time_point deadline) {
+  if (auto st = reserve(count + total); !st) return st;
+  float* in = dev_;
+  float* out = dev_ + count;
+  if (auto e = cudaMemcpyAsync(in, data, count * sizeof(float), cudaMemcpyHostToDevice, stream_);
+      e != cudaSuccess)
+    return cuda_fail("cudaMemcpyAsync", e);
+  ncclResult_t r = gather ? ncclAllGather(in, out, count, ncclFloat, comm_, stream_)
+                          : ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm_, stream_);
+  if (r != ncclSuccess && r != ncclInProgress) return nccl_fail("collective", r);
+  if (auto st = wait_comm(deadline, "collective launch"); !st) return st;
+  host_.resize(total);
+  if (auto e = cudaMemcpyAsync(host_.data(), out, total * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream_);
+      e != cudaSuccess)
+    return cuda_fail("cudaMemcpyAsync", e);
+  return wait_stream(deadline, "collective");
+}
+
 status nccl_aggregator::allreduce(const group& members, std::vector<float>& data,
                                   const reduce_options& opt) {
   auto fail = [&](status st) {
@@ -138,74 +209,67 @@ status nccl_aggregator::allreduce(const group& members, std::vector<float>& data
     reference_reduce({data.data()}, count, opt.op, data.data());
     return {};
   }
-  const auto deadline = std::chrono::steady_clock::now() + opt.timeout;
-  const std::uint64_t key = group_key(members, opt.channel);
-  std::shared_ptr<nccl_channel> ch;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto& slot = channels_[key];
-    if (!slot) slot = std::make_shared<nccl_channel>();
-    ch = slot;
+  auto st = with_channel(members, opt, [&](nccl_channel& ch, int n, auto deadline) -> status {
+    const bool gather = opt.order == reduce_order::rank_order;
+    const std::size_t total = gather ? count * static_cast<std::size_t>(n) : count;
+    if (auto run = ch.run(data.data(), count, gather, total, deadline); !run) return run;
+    const std::vector<float>& host = ch.host_;
+    if (gather) {
+      std::vector<const float*> parts;
+      for (int k = 0; k < n; ++k) parts.push_back(host.data() + static_cast<std::size_t>(k) * count);
+      reference_reduce(parts, count, opt.op, data.data());
+    } else {
+      const float fn = static_cast<float>(n);
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = opt.op == reduce_op::mean ? host[i] / fn : host[i];
+    }
+    return {};
+  });
+  return st ? st : fail(st);
+}
+
+status nccl_aggregator::allgather(const group& members, const std::vector<float>& mine,
+                                  std::vector<float>& all, std::vector<std::size_t>* counts,
+                                  const reduce_options& opt) {
+  all.clear();
+  if (counts) counts->clear();
+  if (auto ok = check_group(members, rank(), world_size()); !ok) return ok;
+  // ncclAllGather needs equal counts: agree on the counts over MPI, pad to the largest.
+  std::vector<float> mine_count{static_cast<float>(mine.size())}, got;
+  reduce_options o = opt;
+  o.channel = opt.channel ^ id_channel_salt;
+  if (mine.size() > (1u << 24))
+    return error{error_kind::invalid_input,
+                 "nccl aggregator: allgather of more than 2^24 floats per member"};
+  if (auto st = mpi_.allgather(members, mine_count, got, nullptr, o); !st) return st;
+  std::size_t widest = 0;
+  std::vector<std::size_t> sizes;
+  for (float c : got) {
+    sizes.push_back(static_cast<std::size_t>(c));
+    widest = std::max(widest, sizes.back());
   }
-  std::lock_guard<std::mutex> g(ch->mu);
-  if (ch->broken_)
-    return fail(error{error_kind::io, "nccl aggregator: " + describe(members, opt.channel) +
-                                          " is broken by an earlier timeout"});
-  if (auto e = cudaSetDevice(device_); e != cudaSuccess) return fail(cuda_fail("cudaSetDevice", e));
-  const int n = static_cast<int>(members.size());
-  int me = 0;
-  while (members[me] != rank()) ++me;
-  if (!ch->comm_) {
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof id);
-    if (me == 0)
-      if (auto r = ncclGetUniqueId(&id); r != ncclSuccess) return fail(nccl_fail("ncclGetUniqueId", r));
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    auto sent = mpi_.run_on(members, opt.channel ^ id_channel_salt, left, [&id](void* comm) {
-      const int rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<MPI_Comm*>(comm));
-      if (rc != MPI_SUCCESS)
-        return status(error{error_kind::solver_failed, "nccl aggregator: MPI_Bcast of the unique id failed"});
-      return status{};
-    });
-    if (!sent) return fail(sent);
-    if (auto e = cudaStreamCreateWithFlags(&ch->stream_, cudaStreamNonBlocking); e != cudaSuccess)
-      return fail(cuda_fail("cudaStreamCreate", e));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    const ncclResult_t r = ncclCommInitRankConfig(&ch->comm_, n, id, me, &config);
-    if (r != ncclSuccess && r != ncclInProgress) return fail(nccl_fail("ncclCommInitRankConfig", r));
-    if (auto st = ch->wait_comm(deadline, "ncclCommInitRank"); !st) return fail(st);
-  }
-  const bool gather = opt.order == reduce_order::rank_order;
-  const std::size_t total = gather ? count * static_cast<std::size_t>(n) : count;
-  if (auto st = ch->reserve(count + total); !st) return fail(st);
-  float* in = ch->dev_;
-  float* out = ch->dev_ + count;
-  if (auto e = cudaMemcpyAsync(in, data.data(), count * sizeof(float), cudaMemcpyHostToDevice,
-                               ch->stream_);
-      e != cudaSuccess)
-    return fail(cuda_fail("cudaMemcpyAsync", e));
-  ncclResult_t r = gather ? ncclAllGather(in, out, count, ncclFloat, ch->comm_, ch->stream_)
-                          : ncclAllReduce(in, out, count, ncclFloat, ncclSum, ch->comm_, ch->stream_);
-  if (r != ncclSuccess && r != ncclInProgress) return fail(nccl_fail("collective", r));
-  if (auto st = ch->wait_comm(deadline, "collective launch"); !st) return fail(st);
-  std::vector<float>& host = ch->host_;
-  host.resize(total);
-  if (auto e = cudaMemcpyAsync(host.data(), out, total * sizeof(float), cudaMemcpyDeviceToHost,
-                               ch->stream_);
-      e != cudaSuccess)
-    return fail(cuda_fail("cudaMemcpyAsync", e));
-  if (auto st = ch->wait_stream(deadline, "collective"); !st) return fail(st);
-  if (gather) {
-    std::vector<const float*> parts;
-    for (int k = 0; k < n; ++k) parts.push_back(host.data() + static_cast<std::size_t>(k) * count);
-    reference_reduce(parts, count, opt.op, data.data());
+  if (members.size() == 1) {
+    all = mine;
   } else {
-    const float fn = static_cast<float>(n);
-    for (std::size_t i = 0; i < count; ++i)
-      data[i] = opt.op == reduce_op::mean ? host[i] / fn : host[i];
+    std::vector<float> padded(mine);
+    padded.resize(widest, 0.0f);
+    auto st = with_channel(members, opt, [&](nccl_channel& ch, int n, auto deadline) -> status {
+      if (auto run = ch.run(padded.data(), widest, true, widest * static_cast<std::size_t>(n),
+                            deadline);
+          !run)
+        return run;
+      for (int k = 0; k < n; ++k) {
+        const float* from = ch.host_.data() + static_cast<std::size_t>(k) * widest;
+        all.insert(all.end(), from, from + sizes[static_cast<std::size_t>(k)]);
+      }
+      return {};
+    });
+    if (!st) {
+      all.clear();
+      return st;
+    }
   }
+  if (counts) *counts = sizes;
   return {};
 }
 

@@ -224,6 +224,7 @@ class classifier : public trainable {
   const std::vector<float>& params() const override { return params_; }
   std::int64_t step() const override { return step_; }
   void set_step(std::int64_t step) override { step_ = step; }
+  std::vector<float>* optimizer_state() override { return &velocity_; }
 
   status compute_gradient(int shard_index, int num_shards, std::int64_t step,
                           std::vector<float>& grad_out) const override {

@@ -65,6 +65,11 @@ class trainable {
   /// (invalid_input) for k < 1 or a gradient of the wrong size; then nothing changes.
   virtual status apply_gradient(const std::vector<float>& summed_grad, int k) = 0;
 
+  /// The optimizer's per-parameter state as one flat buffer (e.g. momentum), or null when the
+  /// optimizer keeps none. The runtime may overwrite values (merging forked copies,
+  /// runtime/train/fork_merge.hpp) but must not resize it. Default: none.
+  virtual std::vector<float>* optimizer_state() { return nullptr; }
+
   /// Sets the step counter without touching anything else. The runtime uses it when the
   /// copies of a forked job merge: the merged job has made the steps of all its copies.
   virtual void set_step(std::int64_t step) = 0;

@@ -1,5 +1,6 @@
 // Forked copies (HadarE) in the node executor: copies draw disjoint batches, and at the round end
-// they average their parameters through the aggregator and all continue from the average.
+// they merge their states through the aggregator (runtime/train/fork_merge.hpp) and all
+// continue from the merged state.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -37,7 +38,7 @@ start_copy forked_order(const std::string& path, int copy, std::vector<std::int3
 
 }  // namespace
 
-TEST_CASE("forked copies merge to the mean of their parameters, in rank order, bit for bit",
+TEST_CASE("forked copies merge to the mean of their parameters and momentum, in rank order, bit for bit",
           "[actors][fork]") {
   temp_dir dir("fork");
   const auto kinds = train::builtin_trainables();
@@ -71,11 +72,12 @@ TEST_CASE("forked copies merge to the mean of their parameters, in rank order, b
       REQUIRE(m.value()->train_step_on(2, i * 3 + c).ok());
     ref.push_back(std::move(m.value()));
   }
-  const auto n = ref[0]->num_params();
-  std::vector<float> mean(n);
-  comm::reference_reduce({ref[1]->params().data(), ref[2]->params().data(),
-                          ref[0]->params().data()},
-                         n, comm::reduce_op::mean, mean.data());
+  // Members in rank order: rank 0 = copy 1, rank 1 = copy 2, rank 2 = copy 0.
+  std::vector<train::fork_copy_state> in_rank_order;
+  for (int c : {1, 2, 0})
+    in_rank_order.push_back({ref[c]->params(), *ref[c]->optimizer_state(), budgets[c]});
+  const auto [mean, velocity] =
+      train::fork_merge_reference(in_rank_order, train::fork_merge_rule::mean);
   // The copies really diverged before merging (else the test would prove little).
   CHECK_FALSE(same_bits(ref[0]->params(), ref[1]->params()));
 
@@ -85,6 +87,7 @@ TEST_CASE("forked copies merge to the mean of their parameters, in rank order, b
     CHECK(slots[c]->steps == budgets[c]);
     CHECK(slots[c]->model->step() == 10);  // 5 + 3 + 2 steps made by the job
     CHECK(same_bits(slots[c]->model->params(), mean));
+    CHECK(same_bits(*slots[c]->model->optimizer_state(), velocity));  // momentum merged too
     CHECK(slots[c]->checkpointed == (c == 0));  // copy 0 writes the merged state
   }
   // The checkpoint holds the merged model: the next round of any copy starts from it.

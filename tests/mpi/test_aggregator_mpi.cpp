@@ -50,6 +50,10 @@ void shared_checks(aggregator& agg) {
       INFO("fastest, grid values, n=" << n);
       CHECK(testing::check_allreduce(agg, all, n, 2 + n, true, o) == "");
     }
+  for (std::size_t most : {std::size_t{0}, std::size_t{5}, std::size_t{70001}}) {
+    INFO("allgather, up to " << most << " floats per member");
+    CHECK(testing::check_allgather(agg, all, most, 3 + most, {}) == "");
+  }
   std::mt19937 rng(12345);  // same script on every rank
   for (int i = 0; i < 30; ++i) {
     group g;
@@ -63,7 +67,10 @@ void shared_checks(aggregator& agg) {
     const bool in = std::find(g.begin(), g.end(), agg.rank()) != g.end();
     if (!in) continue;
     INFO("script op " << i << " group " << describe(g, o.channel));
-    CHECK(testing::check_allreduce(agg, g, n, 1000 + static_cast<std::uint64_t>(i), false, o) == "");
+    if (i % 4 == 3)  // allgathers interleaved on the same channels
+      CHECK(testing::check_allgather(agg, g, n % 700, 1000 + static_cast<std::uint64_t>(i), o) == "");
+    else
+      CHECK(testing::check_allreduce(agg, g, n, 1000 + static_cast<std::uint64_t>(i), false, o) == "");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "policies/registry.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/sim.hpp"
+#include "runtime/task_layout.hpp"
 
 using namespace tessera;
 
@@ -99,12 +100,40 @@ class checking_policy final : public policy {
     for (const auto& sv : s.cl->servers) REQUIRE(used[sv.id] <= sv.gpus);
     for (std::size_t j = 0; j < s.cl->types.size(); ++j)
       REQUIRE(type_used[j] <= s.cl->types[j].gpus);
+    check_layout(s, *p);
     ++plans_checked;
     return p;
   }
   int plans_checked = 0;
 
  private:
+  /// The runtime's layout of the plan (runtime/task_layout.hpp): every copy's parts, in
+  /// server order, take consecutive shards covering 0..K-1, hold the plan's GPUs, and give
+  /// each server the task-times its busiest GPU runs.
+  static void check_layout(const snapshot& s, const round_plan& p) {
+    std::map<job_id, int> scale;
+    for (const auto& v : s.jobs) scale[v.spec->id] = v.spec->scale_factor;
+    std::map<std::pair<job_id, int>, int> planned_gpus;
+    for (const auto& as : p.assignments) planned_gpus[{as.job, as.copy}] += as.gpus();
+    const auto layout = layout_copies(p, [&](job_id id) { return scale.at(id); });
+    REQUIRE(layout.size() == planned_gpus.size());
+    for (const auto& c : layout) {
+      int next = 0, prev = -1, gpus = 0;
+      for (const auto& part : c.parts) {
+        REQUIRE(part.server > prev);
+        REQUIRE(part.shard_begin == next);
+        REQUIRE(part.tasks >= 0);
+        REQUIRE(part.task_times >= (part.tasks + part.gpus - 1) / part.gpus);
+        REQUIRE((part.task_times == 0) == (part.tasks == 0));
+        prev = part.server;
+        next += part.tasks;
+        gpus += part.gpus;
+      }
+      REQUIRE(next == c.scale);
+      REQUIRE(gpus == planned_gpus.at({c.job, c.copy}));
+    }
+  }
+
   std::unique_ptr<policy> inner_;
 };
 

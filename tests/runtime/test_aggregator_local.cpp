@@ -25,6 +25,7 @@ struct scripted_op {
   reduce_options opt;
   std::size_t n = 0;
   bool grid = false;
+  bool gather = false;  ///< an allgather (inputs of up to n floats) instead of an allreduce
 };
 
 /// Runs `ops` on a local world of `world` threads: each thread takes part, in list order, in
@@ -39,7 +40,8 @@ std::string run_script(int world, const std::vector<scripted_op>& ops, std::uint
       for (std::size_t i = 0; i < ops.size(); ++i) {
         const auto& o = ops[i];
         if (std::find(o.members.begin(), o.members.end(), r) == o.members.end()) continue;
-        auto f = testing::check_allreduce(agg, o.members, o.n, seed + i, o.grid, o.opt);
+        auto f = o.gather ? testing::check_allgather(agg, o.members, o.n, seed + i, o.opt)
+                          : testing::check_allreduce(agg, o.members, o.n, seed + i, o.grid, o.opt);
         if (!f.empty() && failures[r].empty()) failures[r] = f;
       }
     });
@@ -88,7 +90,8 @@ TEST_CASE("group_key separates member sets and channels", "[comm]") {
   CHECK(group_key({0, 1}, 0) != group_key({0, 1, 2}, 0));
 }
 
-TEST_CASE("local backend: exact mean and sum over the whole world and over subsets", "[comm]") {
+TEST_CASE("local backend: exact mean, sum and gather over the whole world and over subsets",
+          "[comm]") {
   std::vector<scripted_op> ops;
   for (auto op : {reduce_op::mean, reduce_op::sum})
     for (auto order : {reduce_order::rank_order, reduce_order::fastest}) {
@@ -99,6 +102,8 @@ TEST_CASE("local backend: exact mean and sum over the whole world and over subse
       ops.push_back({{1, 3}, o, 17, false});
       ops.push_back({{0, 2, 3}, o, 1, true});
       ops.push_back({{2}, o, 5, false});
+      ops.push_back({{0, 1, 2, 3}, o, 40, false, true});
+      ops.push_back({{1, 2}, o, 3, false, true});
     }
   CHECK(run_script(4, ops, 11) == "");
 }
@@ -118,6 +123,7 @@ TEST_CASE("local backend: random scripts of overlapping groups and channels (pro
       o.opt.channel = rng() % 3;
       o.opt.op = rng() % 2 ? reduce_op::mean : reduce_op::sum;
       o.n = 1 + rng() % 300;
+      o.gather = rng() % 3 == 0;
       ops.push_back(o);
     }
     INFO("trial " << trial << " world " << world);

@@ -26,7 +26,8 @@ const std::vector<std::string> kinds = {"mlp", "softmax_regression"};
 TEST_CASE("a run's job set carries kind, seed, step time and config", "[cluster_config][run]") {
   const auto p = write_file("ok",
                             "[[job]]\nkind = \"mlp\"\ntotal_steps = 50\nseed = 9\n"
-                            "step_time = 0.01\n[job.config]\nhidden = 16\nlr = 0.05\n\n"
+                            "step_time = 0.01\ntarget_loss = 0.3\nmerge = \"weighted\"\n"
+                            "[job.config]\nhidden = 16\nlr = 0.05\n\n"
                             "[[job]]\nkind = \"softmax_regression\"\ntotal_steps = 20\n"
                             "arrival = 2.5\nid = 7\n");
   auto r = load_run_jobs(p, &kinds);
@@ -41,12 +42,16 @@ TEST_CASE("a run's job set carries kind, seed, step time and config", "[cluster_
   CHECK(a.seed == 9);
   CHECK(a.step_time == 0.01);
   CHECK(a.config == std::map<std::string, double>{{"hidden", 16}, {"lr", 0.05}});
+  CHECK(a.target_loss == 0.3);
+  CHECK(a.merge == train::fork_merge_rule::weighted);
   const auto& b = (*r)[1];
   CHECK(b.spec.id == 7);
   CHECK(b.seed == 8);  // id + 1
   CHECK(b.step_time == 0.05);
   CHECK(b.spec.arrival == 2.5);
   CHECK(b.config.empty());
+  CHECK(b.target_loss == 0);                          // run to total_steps
+  CHECK(b.merge == train::fork_merge_rule::mean);     // the default rule
 }
 
 TEST_CASE("run job-set errors name file, line and field", "[cluster_config][run]") {
@@ -70,6 +75,10 @@ TEST_CASE("run job-set errors name file, line and field", "[cluster_config][run]
          "config.lr", "expected a number");
   expect("st", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\nstep_time = 0\n", 4, "step_time",
          "positive");
+  expect("merge", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\nmerge = \"sum\"\n", 4, "merge",
+         "unknown merge rule 'sum' (known: mean, weighted)");
+  expect("target", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\ntarget_loss = -1\n", 4,
+         "target_loss", "positive");
 }
 
 TEST_CASE("a simulation's job set still rejects run keys", "[cluster_config][run]") {
