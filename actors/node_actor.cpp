@@ -14,8 +14,6 @@ namespace tessera::actors {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
 /// Heartbeat timer tick.
 using hb_tick_atom = caf::atom_constant<caf::atom("hbtick")>;
 
@@ -25,132 +23,7 @@ caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
 }
 
-/// Brings `slot.model` to the state the scheduler expects: kept in memory when its step is
-/// the expected one, else loaded from the checkpoint, else fresh (step 0).
-std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) {
-  const auto& o = slot.order;
-  // A model kept from the previous round is current when it is at the step the scheduler
-  // saw checkpointed (a forked copy's too: every copy holds the merged state). A round that
-  // failed dropped its model.
-  if (slot.model && slot.model->step() == o.resume_step) return {};
-  train::trainable_config config(o.config.begin(), o.config.end());
-  auto fresh = kinds.make(o.kind, o.seed, config);
-  if (!fresh) return fresh.err().message;
-  std::error_code ec;
-  if (std::filesystem::exists(o.checkpoint_path, ec)) {
-    auto h = train::load_trainable_checkpoint(o.checkpoint_path, **fresh);
-    if (!h) return h.err().message;
-    if (h->job != o.job)
-      return o.checkpoint_path + ": holds job " + std::to_string(h->job) + ", expected " +
-             std::to_string(o.job);
-    // A newer checkpoint than the scheduler knew of (written by a node that failed before
-    // reporting it) is newer progress, never older; an older one is an error.
-    if ((*fresh)->step() < o.resume_step)
-      return o.checkpoint_path + ": at step " + std::to_string((*fresh)->step()) +
-             ", the scheduler expected step " + std::to_string(o.resume_step);
-  } else if (o.resume_step != 0) {
-    return "checkpoint " + o.checkpoint_path + " is missing (job " + std::to_string(o.job) +
-           " expected at step " + std::to_string(o.resume_step) + ")";
-  }
-  slot.model = std::move(*fresh);
-  return {};
-}
-
 }  // namespace
-
-namespace {
-
-/// The round end of a forked copy: merges its state with its sibling copies' through `agg`
-/// (train::fork_merge); every copy then holds the merged model, which has made all the copies'
-/// steps. Returns "" or what failed.
-std::string merge_copies(copy_slot& slot, comm::aggregator& agg) {
-  const auto& o = slot.order;
-  const auto rule = train::parse_fork_merge_rule(o.merge);
-  if (!rule)
-    return "unknown merge rule '" + o.merge + "' (known: " + train::fork_merge_rule_names() + ")";
-  comm::group members(o.fork_ranks.begin(), o.fork_ranks.end());
-  std::sort(members.begin(), members.end());
-  comm::reduce_options opt;
-  opt.channel = static_cast<std::uint64_t>(o.job);
-  opt.timeout = std::chrono::milliseconds(static_cast<long>(o.aggregate_timeout * 1000));
-  if (auto st = train::fork_merge(*slot.model, {slot.start_step, slot.steps}, *rule, agg,
-                                  members, opt);
-      !st)
-    return st.err().message;
-  return "";
-}
-
-}  // namespace
-
-void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started,
-                    comm::aggregator* agg) {
-  const auto t0 = clock_type::now();
-  const auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(
-                                 std::chrono::duration<double>(length));
-  const auto& o = slot.order;
-  slot.steps = 0;
-  slot.finished = false;
-  slot.reached_target = false;
-  slot.checkpointed = false;
-  slot.error.clear();
-  const std::size_t fork = o.fork_ranks.size();
-  if (fork > 1 && !agg)
-    slot.error = "job " + std::to_string(o.job) +
-                 " is forked but this node has no aggregator (forking needs the MPI launch)";
-  if (slot.error.empty()) slot.error = load_state(slot, kinds);
-  if (!slot.error.empty()) {
-    slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-    return;
-  }
-  auto& m = *slot.model;
-  slot.start_step = m.step();
-  if (on_started) on_started(slot.start_step);
-  const auto step_wall = std::chrono::duration_cast<clock_type::duration>(
-      std::chrono::duration<double>(o.step_time / speed));
-  while (m.step() < o.total_steps && !slot.stop.load(std::memory_order_relaxed)) {
-    if (o.step_budget >= 0 && slot.steps >= o.step_budget) break;
-    const auto begin = clock_type::now();
-    if (begin + step_wall > deadline) break;
-    // A forked copy draws batch start + i * n + c: the copies see disjoint data.
-    const auto batch = fork > 1 ? slot.start_step + slot.steps * static_cast<std::int64_t>(fork) +
-                                      o.copy
-                                : m.step();
-    if (auto st = m.train_step_on(o.scale, batch); !st) {
-      slot.error = st.err().message;
-      break;
-    }
-    ++slot.steps;
-    std::this_thread::sleep_until(begin + step_wall);
-  }
-  if (fork > 1 && slot.error.empty()) {
-    const std::string why = merge_copies(slot, *agg);
-    if (!why.empty())
-      slot.error = "merging the " + std::to_string(fork) + " copies of job " +
-                   std::to_string(o.job) + ": " + why;
-  }
-  slot.loss = m.loss();
-  slot.reached_target = o.target_loss > 0 && slot.loss <= o.target_loss;
-  slot.finished = m.step() >= o.total_steps || slot.reached_target;
-  if (slot.finished) slot.accuracy = m.held_out_accuracy();
-  // Every copy of a fork holds the same merged state; copy 0 writes it.
-  if (slot.error.empty() && (fork <= 1 || o.copy == 0)) {
-    auto st = train::save_trainable_checkpoint(o.checkpoint_path, o.job, slot.round, m);
-    if (st)
-      slot.checkpointed = true;
-    else
-      slot.error = st.err().message;
-  }
-  // A failed round (e.g. a merge that timed out) may leave the model half merged: the next
-  // round loads the checkpoint instead.
-  if (!slot.error.empty()) slot.model.reset();
-  slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-  if (slot.busy_seconds > 0 && slot.steps > 0) {
-    const double rate = slot.steps / slot.busy_seconds;
-    slot.ema_throughput =
-        slot.ema_throughput > 0 ? 0.5 * slot.ema_throughput + 0.5 * rate : rate;
-  }
-}
 
 node_state::~node_state() {
   for (auto& [key, slot] : slots) {
@@ -244,7 +117,7 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
             run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
               caf::anon_send(sched, copy_started{rank, round, raw->order.job, raw->order.copy,
                                                  step});
-            }, agg);
+            }, agg, rank);
             caf::anon_send(me, copy_done_atom::value, slot_key(raw->order.job, raw->order.copy),
                            round);
           });
@@ -268,13 +141,16 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
         r.throughput = slot.ema_throughput;
         r.loss = slot.loss;
         r.error = slot.error;
+        r.retry = slot.retry;
+        r.task_times = slot.order.task_times;
         self->send(s.scheduler, r);
         if (slot.checkpointed)
           self->send(s.scheduler, checkpoint_done{s.cfg.rank, round, slot.order.job,
                                                   slot.order.copy, r.step,
                                                   slot.order.checkpoint_path});
         if (slot.finished && slot.error.empty()) {
-          if (slot.order.copy == 0)  // one report per job, also when forked
+          // One report per job, also when forked or spread over nodes.
+          if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
             self->send(s.scheduler, job_finished{s.cfg.rank, slot.order.job, r.step, slot.loss,
                                                  slot.accuracy, slot.reached_target});
           s.slots.erase(it);

@@ -3,13 +3,13 @@
 /// The node actor: one per server of the cluster (one per process under mpirun). It registers
 /// with the scheduler, sends heartbeats, and runs the job copies of each round it is given.
 ///
-/// Each copy of a round runs on its own worker thread (never on a CAF scheduler thread): it
-/// brings the job's state to the step the scheduler expects (the model kept in memory from the
-/// node's previous round, else the checkpoint in the shared directory, else a fresh model at
-/// step 0), steps it until the round's length is used up, writes the checkpoint atomically
-/// (train::save_trainable_checkpoint) and posts `copy_done` to the actor, which reports to the
-/// scheduler. The server's speed factor throttles the executor: a step computes, then sleeps
-/// until `step_time / speed` seconds have passed since it began.
+/// Each copy of a round runs on its own worker thread (never on a CAF scheduler thread) through
+/// run_copy_round (actors/copy_round.hpp): it brings the job's state to the step the
+/// scheduler expects (the model kept in memory from the node's previous round, else the
+/// checkpoint in the shared directory, else a fresh model at step 0), steps it until the
+/// round's length is used up -- alone, or in step with the copy's parts on other nodes --,
+/// writes the checkpoint atomically (train::save_trainable_checkpoint) and posts `copy_done`
+/// to the actor, which reports to the scheduler.
 
 #include <atomic>
 #include <cstdint>
@@ -21,10 +21,10 @@
 
 #include <caf/all.hpp>
 
+#include "actors/copy_round.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
 #include "runtime/model.hpp"
-#include "runtime/train/fork_merge.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::actors {
@@ -45,28 +45,6 @@ struct node_config {
   /// Merges forked copies (MPI backend under mpirun, local backend in one process); null when
   /// the launch has none, and then the scheduler does not fork jobs.
   std::shared_ptr<comm::aggregator> agg;
-};
-
-/// One copy of a job held by a node: its model (kept between rounds) and the round it runs.
-/// The worker thread owns every field but `stop` while it runs; the actor reads the results
-/// only after the worker has posted `copy_done` (the mailbox orders the two).
-struct copy_slot {
-  start_copy order;                          ///< what the current round asks for
-  std::int64_t round = -1;                   ///< current round
-  std::unique_ptr<train::trainable> model;   ///< in-memory state, null until loaded
-  std::thread worker;                        ///< runs the round
-  std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
-  // Results of the round.
-  std::int64_t start_step = 0;   ///< step the round started from
-  std::int64_t steps = 0;        ///< steps made
-  double busy_seconds = 0;       ///< wall seconds from start to checkpoint
-  double loss = 0;               ///< training loss after the round
-  double accuracy = 0;           ///< held-out accuracy (computed when finished)
-  bool finished = false;         ///< reached total_steps or the target loss
-  bool reached_target = false;   ///< finished by reaching the target loss
-  bool checkpointed = false;     ///< the checkpoint was written
-  std::string error;             ///< why the round failed, empty if it did not
-  double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
 };
 
 /// Mutable state of a node actor.
@@ -92,16 +70,5 @@ using copy_done_atom = caf::atom_constant<caf::atom("copydone")>;
 /// shutdown.
 caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
                          caf::actor scheduler);
-
-/// Runs one copy for one round on the calling thread (the worker's body); exposed for tests.
-/// Steps until `length` seconds have passed since the call (a step that would end later is not
-/// begun), the step budget or total steps are reached, or `slot.stop` is set; then writes the
-/// checkpoint. `on_started` is called once the state is loaded, with the step it starts from.
-/// Fills the slot's results. A forked copy (order.fork_ranks has several ranks) then merges
-/// with its sibling copies through `agg` (see start_copy::fork_ranks); only copy 0 writes the
-/// checkpoint.
-void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started,
-                    comm::aggregator* agg = nullptr);
 
 }  // namespace tessera::actors

@@ -33,7 +33,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 2;
+constexpr std::uint32_t protocol_version = 3;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -77,14 +77,24 @@ struct start_copy {
   std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
   double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
   std::string checkpoint_path;            ///< where the job's state lives (shared directory)
-  /// Ranks of every copy of the job this round, indexed by copy; empty (or one rank) when the
-  /// job is not forked. Forked copies draw disjoint batches and at the round end merge their
+  /// Leader rank of every copy of the job this round, indexed by copy; empty (or one rank) when
+  /// the job is not forked. Forked copies draw disjoint batches and at the round end merge their
   /// states under `merge` through the node's aggregator (channel = job id,
   /// runtime/train/fork_merge.hpp); copy 0 writes the merged checkpoint.
   std::vector<std::int32_t> fork_ranks;
   double aggregate_timeout = 10;          ///< seconds a copy waits for the others to merge
   double target_loss = 0;                 ///< done when the round-end loss is this low (0 = off)
   std::string merge = "mean";             ///< forked copies' merge rule (train::fork_merge_rule)
+  /// Ranks holding a part of this copy (increasing; runtime/task_layout.hpp), empty or one rank
+  /// when the copy runs on this node alone. Parts step together: each computes its shards,
+  /// the parts gather all K shard gradients through the aggregator and each applies their
+  /// sum in shard order, so every part holds the same state. The first rank is the copy's
+  /// leader: it merges with the other copies of a forked job and writes the checkpoint.
+  std::vector<std::int32_t> part_ranks;
+  std::int32_t shard_begin = 0;           ///< first shard this node computes
+  std::int32_t shards = 0;                ///< shards it computes per step (0 = all K)
+  std::int32_t task_times = 1;            ///< task-times per step on its busiest GPU
+  std::uint64_t channel = 0;              ///< aggregator channel of the job's collectives
 };
 
 /// One node's part of a round plan.
@@ -122,6 +132,10 @@ struct progress_report {
   double throughput = 0;         ///< moving average of measured steps/s on this node
   double loss = 0;               ///< training loss after the round
   std::string error;             ///< non-empty when the copy failed (e.g. unknown kind)
+  /// The failure was in a synchronisation with other nodes (a member never came, a timeout):
+  /// the round's progress is lost and the job resumes from its checkpoint; the run goes on.
+  bool retry = false;
+  std::int32_t task_times = 1;   ///< task-times per step the node ran (for the rate model)
 };
 
 /// A copy's state is saved at a round boundary.
@@ -235,7 +249,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
-           x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge);
+           x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
+           x.shards, x.task_times, x.channel);
 }
 /// Serialises round_orders.
 template <class Inspector>
@@ -256,7 +271,7 @@ typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
   return f(caf::meta::type_name("progress_report"), x.rank, x.round, x.job, x.copy, x.step,
-           x.steps, x.busy_seconds, x.throughput, x.loss, x.error);
+           x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>

@@ -101,15 +101,6 @@ result<run_inputs> load_inputs(const run_options& o, const train::trainable_regi
   auto jobs = load_run_jobs(o.jobs_file, &in.kinds);
   if (!jobs) return jobs.err();
   in.jobs = std::move(*jobs);
-  int widest = 0;
-  for (const auto& s : in.cl.servers) widest = std::max(widest, s.gpus);
-  for (const auto& j : in.jobs)
-    if (j.spec.scale_factor > widest)
-      return input_error(o.jobs_file, 0, "scale_factor",
-                         "job " + std::to_string(j.spec.id) + " needs " +
-                             std::to_string(j.spec.scale_factor) +
-                             " GPUs on one server, the largest server of " + o.cluster_file +
-                             " has " + std::to_string(widest));
   std::map<std::string, double> args;
   for (const auto& kv : o.policy_args) {
     const auto eq = kv.find('=');
@@ -123,6 +114,18 @@ result<run_inputs> load_inputs(const run_options& o, const train::trainable_regi
   }
   auto pol = make_policy(o.policy, args, "--policy-arg");
   if (!pol) return pol.err();
+  // A job's tasks may span servers (a gang over several nodes, a task split), so the bound
+  // is the whole cluster's GPUs; a policy that stacks tasks on a GPU has none.
+  int total = 0;
+  for (const auto& s : in.cl.servers) total += s.gpus;
+  for (const auto& j : in.jobs)
+    if (j.spec.scale_factor > total && !(*pol)->stacks_tasks())
+      return input_error(o.jobs_file, 0, "scale_factor",
+                         "job " + std::to_string(j.spec.id) + " needs " +
+                             std::to_string(j.spec.scale_factor) + " GPUs, the cluster " +
+                             o.cluster_file + " has " + std::to_string(total) +
+                             " in all (a policy that runs several tasks per GPU, like hare, "
+                             "could run it)");
   in.pol = std::shared_ptr<policy>(std::move(*pol));
   return in;
 }
@@ -293,7 +296,7 @@ int run_rank0(const run_options& o, const run_inputs& in, const train::trainable
   caf::actor_system sys{cfg};
   caf::scoped_actor listener{sys};
   auto sc = make_scheduler_config(o, in);
-  sc.can_fork = agg != nullptr;
+  sc.can_sync = agg != nullptr;
   auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
   auto port = sys.middleman().publish(sched, 0, nullptr, true);
   if (!port) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "runtime/snapshot_builder.hpp"
+#include "runtime/task_layout.hpp"
 
 namespace tessera::actors {
 
@@ -114,10 +115,13 @@ void node_lost(self_ptr self, int rank, const std::string& why) {
             << ") lost: " << why << "; its copies resume from their last checkpoints\n";
   for (auto& j : st.jobs)
     if (st.round_open && !j.reported &&
-        std::find(j.copy_ranks.begin(), j.copy_ranks.end(), rank) != j.copy_ranks.end()) {
-      ++j.lost_rounds;
+        std::any_of(j.pieces.begin(), j.pieces.end(),
+                    [&](const copy_piece& p) { return p.rank == rank; })) {
+      if (!j.round_failed) ++j.lost_rounds;
+      j.round_failed = true;
+      ++j.sync_epoch;  // the parts left may be stuck in a collective with the lost node
       j.round_rank = -1;
-      j.copy_ranks.clear();
+      j.pieces.clear();
     }
   ++st.job_set_version;
   st.have_last = false;
@@ -214,7 +218,8 @@ void start_round(self_ptr self) {
   }
   snapshot s = build_snapshot(now, cfg.round_length, live, acc,
                               st.have_last ? &st.last_plan : nullptr, st.job_set_version);
-  s.copy_limit = cfg.can_fork ? 0 : 1;
+  s.copy_limit = cfg.can_sync ? 0 : 1;
+  s.rates = &st.rates->for_live(live, live_ranks);
   auto planned = cfg.pol->plan(s);
   if (!planned) {
     finish(self, false, "policy " + cfg.pol->name() + " failed: " + planned.err().message);
@@ -223,7 +228,7 @@ void start_round(self_ptr self) {
   round_plan p = std::move(planned.value());
   p.start = now;
   p.length = cfg.round_length;
-  if (auto v = validate_plan(live, p, cfg.pol->name()); !v) {
+  if (auto v = validate_plan(s, p, cfg.pol->name()); !v) {
     finish(self, false, v.err().message);
     return;
   }
@@ -242,84 +247,145 @@ void start_round(self_ptr self) {
   for (auto& j : st.jobs) {
     j.round_rank = -1;
     j.round_gpus = 0;
-    j.copy_ranks.clear();
-    j.copy_gpus.clear();
+    j.pieces.clear();
     j.reports_left = 0;
     j.reported = false;
+    j.round_failed = false;
   }
-  // The copies of each job, by copy index (HadarE forks a job into several).
-  std::map<std::int64_t, std::vector<const assignment*>> by_job;
-  for (const auto& as : p.assignments)
-    if (find_job(st, as.job) && !as.shares.empty()) by_job[as.job].push_back(&as);
+  // Per job copy: the tightest step budget of its assignments and its first one's GPU type.
+  std::map<std::pair<job_id, int>, double> budget;
+  std::map<std::pair<job_id, int>, int> first_type;
+  for (const auto& as : p.assignments) {
+    const auto key = std::make_pair(as.job, as.copy);
+    first_type.emplace(key, as.type);
+    auto [b, fresh] = budget.emplace(key, as.step_budget);
+    if (!fresh && as.step_budget >= 0) b->second = b->second < 0 ? as.step_budget
+                                                                  : std::min(b->second, as.step_budget);
+  }
+  // Where each copy's tasks run (runtime/task_layout.hpp), grouped by job, copies in order.
+  const auto layouts = layout_copies(p, [&](job_id id) {
+    const auto* j = find_job(st, id);
+    return j ? j->spec.spec.scale_factor : 1;
+  });
+  std::map<std::int64_t, std::vector<const copy_layout*>> by_job;
+  for (const auto& l : layouts)
+    if (find_job(st, l.job)) by_job[l.job].push_back(&l);
   for (auto& [id, copies] : by_job) {
     std::sort(copies.begin(), copies.end(),
-              [](const assignment* a, const assignment* b) { return a->copy < b->copy; });
+              [](const copy_layout* a, const copy_layout* b) { return a->copy < b->copy; });
     std::set<int> ranks;
+    std::size_t parts = 0;
     for (std::size_t c = 0; c < copies.size(); ++c) {
-      ranks.insert(live_ranks[copies[c]->shares.front().server]);
       if (copies[c]->copy != static_cast<int>(c)) {
         finish(self, false, "policy " + cfg.pol->name() + " gave job " + std::to_string(id) +
                                 " copies that are not numbered 0.." +
                                 std::to_string(copies.size() - 1));
         return;
       }
+      for (const auto& part : copies[c]->parts) {
+        ranks.insert(live_ranks[part.server]);
+        ++parts;
+      }
     }
-    if (copies.size() > 1 && (!cfg.can_fork || ranks.size() != copies.size())) {
+    if (copies.size() > 1 && (!cfg.can_sync || ranks.size() != parts)) {
       finish(self, false, "policy " + cfg.pol->name() + " forked job " + std::to_string(id) +
-                              (cfg.can_fork ? " into copies sharing a node"
+                              (cfg.can_sync ? " into copies sharing a node"
                                             : " but this launch cannot merge copies (use mpirun)"));
       return;
     }
   }
+  /// One node's part as ordered: its rank and its layout part (shards renumbered by rank).
+  struct node_part {
+    int rank;
+    copy_part part;
+  };
   for (auto& [id, copies] : by_job) {
     auto* j = find_job(st, id);
     const int n = static_cast<int>(copies.size());
-    std::vector<std::int32_t> fork_ranks;
+    const int k = j->spec.spec.scale_factor;
+    std::vector<std::vector<node_part>> runs(copies.size());
+    for (std::size_t c = 0; c < copies.size(); ++c) {
+      int gpus = 0;
+      for (const auto& part : copies[c]->parts) {
+        gpus += part.gpus;
+        if (part.tasks > 0) runs[c].push_back({live_ranks[part.server], part});
+      }
+      std::sort(runs[c].begin(), runs[c].end(),
+                [](const node_part& a, const node_part& b) { return a.rank < b.rank; });
+      int next = 0;
+      for (auto& r : runs[c]) {
+        r.part.shard_begin = next;
+        next += r.part.tasks;
+      }
+      if (!cfg.can_sync && runs[c].size() > 1) {
+        // No aggregators: the first part's node runs every task, the others' GPUs are held.
+        runs[c].resize(1);
+        runs[c][0].part = copy_part{runs[c][0].part.server, gpus, k, 0, 1};
+      }
+    }
+    std::vector<std::int32_t> leaders;
     if (n > 1)
-      for (const auto* as : copies) fork_ranks.push_back(live_ranks[as->shares.front().server]);
+      for (const auto& r : runs) leaders.push_back(r.front().rank);
+    // The slowest part's step bounds every collective's wait.
+    double longest_step = 0;
+    for (const auto& r : runs)
+      for (const auto& np : r)
+        longest_step = std::max(longest_step, np.part.task_times * j->spec.step_time /
+                                                  cfg.cl.servers[np.rank].speed);
+    for (const auto& as : p.assignments)
+      if (as.job == id)
+        for (const auto& sh : as.shares)
+          j->planned[live_ranks[sh.server]] += sh.gpus * cfg.round_length;
     const auto remaining = static_cast<std::int64_t>(j->spec.spec.total_steps) - j->step;
     j->last_busy = 0;
     ++j->rounds;
     j->max_copies = std::max(j->max_copies, n);
-    for (const auto* asp : copies) {
-      const auto& as = *asp;
-      const int rank = live_ranks[as.shares.front().server];
-      for (const auto& sh : as.shares)
-        j->planned[live_ranks[sh.server]] += sh.gpus * cfg.round_length;
-      if (as.copy == 0) {
-        if (j->last_rank >= 0 && j->last_rank != rank) ++j->restarts;
-        j->round_rank = rank;
-        j->last_type = as.type;
+    for (std::size_t c = 0; c < runs.size(); ++c) {
+      const bool spread = runs[c].size() > 1;
+      std::vector<std::int32_t> part_ranks;
+      if (spread)
+        for (const auto& np : runs[c]) part_ranks.push_back(np.rank);
+      for (std::size_t q = 0; q < runs[c].size(); ++q) {
+        const auto& np = runs[c][q];
+        j->pieces.push_back(copy_piece{static_cast<int>(c), np.rank, np.part.gpus, q == 0, spread});
+        if (c == 0 && q == 0) {
+          if (j->last_rank >= 0 && j->last_rank != np.rank) ++j->restarts;
+          j->round_rank = np.rank;
+          j->last_type = first_type[{id, 0}];
+        }
+        j->round_gpus += np.part.gpus;
+        ++j->reports_left;
+        start_copy o;
+        o.job = id;
+        o.copy = static_cast<std::int32_t>(c);
+        o.kind = j->spec.kind;
+        o.seed = j->spec.seed;
+        o.config = j->spec.config;
+        o.scale = k;
+        o.gpus = np.part.gpus;
+        o.total_steps = static_cast<std::int64_t>(j->spec.spec.total_steps);
+        o.resume_step = j->step;
+        const double b = budget[{id, static_cast<int>(c)}];
+        o.step_budget = b < 0 ? -1 : static_cast<std::int64_t>(std::ceil(b));
+        if (n > 1) {
+          // Copies together should not overshoot the job's total by more than n - 1 steps.
+          const std::int64_t share = (remaining + n - 1) / n;
+          o.step_budget = o.step_budget < 0 ? share : std::min(o.step_budget, share);
+          o.fork_ranks = leaders;
+        }
+        o.part_ranks = part_ranks;
+        o.shard_begin = np.part.shard_begin;
+        o.shards = np.part.tasks;
+        o.task_times = np.part.task_times;
+        o.channel = (static_cast<std::uint64_t>(id) << 20) ^ j->sync_epoch;
+        o.aggregate_timeout = std::max(1.0, cfg.report_grace / 2) + longest_step;
+        o.step_time = j->spec.step_time;
+        o.target_loss = j->spec.target_loss;
+        o.merge = train::to_string(j->spec.merge);
+        o.checkpoint_path = checkpoint_path(cfg, id);
+        orders[np.rank].copies.push_back(std::move(o));
+        ++st.expected_starts;
       }
-      j->copy_ranks.push_back(rank);
-      j->copy_gpus.push_back(as.gpus());
-      j->round_gpus += as.gpus();
-      ++j->reports_left;
-      start_copy c;
-      c.job = j->spec.spec.id;
-      c.copy = as.copy;
-      c.kind = j->spec.kind;
-      c.seed = j->spec.seed;
-      c.config = j->spec.config;
-      c.scale = as.tasks > 0 ? as.tasks : j->spec.spec.scale_factor;
-      c.gpus = as.gpus();
-      c.total_steps = static_cast<std::int64_t>(j->spec.spec.total_steps);
-      c.resume_step = j->step;
-      c.step_budget =
-          as.step_budget < 0 ? -1 : static_cast<std::int64_t>(std::ceil(as.step_budget));
-      if (n > 1) {
-        // Copies together should not overshoot the job's total by more than n - 1 steps.
-        const std::int64_t share = (remaining + n - 1) / n;
-        c.step_budget = c.step_budget < 0 ? share : std::min(c.step_budget, share);
-        c.fork_ranks = fork_ranks;
-        c.aggregate_timeout = std::max(1.0, cfg.report_grace / 2);
-      }
-      c.step_time = j->spec.step_time;
-      c.target_loss = j->spec.target_loss;
-      c.merge = train::to_string(j->spec.merge);
-      c.checkpoint_path = checkpoint_path(cfg, c.job);
-      orders[rank].copies.push_back(std::move(c));
-      ++st.expected_starts;
     }
   }
   for (auto& j : st.jobs)
@@ -332,8 +398,8 @@ void start_round(self_ptr self) {
   st.last_plan = std::move(p);
   st.have_last = true;
   if (cfg.verbose)
-    std::cerr << "tessera: round " << st.round << " at " << now << " s: "
-              << st.last_plan.assignments.size() << " copies on " << live_ranks.size()
+    std::cerr << "tessera: round " << st.round << " at " << now << " s: " << layouts.size()
+              << " job copies in " << st.expected_starts << " parts on " << live_ranks.size()
               << " nodes\n";
   self->delayed_send(self, seconds(cfg.round_length), round_tick_atom::value, st.round);
   self->delayed_send(self, seconds(cfg.round_length + cfg.report_grace),
@@ -361,7 +427,11 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.listener = listener;
   st.t0 = clock_type::now();
   st.nodes.resize(st.cfg.cl.servers.size());
-  for (const auto& rj : st.cfg.jobs) st.jobs.push_back(make_tracked(rj, st.nodes.size()));
+  st.rates = std::make_shared<run_rates>(st.cfg.cl);
+  for (const auto& rj : st.cfg.jobs) {
+    st.jobs.push_back(make_tracked(rj, st.nodes.size()));
+    st.rates->add(st.jobs.back().spec);
+  }
   self->set_down_handler([=](caf::down_msg& d) {
     ++self->state.messages;
     const int rank = rank_of(self->state, d.source);
@@ -497,27 +567,48 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
         s.nodes[r.rank].last_seen = clock_type::now();
         auto* j = find_job(s, r.job);
         if (!j) return;
+        const copy_piece* piece = nullptr;
+        for (const auto& pc : j->pieces)
+          if (pc.copy == r.copy && pc.rank == r.rank) piece = &pc;
+        // Copy 0's leader wrote the checkpoint: its report carries the job's progress.
+        const bool keeper = piece && piece->copy == 0 && piece->leader;
         if (!r.error.empty()) {
-          finish(self, false,
-                 "job " + std::to_string(r.job) + " failed on node rank " +
-                     std::to_string(r.rank) + ": " + r.error);
+          if (!r.retry) {
+            finish(self, false,
+                   "job " + std::to_string(r.job) + " failed on node rank " +
+                       std::to_string(r.rank) + ": " + r.error);
+            return;
+          }
+          // A synchronisation failed: the job resumes from its checkpoint on a fresh channel.
+          std::cerr << "tessera: job " << r.job << " on node rank " << r.rank << ": " << r.error
+                    << "; it resumes from its last checkpoint\n";
+          ++j->sync_epoch;
+          if (keeper && !j->round_failed) {
+            j->round_failed = true;
+            ++j->lost_rounds;
+          }
+          if (--j->reports_left <= 0) j->reported = true;
           return;
         }
-        const int gpus = r.copy >= 0 && r.copy < static_cast<int>(j->copy_gpus.size())
-                             ? j->copy_gpus[r.copy]
-                             : j->round_gpus;
+        const int gpus = piece ? piece->gpus : j->round_gpus;
         if (--j->reports_left <= 0) j->reported = true;
-        if (r.copy == 0) {
+        if (keeper) {
           j->last_rank = r.rank;
           j->run_time += r.busy_seconds;
+          j->step = std::max(j->step, r.step);
         }
-        j->step = std::max(j->step, r.step);
         j->gpu_seconds += r.busy_seconds * gpus;
         j->busy[r.rank] += r.busy_seconds * gpus;
         j->last_busy += r.busy_seconds * gpus;
         if (r.throughput > 0) {
           j->throughput[r.rank] = r.throughput;
-          j->measured[s.cfg.cl.servers[r.rank].gpu_type] = r.throughput;
+          // A part of a spread copy runs at its slowest part's pace: not this node's rate.
+          if (piece && !piece->spread) {
+            const double gang = r.throughput * std::max(1, r.task_times);
+            j->measured[s.cfg.cl.servers[r.rank].gpu_type] = gang;
+            s.rates->record(r.rank, j->spec.spec.job_type, j->spec.spec.scale_factor,
+                            r.task_times, r.throughput);
+          }
         }
         j->loss = r.loss;
       },
@@ -577,6 +668,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
         rj.step_time = d.step_time;
         rj.config = d.config;
         s.jobs.push_back(make_tracked(rj, s.nodes.size()));
+        s.rates->add(s.jobs.back().spec);
         return id;
       },
       [=](const cancel_job& c) -> bool {
@@ -586,10 +678,9 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
         if (!j || j->finished || j->canceled) return false;
         j->canceled = true;
         ++s.job_set_version;
-        for (std::size_t k = 0; k < j->copy_ranks.size(); ++k)
-          if (live_rank(s, j->copy_ranks[k]))
-            self->send(s.nodes[j->copy_ranks[k]].handle,
-                       stop_copy{s.round, c.job, static_cast<std::int32_t>(k)});
+        for (const auto& pc : j->pieces)
+          if (live_rank(s, pc.rank))
+            self->send(s.nodes[pc.rank].handle, stop_copy{s.round, c.job, pc.copy});
         return true;
       },
   };

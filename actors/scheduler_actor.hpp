@@ -6,14 +6,21 @@
 /// The next round starts when the round's time is up and every live node has reported.
 ///
 /// Job tracking lives in the scheduler's state (one `tracked_job` per job) rather than in a
-/// job actor per job: with one copy per job (every policy registered today) a job has no work
-/// of its own between rounds -- its copies checkpoint themselves and report here -- so a job
-/// actor would only relay messages. A job actor becomes worth its cost with forked copies
-/// (HadarE), whose parameters must be averaged at each round end.
+/// job actor per job: a job has no work of its own between rounds -- its copies checkpoint
+/// themselves and report here --, and the work inside a round that a job actor would do
+/// (gathering a step's K shard gradients, merging forked copies) is done by the nodes holding
+/// the job's parts, directly through the aggregator (actors/copy_round.hpp): a central actor
+/// would add a round trip per step and still have to send the new state back to every part.
 ///
-/// Where a copy runs: a plan may spread one copy over several servers' GPUs; the node of its
-/// first share runs all K tasks of each step and the other shares' GPUs are held for it (the
-/// runtime has no cross-node gradient aggregation yet).
+/// Where a copy runs: the plan's placement of each job copy becomes one part per node
+/// (runtime/task_layout.hpp): the shards of each step it computes and the task-times its
+/// busiest GPU runs. A copy with parts on several nodes (a Hare task split, a gang spanning
+/// servers) steps in sync through the nodes' aggregators. Without aggregators (`--local`) the
+/// copy runs on its first part's node and the other parts' GPUs are held for it.
+///
+/// Throughput the policies see: per GPU type, the job's step_time model or the rate measured
+/// on a node of that type (job_view::throughput); per server, `snapshot::rates` from
+/// runtime/run_rates.hpp, whose server table takes the nodes' measurements.
 ///
 /// Failures: a node is lost when its actor goes down (its process died or its connection
 /// timed out; CAF's heartbeats and connection timeout are configured by the launcher), when it
@@ -38,6 +45,7 @@
 #include "runtime/cluster_config.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
+#include "runtime/run_rates.hpp"
 
 namespace tessera::actors {
 
@@ -55,9 +63,19 @@ struct scheduler_config {
   double report_grace = 10;                 ///< seconds past a round's length to report
   double max_seconds = 0;                   ///< give up after this long (0 = no limit)
   bool verbose = false;                     ///< one line per round on stderr
-  /// The nodes can merge forked copies (they have aggregators: the MPI launch, or one process
-  /// with the local backend). Without it the policy sees copy_limit = 1.
-  bool can_fork = false;
+  /// The nodes have aggregators (the MPI launch, or one process with the local backend): they
+  /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
+  /// copy_limit = 1 and a spread copy runs on one node.
+  bool can_sync = false;
+};
+
+/// One node's part of a job copy in the current round.
+struct copy_piece {
+  int copy = 0;          ///< copy index
+  int rank = -1;         ///< node
+  int gpus = 0;          ///< GPUs it holds there
+  bool leader = false;   ///< the first part of its copy (writes copy 0's checkpoint)
+  bool spread = false;   ///< the copy has parts on other nodes too
 };
 
 /// What the scheduler knows of one job.
@@ -74,10 +92,12 @@ struct tracked_job {
   double last_busy = 0;                     ///< GPU-seconds it ran in its last round
   int round_rank = -1;                      ///< node running copy 0 this round, -1 if none
   int round_gpus = 0;                       ///< GPUs it holds this round (all copies)
-  std::vector<int> copy_ranks;              ///< this round: node of each copy (by copy index)
-  std::vector<int> copy_gpus;               ///< this round: GPUs of each copy
-  int reports_left = 0;                     ///< copies of this round not reported yet
-  bool reported = false;                    ///< this round's progress arrived (every copy)
+  std::vector<copy_piece> pieces;           ///< this round: its parts, by copy then rank
+  int reports_left = 0;                     ///< pieces of this round not reported yet
+  bool reported = false;                    ///< this round's progress arrived (every piece)
+  bool round_failed = false;                ///< this round's progress is lost
+  std::uint32_t sync_epoch = 0;             ///< bumped after a failed synchronisation: the
+                                            ///< job's collectives move to a fresh channel
   int rounds = 0;                           ///< rounds it was scheduled in
   int max_copies = 0;                       ///< most copies it ran as in one round
   bool reached_target = false;              ///< finished by reaching its target loss
@@ -128,6 +148,7 @@ struct scheduler_state {
   double flood_first = -1;                  ///< when the first arrived (s)
   double flood_last = -1;                   ///< when the latest arrived (s)
   bool done = false;                        ///< summary sent
+  std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs
 };
 

@@ -48,6 +48,7 @@ const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
   std::vector<double> single(cl.servers.size(), inf), multi(cl.servers.size(), inf);
   for (const auto& sv : cl.servers) {
     if (s.rates) {
+      if (!split_runs_on(s, jv, sv.id)) continue;
       single[sv.id] = task_seconds(*s.rates, sv.id, jv.spec->job_type, k, false);
       if (k > 1) multi[sv.id] = task_seconds(*s.rates, sv.id, jv.spec->job_type, k, true);
     } else {
@@ -131,11 +132,7 @@ round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
     const auto& [single, multi] = times.get(s, jv);
     auto prev_it = previous.find(jv.spec->id);
     const std::set<int>& prev = prev_it == previous.end() ? none : prev_it->second;
-    auto usable = [&](int u) {
-      const int t = cl.servers[u].type_index;
-      return free[u] > 0 && t >= 0 && t < static_cast<int>(jv.throughput.size()) &&
-             jv.throughput[t] > 0;
-    };
+    auto usable = [&](int u) { return free[u] > 0 && split_runs_on(s, jv, u); };
     // Servers in tie-break order: fastest (single-server task time), best fit, id.
     std::vector<int> servers;
     for (int u = 0; u < n_servers; ++u)
@@ -242,6 +239,7 @@ class hare_policy final : public policy {
  public:
   explicit hare_policy(hare_fill_params p) : p_(p) {}
   std::string name() const override { return "hare"; }
+  bool stacks_tasks() const override { return p_.relaxed; }
 
   result<round_plan> plan(const snapshot& s) override {
     std::vector<double> service(s.jobs.size());

@@ -40,6 +40,7 @@ class hare_offline_policy final : public policy {
  public:
   explicit hare_offline_policy(hare_fill_params p) : p_(p) {}
   std::string name() const override { return "hare_offline"; }
+  bool stacks_tasks() const override { return p_.relaxed; }
 
   result<round_plan> plan(const snapshot& s) override {
     std::vector<double> work(s.jobs.size());

@@ -21,6 +21,10 @@ class policy {
   /// Plans one round. An error means the policy failed, not that nothing could be placed (an
   /// empty plan is a valid answer).
   virtual result<round_plan> plan(const snapshot& s) = 0;
+  /// True when the policy may run several of a job's tasks back to back on one GPU (a task
+  /// split, runtime/task_split.hpp), so a job may need more tasks than the cluster has GPUs.
+  /// Launchers ask it before refusing such a job.
+  virtual bool stacks_tasks() const { return false; }
 };
 
 /// A Gavel-family policy: computes time fractions per GPU type; the shared mechanism turns

@@ -1,6 +1,7 @@
 #include "runtime/server_throughput.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -24,6 +25,10 @@ double gradient_megabytes(const std::string& job_type, const iteration_model& m)
 server_throughput::server_throughput(const cluster& cl, throughput_table types,
                                      iteration_model model)
     : cl_(&cl), types_(std::move(types)), model_(model), measured_server_(cl.servers.size(), 0) {
+  // Versions are unique across instances, so a cache keyed by (address, version) cannot
+  // mistake a new model at a reused address for the old one.
+  static std::atomic<std::uint64_t> instances{0};
+  version_ = (instances.fetch_add(1) + 1) << 32;
   table_types_ = types_.gpu_types();
   relative_.assign(cl.types.size(), std::vector<double>(table_types_.size(), 0.0));
   for (std::size_t k = 0; k < cl.types.size(); ++k) {

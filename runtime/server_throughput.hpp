@@ -89,7 +89,8 @@ class server_throughput {
 
   /// True when the server table holds a measurement for `server`.
   bool has_measurements(int server) const;
-  /// Changes on every `record`, so callers can cache look-ups.
+  /// Changes on every `record` and differs between instances, so callers can cache look-ups
+  /// keyed by (address, version).
   std::uint64_t version() const { return version_; }
   /// The cluster.
   const cluster& cl() const { return *cl_; }

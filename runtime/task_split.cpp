@@ -51,4 +51,15 @@ double split_rate(const server_throughput& rates, const job& j,
   return std::isfinite(s) && s > 0 ? 1.0 / s : 0.0;
 }
 
+bool split_runs_on(const snapshot& s, const job_view& jv, int server) {
+  const auto& sv = s.cl->servers.at(static_cast<std::size_t>(server));
+  const int t = sv.type_index;
+  if (t < 0 || t >= static_cast<int>(jv.throughput.size())) return false;
+  if (jv.throughput[t] > 0) return true;
+  // A type with fewer GPUs than K hosts no gang, but a task split may use it.
+  if (!s.rates || s.cl->types[t].gpus >= jv.spec->scale_factor) return false;
+  const auto r = s.rates->rate_at(server, jv.spec->job_type, jv.spec->scale_factor, false);
+  return r.steps_per_s > 0 && r.source != throughput_source::analytic;
+}
+
 }  // namespace tessera

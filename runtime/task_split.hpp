@@ -58,4 +58,9 @@ double split_step_seconds(const server_throughput& rates, const job& j,
 double split_rate(const server_throughput& rates, const job& j,
                   const std::vector<const assignment*>& parts);
 
+/// Whether job `jv` can run tasks of a task split on `server`: its view has a throughput for
+/// the server's GPU type, or -- the type having fewer GPUs than the job's K, which rules out a
+/// gang but not a split -- `s.rates` has a measured or tabled (not analytic) rate for it there.
+bool split_runs_on(const snapshot& s, const job_view& jv, int server);
+
 }  // namespace tessera

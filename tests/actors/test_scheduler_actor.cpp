@@ -248,3 +248,63 @@ TEST_CASE("a registered node that falls silent is lost by heartbeat timeout",
   }
   caf::anon_send_exit(mute, caf::exit_reason::kill);
 }
+
+namespace {
+
+/// Wraps a policy and records, every round, what `snapshot::rates` says of job 0 on each
+/// server (rate and tier).
+class rates_recorder final : public policy {
+ public:
+  explicit rates_recorder(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  result<round_plan> plan(const snapshot& s) override {
+    std::vector<server_rate> round;
+    for (const auto& jv : s.jobs)
+      if (jv.spec->id == 0 && s.rates)
+        for (const auto& sv : s.cl->servers)
+          round.push_back(s.rates->rate_at(sv.id, jv.spec->job_type, jv.spec->scale_factor, false));
+    seen.push_back(round);
+    return inner_->plan(s);
+  }
+  std::vector<std::vector<server_rate>> seen;
+
+ private:
+  std::unique_ptr<policy> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("policies see per-server rates, and a node's measurement replaces the estimate",
+          "[actors][scheduler][run_rates]") {
+  temp_dir dir("rates");
+  const auto kinds = train::builtin_trainables();
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster({1.0, 0.5});
+  std::vector<run_job> jobs = {make_run_job(0, "mlp", 150, 0.01, 1)};
+  auto sc = make_sched_config(cl, jobs, dir.str(), "fifo_perf");
+  auto inner = make_policy("fifo_perf");
+  REQUIRE(inner);
+  auto recorder = std::make_shared<rates_recorder>(std::move(*inner));
+  sc.pol = recorder;
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, sc, caf::actor_cast<caf::actor>(listener));
+  for (int r = 0; r < 2; ++r) sys.spawn(node_actor, make_node_config(cl, r, kinds), sched);
+  auto sum = await_summary(listener, 30);
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  REQUIRE(recorder->seen.size() >= 3);
+  // Round 0: the step_time model on both (1 / 0.01 s x speed).
+  const auto& first = recorder->seen.front();
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].source == throughput_source::type_table);
+  CHECK(first[0].steps_per_s == Approx(100));
+  CHECK(first[1].steps_per_s == Approx(50));
+  // Later rounds: the node the job ran on (the fast one, rank 0) is measured.
+  const auto& last = recorder->seen.back();
+  REQUIRE(last.size() == 2);
+  CHECK(last[0].source == throughput_source::server_table);
+  CHECK(last[0].steps_per_s == Approx(100).epsilon(0.3));
+  CHECK(last[0].steps_per_s != first[0].steps_per_s);
+  CHECK(last[1].source == throughput_source::type_table);
+}

@@ -11,6 +11,7 @@
 #include "policies/registry.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/sim.hpp"
+#include "runtime/task_split.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;
@@ -63,7 +64,7 @@ class hare_checker final : public policy {
       tasks[as.job] += as.tasks;
       for (const auto& sh : as.shares) {
         used[sh.server] += sh.gpus;
-        REQUIRE(view[as.job]->throughput[cl.servers[sh.server].type_index] > 0);
+        REQUIRE(split_runs_on(s, *view[as.job], sh.server));
       }
     }
     for (const auto& sv : cl.servers) REQUIRE(used[sv.id] <= sv.gpus);
@@ -71,9 +72,7 @@ class hare_checker final : public policy {
     for (const auto& jv : s.jobs) {
       if (tasks.count(jv.spec->id)) continue;
       ++left_out;
-      auto can_use = [&](int server) {
-        return jv.throughput[cl.servers[server].type_index] > 0;
-      };
+      auto can_use = [&](int server) { return split_runs_on(s, jv, server); };
       if (!relaxed_) {
         int usable_free = 0;
         for (const auto& sv : cl.servers)

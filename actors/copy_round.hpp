@@ -1,0 +1,84 @@
+#pragma once
+/// @file copy_round.hpp
+/// The executor of one job copy for one round on a node: plain C++ run on a worker thread
+/// (never a CAF scheduler thread), called by the node actor and by tests.
+///
+/// Local copy (start_copy::part_ranks empty or one rank). Each step is train_step_on(K): the
+/// K shard gradients computed here, summed in shard order, applied. The node's speed factor
+/// throttles it: a step takes task_times x step_time / speed seconds (task_times = the tasks
+/// its busiest GPU runs back to back per step, 1 for a gang).
+///
+/// Copy spread over nodes (several part_ranks; Hare's relaxed fixed-scale synchronisation, or
+/// a gang spanning servers). Every part loads the same state and, each step:
+///  1. computes the gradients of its shards (shard_begin .. shard_begin + shards - 1) of the
+///     step's global batch on the current parameters, and waits out its task-times;
+///  2. gathers all parts' gradients through the aggregator (allgather over part_ranks, whose
+///     order is the shard order), with one flag per part saying whether it can run another
+///     step within its round;
+///  3. sums the K shard gradients in shard order (train::sum_shard_gradients) and applies
+///     them (apply_gradient(sum, K)): the same arithmetic as one process running
+///     train_step(K), so the state is bitwise the same wherever the tasks ran;
+///  4. goes on while every part's flag says so, so all parts make the same number of steps.
+/// A step thus lasts as long as its slowest part (step ends with its last task).
+///
+/// Forked jobs (HadarE, several fork_ranks). Copies draw disjoint batches; at the round end
+/// the copies' leaders (first part of each) merge through train::fork_merge, then each leader
+/// sends the merged state to its copy's other parts (an allgather in which only it
+/// contributes).
+///
+/// Every collective has the order's aggregate_timeout; a failed one ends the round with
+/// `retry` set (the job resumes from its checkpoint) and drops the in-memory model. The
+/// leader of copy 0 writes the checkpoint.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "actors/protocol.hpp"
+#include "runtime/comm/aggregator.hpp"
+#include "runtime/train/trainable.hpp"
+
+namespace tessera::actors {
+
+/// One copy of a job held by a node: its model (kept between rounds) and the round it runs.
+/// The worker thread owns every field but `stop` while it runs; the actor reads the results
+/// only after the worker has posted `copy_done` (the mailbox orders the two).
+struct copy_slot {
+  start_copy order;                          ///< what the current round asks for
+  std::int64_t round = -1;                   ///< current round
+  std::unique_ptr<train::trainable> model;   ///< in-memory state, null until loaded
+  std::thread worker;                        ///< runs the round
+  std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
+  // Results of the round.
+  std::int64_t start_step = 0;   ///< step the round started from
+  std::int64_t steps = 0;        ///< steps made
+  double busy_seconds = 0;       ///< wall seconds from start to checkpoint
+  double loss = 0;               ///< training loss after the round
+  double accuracy = 0;           ///< held-out accuracy (computed when finished)
+  bool finished = false;         ///< reached total_steps or the target loss
+  bool reached_target = false;   ///< finished by reaching the target loss
+  bool checkpointed = false;     ///< the checkpoint was written
+  std::string error;             ///< why the round failed, empty if it did not
+  bool retry = false;            ///< the failure was a synchronisation with other nodes
+  double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
+};
+
+/// True when this node leads its copy (the copy runs here alone, or this is its first part):
+/// it writes the checkpoint (copy 0) and takes part in a fork merge.
+bool leads_copy(const start_copy& o, std::int32_t rank);
+
+/// Runs one copy for one round on the calling thread (the worker's body); see the file
+/// comment. `rank` is this node's rank (its aggregator rank); `agg` may be null when the copy
+/// runs here alone and is not forked. Steps until `length` seconds have passed since the
+/// call (a step that would end later is not begun), the step budget or total steps are
+/// reached, or `slot.stop` is set; then merges (forked), and the leader of copy 0 writes the
+/// checkpoint. `on_started` is called once the state is loaded, with the step it starts from.
+/// Fills the slot's results.
+void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
+                    double length, const std::function<void(std::int64_t)>& on_started,
+                    comm::aggregator* agg = nullptr, std::int32_t rank = 0);
+
+}  // namespace tessera::actors
