@@ -1,22 +1,43 @@
 // MPI aggregator backend vs a raw MPI_Allreduce of the same buffers, in the same run.
 //
 //   mpirun -np 2 --oversubscribe build/bench_allreduce_bench [--reps N] [--sizes-mb 1,10,100]
+//       [--handoff | --handoff-only]
 //
 // For each size: alternating repetitions of (a) MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) on
-// MPI_COMM_WORLD and (b) mpi_aggregator::allreduce(all ranks, sum, fastest) -- the backend's
-// communicator thread, non-blocking collective and test loop -- and (c) the reproducible
-// rank_order mode (allgather + ordered sum). Prints the median seconds and the ratio
-// raw / backend (1.0 = no overhead; the target is >= 0.9 for (b)).
+// MPI_COMM_WORLD and (b) mpi_aggregator::allreduce(all ranks, sum, fastest) -- the same
+// MPI_Allreduce, run on the backend's communicator thread (its own communicator from
+// MPI_Comm_create_group) while the caller waits on a future with a timeout -- and (c) the
+// reproducible rank_order mode (allgather + ordered sum). Each time is the maximum over ranks
+// of one call between barriers; prints the medians and the ratio raw / backend (1.0 = no
+// overhead; the target is >= 0.9 for (b)).
+//
+// Then, with --handoff (or alone with --handoff-only), what it costs to run the same
+// MPI_Allreduce on a thread other than the caller's, without any tessera code -- the
+// explanation of (b)'s overhead at some sizes (docs/benchmarks.md): per size, medians of
+//   caller -- on the calling thread;
+//   worker -- handed to one persistent worker thread through a queue, the caller waiting on a
+//             future (the backend's shape: one thread per communicator);
+//   pinned -- the same, the worker first moved onto the caller's current CPU;
+//   polled -- MPI_Iallreduce on the calling thread, completed by an MPI_Test loop (the
+//             alternative that keeps timeouts without a second thread).
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include "runtime/comm/mpi_aggregator.hpp"
 
@@ -36,6 +57,95 @@ double max_over_ranks(double t) {
   return m;
 }
 
+/// One persistent thread running submitted work in order.
+class worker {
+ public:
+  worker() : thread_([this] { loop(); }) {}
+  ~worker() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  /// Runs `fn` on the worker and waits for it; `pin` first moves the worker onto this CPU.
+  void run(const std::function<void()>& fn, bool pin) {
+    if (pin) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(sched_getcpu(), &set);
+      pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set);
+    }
+    auto task = std::make_shared<std::packaged_task<void()>>(fn);
+    auto done = task->get_future();
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      queue_.push_back([task] { (*task)(); });
+    }
+    cv_.notify_all();
+    done.wait();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      next();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+
+/// The hand-off table (see the file comment), printed by rank 0.
+void handoff_table(int rank, int size, int reps, const std::vector<double>& sizes_mb) {
+  worker w;
+  if (rank == 0)
+    std::printf("hand-off: ranks %d, reps %d (median seconds, rank 0)\n%8s %10s %10s %10s %10s\n",
+                size, reps, "MB", "caller", "worker", "pinned", "polled");
+  for (const double mb : sizes_mb) {
+    const int n = static_cast<int>(mb * 1e6 / sizeof(float));
+    std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
+    auto allreduce = [&] {
+      MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    std::vector<double> caller, handed, pinned, polled;
+    auto timed = [&](std::vector<double>& into, const std::function<void()>& op) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto t0 = std::chrono::steady_clock::now();
+      op();
+      into.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    allreduce();  // warm-up
+    for (int r = 0; r < reps; ++r) {
+      timed(caller, allreduce);
+      timed(handed, [&] { w.run(allreduce, false); });
+      timed(pinned, [&] { w.run(allreduce, true); });
+      timed(polled, [&] {
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        for (int done = 0; !done;) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      });
+    }
+    if (rank == 0)
+      std::printf("%8.0f %10.5f %10.5f %10.5f %10.5f\n", mb, median(caller), median(handed),
+                  median(pinned), median(polled));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,14 +156,22 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int reps = 9;
   std::vector<double> sizes_mb{1, 10, 100};
+  bool handoff = false, backend_table = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       if (rank == 0)
         std::printf("usage: mpirun -np N bench_allreduce_bench [--reps N] [--sizes-mb 1,10,100]\n"
-                    "Median time of MPI_Allreduce vs the tessera MPI aggregator backend.\n");
+                    "       [--handoff | --handoff-only]\n"
+                    "Median time of MPI_Allreduce vs the tessera MPI aggregator backend; with\n"
+                    "--handoff also the cost of running MPI_Allreduce on another thread.\n");
       MPI_Finalize();
       return 0;
+    } else if (a == "--handoff") {
+      handoff = true;
+    } else if (a == "--handoff-only") {
+      handoff = true;
+      backend_table = false;
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--sizes-mb" && i + 1 < argc) {
@@ -66,6 +184,11 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return 2;
     }
+  }
+  if (!backend_table) {
+    handoff_table(rank, size, reps, sizes_mb);
+    MPI_Finalize();
+    return 0;
   }
   auto made = mpi_aggregator::create();
   if (!made) {
@@ -127,6 +250,7 @@ int main(int argc, char** argv) {
     }
   }
   made.value().reset();
+  if (handoff) handoff_table(rank, size, reps, sizes_mb);
   MPI_Finalize();
   return 0;
 }

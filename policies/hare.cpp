@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -235,19 +236,22 @@ std::vector<option_spec> hare_options() {
 
 namespace {
 
-class hare_policy final : public policy {
+/// Orders the active jobs by a key (ascending; ties: arrival, then id) and fills task by task.
+class hare_ordered_policy final : public policy {
  public:
-  explicit hare_policy(hare_fill_params p) : p_(p) {}
-  std::string name() const override { return "hare"; }
+  hare_ordered_policy(std::string name, std::function<double(const job_view&)> key,
+                      hare_fill_params p)
+      : name_(std::move(name)), key_(std::move(key)), p_(p) {}
+  std::string name() const override { return name_; }
   bool stacks_tasks() const override { return p_.relaxed; }
 
   result<round_plan> plan(const snapshot& s) override {
-    std::vector<double> service(s.jobs.size());
-    for (std::size_t i = 0; i < s.jobs.size(); ++i) service[i] = hare_service(s.jobs[i]);
+    std::vector<double> key(s.jobs.size());
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) key[i] = key_(s.jobs[i]);
     std::vector<std::size_t> order(s.jobs.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      if (service[a] != service[b]) return service[a] < service[b];
+      if (key[a] != key[b]) return key[a] < key[b];
       const job& ja = *s.jobs[a].spec;
       const job& jb = *s.jobs[b].spec;
       if (ja.arrival != jb.arrival) return ja.arrival < jb.arrival;
@@ -257,16 +261,24 @@ class hare_policy final : public policy {
   }
 
  private:
+  std::string name_;
+  std::function<double(const job_view&)> key_;
   hare_fill_params p_;
   hare_task_times times_;
 };
 
 }  // namespace
 
+std::unique_ptr<policy> make_hare_ordered(std::string name,
+                                          std::function<double(const job_view&)> key,
+                                          hare_fill_params p) {
+  return std::make_unique<hare_ordered_policy>(std::move(name), std::move(key), p);
+}
+
 std::unique_ptr<policy> make_hare(const options& o) {
   hare_fill_params p;
   p.relaxed = o.get("relaxed") != 0;
-  return std::make_unique<hare_policy>(p);
+  return make_hare_ordered("hare", hare_service, p);
 }
 
 }  // namespace tessera

@@ -56,6 +56,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -103,6 +104,13 @@ class hare_task_times {
 /// count of a job).
 round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
                      const hare_fill_params& p, hare_task_times& times);
+
+/// A policy that orders the active jobs by `key` ascending (ties: arrival, then id) and
+/// places them in that order with hare_fill: `hare` (key: hare_service) and `hare_offline`
+/// (key: hare_remaining_work).
+std::unique_ptr<policy> make_hare_ordered(std::string name,
+                                          std::function<double(const job_view&)> key,
+                                          hare_fill_params p);
 
 /// `hare`'s options: relaxed.
 std::vector<option_spec> hare_options();
