@@ -27,6 +27,7 @@
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
+#include "runtime/snapshot_builder.hpp"
 
 namespace po = boost::program_options;
 
@@ -114,18 +115,20 @@ result<run_inputs> load_inputs(const run_options& o, const train::trainable_regi
   }
   auto pol = make_policy(o.policy, args, "--policy-arg");
   if (!pol) return pol.err();
-  // A job's tasks may span servers (a gang over several nodes, a task split), so the bound
-  // is the whole cluster's GPUs; a policy that stacks tasks on a GPU has none.
-  int total = 0;
-  for (const auto& s : in.cl.servers) total += s.gpus;
-  for (const auto& j : in.jobs)
-    if (j.spec.scale_factor > total && !(*pol)->stacks_tasks())
-      return input_error(o.jobs_file, 0, "scale_factor",
-                         "job " + std::to_string(j.spec.id) + " needs " +
-                             std::to_string(j.spec.scale_factor) + " GPUs, the cluster " +
-                             o.cluster_file + " has " + std::to_string(total) +
-                             " in all (a policy that runs several tasks per GPU, like hare, "
-                             "could run it)");
+  // As in simulation (check_runnable), a job runs as a gang only on a GPU type with at least
+  // its K GPUs (the throughput policies see is 0 elsewhere); a policy that stacks several of
+  // a job's tasks on a GPU (hare) can run it on any GPUs.
+  if (!(*pol)->stacks_tasks())
+    for (const auto& j : in.jobs) {
+      std::vector<double> usable;
+      for (const auto& t : in.cl.types) usable.push_back(t.gpus >= j.spec.scale_factor ? 1 : 0);
+      if (auto st = check_runnable(j.spec, usable); !st)
+        return input_error(o.jobs_file, 0, "scale_factor",
+                           st.err().message + " " + o.cluster_file + " (no GPU type has " +
+                               std::to_string(j.spec.scale_factor) + " GPUs, so policy " +
+                               (*pol)->name() + " cannot place it; hare, which stacks tasks "
+                               "on GPUs, could)");
+    }
   in.pol = std::shared_ptr<policy>(std::move(*pol));
   return in;
 }

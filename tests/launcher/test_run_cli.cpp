@@ -87,3 +87,23 @@ TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[
                                     "within 1 s"));
   CHECK(r.seconds < 10);
 }
+
+TEST_CASE("cli run: a job no GPU type can hold is refused unless the policy stacks tasks",
+          "[cli][run]") {
+  // Two 1-GPU servers of different types and a job of scale 2: no type can hold it as a gang.
+  const auto cl = temp_file("c3.toml", two_servers);
+  const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 2\n"
+                                         "total_steps = 20\nstep_time = 0.01\n");
+  auto r = run("run --local 2 --policy hadar --cluster " + cl + " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains(jobs + ": field 'scale_factor': job 0 (mlp, scale 2) can "
+                                           "run on no GPU type of the cluster"));
+  CHECK_THAT(r.out, Catch::Contains("policy hadar cannot place it"));
+  // hare runs its 2 tasks on whatever GPUs there are (here, without aggregators, both on the
+  // first node).
+  auto h = run("run --local 2 --policy hare --round-length 0.3 --cluster " + cl + " --jobs " +
+               jobs);
+  INFO(h.out);
+  CHECK(h.code == 0);
+  CHECK_THAT(h.out, Catch::Contains("1 jobs finished"));
+}
