@@ -68,22 +68,33 @@ struct instance {
   std::vector<job> jobs;
 };
 
+/// Size limits of random_instance.
+struct instance_limits {
+  int max_servers = 6;    ///< 1 .. max_servers servers
+  int max_jobs = 12;      ///< 1 .. max_jobs jobs
+  int max_steps = 20000;  ///< total steps in [200, 200 + max_steps)
+};
+
 /// 1-6 servers of 1-8 GPUs over 1-3 types (some at half speed), 1-12 jobs of scale 1-8 (at
-/// most the widest type's GPUs), random consolidated throughputs, arrivals in [0, 4000) s.
-inline instance random_instance(std::mt19937& rng) {
+/// most the widest type's GPUs), random consolidated throughputs, arrivals in [0, 4000) s
+/// (a third at 0), weights 1 or 2; `lim` changes the counts. Every random draw is its own
+/// statement, so the instances are the same with every compiler.
+inline instance random_instance(std::mt19937& rng, const instance_limits& lim = {}) {
   instance in;
   const char* names[] = {"v100", "p100", "k80"};
   const int ntypes = 1 + static_cast<int>(rng() % 3);
   std::vector<server> servers;
-  const int nservers = 1 + static_cast<int>(rng() % 6);
-  for (int i = 0; i < nservers; ++i)
-    servers.push_back({0, "s" + std::to_string(i), names[i % ntypes], 0, 1 << (rng() % 4),
-                       rng() % 4 == 0 ? 0.5 : 1.0});
+  const int nservers = 1 + static_cast<int>(rng() % static_cast<unsigned>(lim.max_servers));
+  for (int i = 0; i < nservers; ++i) {
+    const int gpus = 1 << (rng() % 4);
+    const double speed = rng() % 4 == 0 ? 0.5 : 1.0;
+    servers.push_back({0, "s" + std::to_string(i), names[i % ntypes], 0, gpus, speed});
+  }
   in.cl = make_cluster(servers);
   int widest = 0;
   for (const auto& t : in.cl.types) widest = std::max(widest, t.gpus);
   std::uniform_real_distribution<double> tput(0.2, 5.0);
-  const int njobs = 1 + static_cast<int>(rng() % 12);
+  const int njobs = 1 + static_cast<int>(rng() % static_cast<unsigned>(lim.max_jobs));
   for (int m = 0; m < njobs; ++m) {
     const std::string type = "model" + std::to_string(m % 4);
     int scale = 1 << (rng() % 4);
@@ -91,9 +102,10 @@ inline instance random_instance(std::mt19937& rng) {
     for (const auto& t : in.cl.types)
       if (!in.table.isolated(t.name, {type, scale}))
         in.table.set_isolated(t.name, {type, scale}, tput(rng) * scale);
-    in.jobs.push_back(make_job(m, type, scale, 200 + static_cast<double>(rng() % 20000),
-                               rng() % 3 == 0 ? 0.0 : static_cast<double>(rng() % 4000),
-                               1 + static_cast<double>(rng() % 2)));
+    const double steps = 200 + static_cast<double>(rng() % static_cast<unsigned>(lim.max_steps));
+    const double arrival = rng() % 3 == 0 ? 0.0 : static_cast<double>(rng() % 4000);
+    const double weight = 1 + static_cast<double>(rng() % 2);
+    in.jobs.push_back(make_job(m, type, scale, steps, arrival, weight));
   }
   return in;
 }

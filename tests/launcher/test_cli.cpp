@@ -2,38 +2,14 @@
 // naming the file, line and field for each kind of bad input.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
-#include <fstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "cli_support.hpp"
+
+using tessera::test::run;
+using tessera::test::temp_file;
 
 namespace {
-
-struct run_result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-run_result run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  run_result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-/// Writes `text` to a fresh temp file and returns its path.
-std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path = "/tmp/tessera_cli_" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 const std::string good_line =
     "ResNet-18 (batch size 64)\tpython3 main.py\timage_classification/cifar10\t--num_steps\t1"

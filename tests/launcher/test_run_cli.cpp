@@ -2,41 +2,14 @@
 // quickly with a clear message and a non-zero exit code.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "cli_support.hpp"
+
+using tessera::test::run;
+using tessera::test::temp_file;
 
 namespace {
-
-struct run_result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-  double seconds = 0;
-};
-
-run_result run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  run_result r;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
-std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path = "/tmp/tessera_runcli_" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 const std::string two_servers =
     "[cluster]\n[[cluster.server]]\ngpu_type = \"v100\"\ngpus = 1\n"

@@ -13,52 +13,15 @@
 #include "runtime/sim.hpp"
 #include "runtime/task_layout.hpp"
 #include "runtime/task_split.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 
 namespace {
 
-struct instance {
-  cluster cl;
-  throughput_table table;
-  std::vector<job> jobs;
-};
-
-instance random_instance(std::mt19937& rng) {
-  instance in;
-  const char* type_names[] = {"v100", "p100", "k80"};
-  const int ntypes = 1 + static_cast<int>(rng() % 3);
-  std::vector<server> servers;
-  const int nservers = 1 + static_cast<int>(rng() % 5);
-  for (int i = 0; i < nservers; ++i) {
-    const int gpus = 1 << (rng() % 4);  // 1, 2, 4 or 8
-    servers.push_back({0, "s" + std::to_string(i), type_names[i % ntypes], 0, gpus,
-                       (rng() % 4 == 0) ? 0.5 : 1.0});
-  }
-  in.cl = make_cluster(servers);
-  std::uniform_real_distribution<double> tput(0.2, 5.0);
-  const int scales[] = {1, 2, 4, 8};
-  const int njobs = 1 + static_cast<int>(rng() % 10);
-  for (int m = 0; m < njobs; ++m) {
-    const std::string type = "model" + std::to_string(m % 4);
-    int scale = scales[rng() % 4];
-    // Keep every job runnable somewhere: cap the scale at the largest type's GPU count.
-    int max_type_gpus = 0;
-    for (const auto& t : in.cl.types) max_type_gpus = std::max(max_type_gpus, t.gpus);
-    while (scale > max_type_gpus) scale /= 2;
-    for (const auto& t : in.cl.types)
-      if (!in.table.isolated(t.name, {type, scale}))
-        in.table.set_isolated(t.name, {type, scale}, tput(rng) * scale);
-    job j;
-    j.id = m;
-    j.job_type = type;
-    j.scale_factor = scale;
-    j.total_steps = 200 + static_cast<double>(rng() % 5000);
-    j.arrival = (rng() % 3 == 0) ? 0.0 : static_cast<double>(rng() % 4000);
-    j.priority_weight = 1 + static_cast<double>(rng() % 2);
-    in.jobs.push_back(j);
-  }
-  return in;
+/// Smaller instances than the default: every policy simulates each to completion.
+test::instance random_instance(std::mt19937& rng) {
+  return test::random_instance(rng, test::instance_limits{5, 10, 5000});
 }
 
 /// Wraps a policy and checks every plan it makes against the snapshot.
