@@ -468,10 +468,14 @@ int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
     else
       problem = made.err().message;
   }
-  int good = problem.empty() ? 1 : 0, all_good = 0;
+  int good = problem.empty() ? 1 : 0, all_good = 0, rank0_good = good;
   MPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Bcast(&rank0_good, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!all_good) {
-    if (!problem.empty() && (rank == 0 || good != 1)) std::cerr << "tessera: " << problem << '\n';
+    // One message: rank 0's, else those of the ranks whose view differs (e.g. a file they
+    // cannot read).
+    if (!problem.empty() && (rank == 0 || rank0_good == 1))
+      std::cerr << "tessera: " << problem << '\n';
     agg.reset();
     MPI_Finalize();
     return bad_input;
