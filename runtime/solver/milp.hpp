@@ -84,6 +84,13 @@ struct milp_settings {
   lp_scaling scaling = lp_scaling::none;
   /// CBC's probing cut generator (the other half of the abort above). Off by default.
   bool probing = false;
+  /// CBC's feasibility pump heuristic. Off by default: on a 415-column Hops ILP the same CBC
+  /// build aborted the process in OsiClpSolverInterface::crunch() inside the pump's small
+  /// branch-and-bound (CbcHeuristicFPump -> smallBranchAndBound -> CglPreProcess; the
+  /// assertion of coin-or/Clp issue 288); without the pump CBC solves it to optimality
+  /// (tests/policies/test_hops_cbc_abort.cpp). The pump only looks for a first incumbent;
+  /// tessera's ILPs have an all-zero feasible solution and CBC's other heuristics.
+  bool feasibility_pump = false;
 };
 
 /// What a solve produced.
