@@ -11,9 +11,10 @@
 // of one call between barriers; prints the medians and the ratio raw / backend (1.0 = no
 // overhead; the target is >= 0.9 for (b)).
 //
-// Then, with --handoff (or alone with --handoff-only), what it costs to run the same
-// MPI_Allreduce on a thread other than the caller's, without any tessera code -- the
-// explanation of (b)'s overhead at some sizes (docs/benchmarks.md): per size, medians of
+// Then, with --handoff (or alone with --handoff-only), the backend's fixed costs measured
+// without any tessera code (docs/benchmarks.md): the latency of the 16-byte MPI_Allreduce by
+// which members agree on the element count before every call, and what it costs to run the
+// same MPI_Allreduce on a thread other than the caller's: per size, medians of
 //   caller -- on the calling thread;
 //   worker -- handed to one persistent worker thread through a queue, the caller waiting on a
 //             future (the backend's shape: one thread per communicator);
@@ -112,16 +113,34 @@ class worker {
 /// The hand-off table (see the file comment), printed by rank 0.
 void handoff_table(int rank, int size, int reps, const std::vector<double>& sizes_mb) {
   worker w;
+  auto agg = mpi_aggregator::create();
+  if (!agg) MPI_Abort(MPI_COMM_WORLD, 1);
+  group all;
+  for (int r = 0; r < size; ++r) all.push_back(r);
+  reduce_options fast;
+  fast.op = reduce_op::sum;
+  fast.order = reduce_order::fastest;
+  // The backend's other fixed cost: agreeing on the element count (two 64-bit integers).
+  std::vector<double> agree;
+  for (int r = 0; r < std::max(reps, 15); ++r) {
+    unsigned long long mine[2] = {1, 2}, got[2] = {0, 0};
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Allreduce(mine, got, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    agree.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (rank == 0)
-    std::printf("hand-off: ranks %d, reps %d (median seconds, rank 0)\n%8s %10s %10s %10s %10s\n",
-                size, reps, "MB", "caller", "worker", "pinned", "polled");
+    std::printf("count agreement (16-byte MPI_Allreduce): %.6f s median\n", median(agree));
+  if (rank == 0)
+    std::printf("hand-off: ranks %d, reps %d (median seconds, rank 0)\n%8s %10s %10s %10s %10s %10s\n",
+                size, reps, "MB", "caller", "worker", "pinned", "polled", "backend");
   for (const double mb : sizes_mb) {
     const int n = static_cast<int>(mb * 1e6 / sizeof(float));
     std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
     auto allreduce = [&] {
       MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
-    std::vector<double> caller, handed, pinned, polled;
+    std::vector<double> caller, handed, pinned, polled, backend;
     auto timed = [&](std::vector<double>& into, const std::function<void()>& op) {
       std::fill(buf.begin(), buf.end(), 1.0f);
       MPI_Barrier(MPI_COMM_WORLD);
@@ -130,8 +149,10 @@ void handoff_table(int rank, int size, int reps, const std::vector<double>& size
       into.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     allreduce();  // warm-up
+    if (!(*agg)->allreduce(all, buf, fast)) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int r = 0; r < reps; ++r) {
       timed(caller, allreduce);
+      timed(backend, [&] { (*agg)->allreduce(all, buf, fast); });
       timed(handed, [&] { w.run(allreduce, false); });
       timed(pinned, [&] { w.run(allreduce, true); });
       timed(polled, [&] {
@@ -141,8 +162,8 @@ void handoff_table(int rank, int size, int reps, const std::vector<double>& size
       });
     }
     if (rank == 0)
-      std::printf("%8.0f %10.5f %10.5f %10.5f %10.5f\n", mb, median(caller), median(handed),
-                  median(pinned), median(polled));
+      std::printf("%8.0f %10.5f %10.5f %10.5f %10.5f %10.5f\n", mb, median(caller),
+                  median(handed), median(pinned), median(polled), median(backend));
   }
 }
 
@@ -211,11 +232,17 @@ int main(int argc, char** argv) {
     fast.timeout = std::chrono::milliseconds(120000);
     reduce_options ord = fast;
     ord.order = reduce_order::rank_order;
-    // Warm-up: communicator creation and first-touch of buffers stay out of the figures.
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    if (auto st = agg.allreduce(all, buf, fast); !st) {
-      std::fprintf(stderr, "%s\n", st.err().message.c_str());
-      MPI_Abort(MPI_COMM_WORLD, 1);
+    // Warm-up, three calls of each mode: communicator creation, the transports' first
+    // connections and first-touch of buffers stay out of the figures (measured: with one
+    // warm-up call, the first size's median still carried them).
+    for (int w = 0; w < 3; ++w) {
+      MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      for (const auto* o : {&fast, &ord})
+        if (auto st = agg.allreduce(all, buf, *o); !st) {
+          std::fprintf(stderr, "%s\n", st.err().message.c_str());
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
     for (int r = 0; r < reps; ++r) {
       std::fill(buf.begin(), buf.end(), 1.0f);
