@@ -40,8 +40,8 @@
 ///     K-task jobs whose tasks may share GPUs, 360 s rounds during which a job that finishes
 ///     leaves its GPUs idle). Rounds alone cost up to one round per job (arrival to the next
 ///     boundary) plus the idle tail of the round in which a job finishes; the measured ratio
-///     of average JCT to the bound of (1) is reported in docs/benchmarks.md (Hare, issue 5),
-///     not claimed as a theorem.
+///     of average JCT to the bound of (1) is measured by bench/hare_bound_bench.cpp and
+///     reported in docs/benchmarks.md (Hare, issue 5), not claimed as a theorem.
 ///
 /// Complexity per round: as `hare` (O(M log M + M (S + K (S + K)))).
 
