@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_cli.hpp"
 #include "runtime/comm/local_aggregator.hpp"
 #include "runtime/train/fork_merge.hpp"
 #include "runtime/train/models.hpp"
@@ -30,10 +31,11 @@ using namespace tessera::train;
 
 namespace {
 
-std::vector<std::string> split(const std::string& s, char sep) {
+/// Comma-separated words.
+std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
-  for (std::string part; std::getline(in, part, sep);)
+  for (std::string part; std::getline(in, part, ',');)
     if (!part.empty()) out.push_back(part);
   return out;
 }
@@ -122,13 +124,7 @@ int main(int argc, char** argv) {
   int max_rounds = 200, scale = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value (see --help)\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return bench::option_value(argc, argv, i); };
     if (a == "--help" || a == "-h") {
       std::printf(
           "usage: bench_fork_merge_bench [--kind K] [--config k=v,...] [--seeds 7,8,9]\n"
@@ -140,7 +136,7 @@ int main(int argc, char** argv) {
       kind = next();
     } else if (a == "--config") {
       config.clear();
-      for (const auto& kv : split(next(), ',')) {
+      for (const auto& kv : split(next())) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos) {
           std::fprintf(stderr, "--config: '%s' is not key=value\n", kv.c_str());
@@ -149,11 +145,9 @@ int main(int argc, char** argv) {
         config[kv.substr(0, eq)] = std::atof(kv.c_str() + eq + 1);
       }
     } else if (a == "--seeds") {
-      seeds.clear();
-      for (const auto& s : split(next(), ',')) seeds.push_back(std::strtoull(s.c_str(), nullptr, 10));
+      seeds = bench::parse_list<std::uint64_t>(next());
     } else if (a == "--steps") {
-      steps.clear();
-      for (const auto& s : split(next(), ',')) steps.push_back(std::atoll(s.c_str()));
+      steps = bench::parse_list<std::int64_t>(next());
     } else if (a == "--target") {
       target = std::atof(next().c_str());
     } else if (a == "--rounds") {

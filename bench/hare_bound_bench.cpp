@@ -12,10 +12,10 @@
 // policy with the window's mean JCT, mean bound and their ratio.
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_cli.hpp"
 #include "policies/hare_offline.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
@@ -25,15 +25,6 @@
 using namespace tessera;
 
 namespace {
-
-template <class T>
-std::vector<T> parse_list(const std::string& s) {
-  std::vector<T> out;
-  std::stringstream in(s);
-  for (std::string p; std::getline(in, p, ',');)
-    if (!p.empty()) out.push_back(static_cast<T>(std::atof(p.c_str())));
-  return out;
-}
 
 int fail(const std::string& why) {
   std::fprintf(stderr, "bench_hare_bound_bench: %s\n", why.c_str());
@@ -50,13 +41,7 @@ int main(int argc, char** argv) {
   job_id w_begin = 500, w_end = 999;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value (see --help)\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return bench::option_value(argc, argv, i); };
     if (a == "--help" || a == "-h") {
       std::printf("usage: bench_hare_bound_bench [--cluster FILE] [--rates 1.4,2.8] [--seeds 1,2,3]\n"
                   "       [--jobs N] [--window A-B]\n"
@@ -66,9 +51,9 @@ int main(int argc, char** argv) {
     } else if (a == "--cluster") {
       cluster_file = next();
     } else if (a == "--rates") {
-      rates = parse_list<double>(next());
+      rates = bench::parse_list<double>(next());
     } else if (a == "--seeds") {
-      seeds = parse_list<double>(next());
+      seeds = bench::parse_list<double>(next());
     } else if (a == "--jobs") {
       jobs = std::atoi(next().c_str());
     } else if (a == "--window") {

@@ -30,17 +30,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "bench/bench_cli.hpp"
 #include <unistd.h>
 
 namespace {
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  for (std::string p; std::getline(in, p, ',');)
-    if (!p.empty()) out.push_back(std::atoi(p.c_str()));
-  return out;
-}
 
 struct run_result {
   bool ok = false;
@@ -59,13 +53,7 @@ int main(int argc, char** argv) {
   int repeat = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << a << " needs a value (see --help)\n";
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return tessera::bench::option_value(argc, argv, i); };
     if (a == "--help" || a == "-h") {
       std::cout << "usage: bench_task_dispatch_bench [--nodes 4,8] [--steps N] "
                    "[--round-length S] [--repeat R] [--binary PATH]\n"
@@ -73,7 +61,7 @@ int main(int argc, char** argv) {
                    "(mpirun), against the same job on one process. JSON lines.\n";
       return 0;
     } else if (a == "--nodes") {
-      nodes = parse_list(next());
+      nodes = tessera::bench::parse_list<int>(next());
     } else if (a == "--steps") {
       steps = std::atol(next().c_str());
     } else if (a == "--round-length") {
