@@ -126,6 +126,22 @@ void check_bitwise(const json& sum, const std::string& ckpt_dir) {
   }
 }
 
+/// Runs `tessera run` on `nodes` processes (mpirun --enable-recovery) with rank 2 killing
+/// itself half way through round 2 (rounds of 0.4 s); checks the run still ended well with
+/// exactly rank 2 lost, and returns its output and summary.
+std::pair<outcome, json> run_losing_rank2(const scratch& dir, int nodes, const std::string& cl,
+                                          const std::string& jobs, const std::string& extra) {
+  auto o = run(mpirun(nodes, true) + " --cluster " + cl + " --jobs " + jobs + extra +
+               " --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
+               dir.file("ckpt") + " --json " + dir.file("sum.json") +
+               " --fault-kill-rank 2 --fault-kill-round 2");
+  INFO(o.output);
+  auto sum = load_json(dir.file("sum.json"));
+  REQUIRE(sum["ok"].get<bool>());
+  CHECK(sum["failed_ranks"] == json::array({2}));
+  return {o, sum};
+}
+
 }  // namespace
 
 TEST_CASE("(a) 3 nodes at speeds 1/0.5/0.25 run 6 jobs; GPU time follows the plan", "[mpi][a]") {
@@ -204,15 +220,8 @@ TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a
   scratch dir("c");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(4, 150, 0.01));
-  // Rank 2 SIGKILLs itself half way through round 2 (rounds of 0.4 s).
-  auto o = run(mpirun(4, true) + " --cluster " + cl + " --jobs " + jobs +
-               " --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
-               dir.file("ckpt") + " --json " + dir.file("sum.json") +
-               " --fault-kill-rank 2 --fault-kill-round 2");
+  const auto [o, sum] = run_losing_rank2(dir, 4, cl, jobs, "");
   INFO(o.output);
-  const auto sum = load_json(dir.file("sum.json"));
-  REQUIRE(sum["ok"].get<bool>());
-  CHECK(sum["failed_ranks"] == json::array({2}));
   CHECK(o.output.find("node rank 2") != std::string::npos);
   int lost = 0;
   for (const auto& j : sum["jobs"]) {
@@ -373,14 +382,8 @@ TEST_CASE("(f) a node killed while a job's tasks span it: the job resumes on the
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 3\n"
                                            "total_steps = 150\nstep_time = 0.01\nseed = 5\n");
-  auto o = run(mpirun(3, true) + " --cluster " + cl + " --jobs " + jobs +
-               " --policy hare --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
-               dir.file("ckpt") + " --json " + dir.file("sum.json") +
-               " --fault-kill-rank 2 --fault-kill-round 2");
+  const auto [o, sum] = run_losing_rank2(dir, 3, cl, jobs, " --policy hare");
   INFO(o.output);
-  const auto sum = load_json(dir.file("sum.json"));
-  REQUIRE(sum["ok"].get<bool>());
-  CHECK(sum["failed_ranks"] == json::array({2}));
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
   CHECK(j["lost_rounds"].get<int>() == 1);
