@@ -41,7 +41,7 @@
 #include <caf/all.hpp>
 
 #include "actors/protocol.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"

@@ -47,7 +47,7 @@
 
 #include "policies/allocation_lp.hpp"
 #include "policies/options.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 
 namespace tessera {
 

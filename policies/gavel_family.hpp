@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 
 namespace tessera {
 

@@ -80,7 +80,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 
 namespace tessera {
 

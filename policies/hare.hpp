@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 
 namespace tessera {
 

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 #include "runtime/model.hpp"
 #include "runtime/throughput.hpp"
 

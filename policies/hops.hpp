@@ -68,7 +68,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/solver/milp.hpp"
 

@@ -20,7 +20,7 @@
 
 #include <memory>
 
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 
 namespace tessera {
 

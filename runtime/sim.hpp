@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
 #include "runtime/sim_executor.hpp"

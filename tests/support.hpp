@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "policies/policy.hpp"
+#include "runtime/policy.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/throughput.hpp"
