@@ -29,11 +29,24 @@
 
 #include <caf/all.hpp>
 
+#include "runtime/records.hpp"
+
+namespace tessera {
+
+/// Serialises round_record (runtime/records.hpp), carried in run_summary.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_record& x) {
+  return f(caf::meta::type_name("round_record"), x.start, x.busy_gpus, x.idle_gpus,
+           x.active_jobs, x.waiting_jobs);
+}
+
+}  // namespace tessera
+
 namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 3;
+constexpr std::uint32_t protocol_version = 4;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -60,7 +73,7 @@ struct node_welcome {
 /// A node is alive (sent every heartbeat interval).
 struct heartbeat {
   std::int32_t rank = 0;  ///< sender
-  std::int64_t seq = 0;   ///< counts up from 0; negative marks a benchmark flood message
+  std::int64_t seq = 0;   ///< counts up from 0
 };
 
 /// Start (or continue) one copy of a job on a node for one round.
@@ -191,12 +204,17 @@ struct cancel_job {
 struct job_summary {
   std::int64_t id = 0;                     ///< job id
   std::string kind;                        ///< trainable kind
+  std::string job_type;                    ///< job type (the throughput-table key)
+  std::int32_t scale = 1;                  ///< scale factor
+  std::int64_t total_steps = 0;            ///< steps to train
   bool finished = false;                   ///< reached its total steps
   bool canceled = false;                   ///< cancelled by a client
   double arrival = 0;                      ///< seconds after the run started
+  double first_start = -1;                 ///< start of its first round (s), -1 if never
   double finish = -1;                      ///< seconds after the run started, -1 if not
   double jct = -1;                         ///< finish - arrival, -1 if not finished
   std::int64_t steps = 0;                  ///< final step counter
+  double run_time = 0;                     ///< seconds it held GPUs
   double loss = 0;                         ///< final training loss
   double accuracy = 0;                     ///< final held-out accuracy
   std::int32_t restarts = 0;               ///< rounds it resumed on another node
@@ -221,9 +239,8 @@ struct run_summary {
   std::vector<job_summary> jobs;            ///< in job-set order
   std::vector<std::int32_t> failed_ranks;   ///< nodes lost during the run
   std::vector<double> dispatch_latency;     ///< per round: start -> every copy running (s)
+  std::vector<round_record> round_records;  ///< per round: GPUs busy and idle, jobs waiting
   std::int64_t messages = 0;                ///< messages the scheduler handled
-  std::int64_t flood_messages = 0;          ///< benchmark flood heartbeats received
-  double flood_seconds = 0;                 ///< first to last flood heartbeat (s)
 };
 
 // ---- serialisation ------------------------------------------------------------------------
@@ -309,8 +326,9 @@ typename Inspector::result_type inspect(Inspector& f, cancel_job& x) {
 /// Serialises job_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
-  return f(caf::meta::type_name("job_summary"), x.id, x.kind, x.finished, x.canceled, x.arrival,
-           x.finish, x.jct, x.steps, x.loss, x.accuracy, x.restarts, x.lost_rounds,
+  return f(caf::meta::type_name("job_summary"), x.id, x.kind, x.job_type, x.scale,
+           x.total_steps, x.finished, x.canceled, x.arrival, x.first_start, x.finish, x.jct,
+           x.steps, x.run_time, x.loss, x.accuracy, x.restarts, x.lost_rounds,
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
            x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target);
 }
@@ -318,8 +336,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.ok, x.error, x.rounds, x.seconds, x.jobs,
-           x.failed_ranks, x.dispatch_latency, x.messages, x.flood_messages,
-           x.flood_seconds);
+           x.failed_ranks, x.dispatch_latency, x.round_records, x.messages);
 }
 
 // ---- errors -------------------------------------------------------------------------------

@@ -24,10 +24,11 @@
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/summary.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
-#include "runtime/snapshot_builder.hpp"
+#include "runtime/round_loop.hpp"
 
 namespace po = boost::program_options;
 
@@ -212,7 +213,8 @@ result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int 
                                    std::to_string(static_cast<int>(timeout)) + " s (" + last + ")"};
 }
 
-void print_summary(const run_summary& s, const run_options& o, std::size_t nodes) {
+void print_summary(const run_summary& s, const run_options& o, const cluster& cl) {
+  const std::size_t nodes = cl.servers.size();
   std::ostream& out = std::cout;
   if (s.ok)
     out << "tessera run: " << s.jobs.size() << " jobs finished in " << std::fixed
@@ -241,10 +243,13 @@ void print_summary(const run_summary& s, const run_options& o, std::size_t nodes
         << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << std::setw(8) << j.rounds
         << std::setw(8) << j.max_copies << (j.reached_target ? "  (target loss)" : "") << '\n';
   }
+  out << "schedule metrics (as in simulation; times in hours):\n";
+  print_metrics_table(out, {run_metrics(s, o.policy, cl.total_gpus())});
   if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
 }
 
-nlohmann::json to_json(const run_summary& s, const run_options& o, std::size_t nodes) {
+nlohmann::json to_json(const run_summary& s, const run_options& o, const cluster& cl) {
+  const std::size_t nodes = cl.servers.size();
   nlohmann::json j;
   j["ok"] = s.ok;
   j["error"] = s.error;
@@ -256,9 +261,10 @@ nlohmann::json to_json(const run_summary& s, const run_options& o, std::size_t n
   j["failed_ranks"] = s.failed_ranks;
   j["dispatch_latency"] = s.dispatch_latency;
   j["messages"] = s.messages;
-  j["flood_messages"] = s.flood_messages;
-  j["flood_seconds"] = s.flood_seconds;
   j["checkpoint_dir"] = o.checkpoint_dir;
+  std::ostringstream m;
+  write_metrics_json(m, {run_metrics(s, o.policy, cl.total_gpus())});
+  j["metrics"] = nlohmann::json::parse(m.str()).at(0);
   j["jobs"] = nlohmann::json::array();
   for (const auto& x : s.jobs) {
     nlohmann::json e;
@@ -325,11 +331,11 @@ int run_rank0(const run_options& o, const run_inputs& in, const train::trainable
     caf::anon_send_exit(node, caf::exit_reason::kill);
     return failed;
   }
-  if (!o.quiet) print_summary(*sum, o, in.cl.servers.size());
+  if (!o.quiet) print_summary(*sum, o, in.cl);
   if (!sum->ok && o.quiet) std::cerr << "tessera: run failed: " << sum->error << '\n';
   if (!o.json_out.empty()) {
     std::ofstream f(o.json_out);
-    f << to_json(*sum, o, in.cl.servers.size()).dump(2) << '\n';
+    f << to_json(*sum, o, in.cl).dump(2) << '\n';
     if (!f) std::cerr << "tessera: cannot write " << o.json_out << '\n';
   }
   return sum->ok ? ok : failed;

@@ -1,26 +1,22 @@
 #pragma once
 /// @file scheduler_actor.hpp
-/// The scheduler actor: registers the nodes, then runs rounds on a timer. Each round it builds
-/// the same `snapshot` the simulator builds (runtime/snapshot_builder.hpp), asks the policy
-/// for a plan, validates it the same way, and sends every live node its part (round_orders).
-/// The next round starts when the round's time is up and every live node has reported.
+/// The scheduler actor: registers the nodes, then runs rounds on a timer. Each round goes
+/// through the shared round loop (runtime/round_loop.hpp: admission, the policy's snapshot,
+/// plan validation, exactly as in the simulator), then actors/dispatch.hpp turns the plan
+/// into each live node's round_orders.
 ///
-/// Job tracking lives in the scheduler's state (one `tracked_job` per job) rather than in a
-/// job actor per job: a job has no work of its own between rounds -- its copies checkpoint
-/// themselves and report here --, and the work inside a round that a job actor would do
-/// (gathering a step's K shard gradients, merging forked copies) is done by the nodes holding
-/// the job's parts, directly through the aggregator (actors/copy_round.hpp): a central actor
-/// would add a round trip per step and still have to send the new state back to every part.
+/// Its life is a sequence of named states, each a behaviour switched with `become`:
+///   registering  until every node of the cluster file has registered (or the time-out);
+///   running      a round's orders are out and its time is not up;
+///   draining     its time is up; waiting for the nodes' reports, then the next round;
+///   idle         no active job; waiting for the next arrival.
+/// The run ends (summary sent, nodes shut down, actor gone) from any state: every job
+/// finished, a policy error, every node lost, a refused node or the run's time-out.
+/// Time is read from the actor system's clock, so tests drive it with CAF's test coordinator.
 ///
-/// Where a copy runs: the plan's placement of each job copy becomes one part per node
-/// (runtime/task_layout.hpp): the shards of each step it computes and the task-times its
-/// busiest GPU runs. A copy with parts on several nodes (a Hare task split, a gang spanning
-/// servers) steps in sync through the nodes' aggregators. Without aggregators (`--local`) the
-/// copy runs on its first part's node and the other parts' GPUs are held for it.
-///
-/// Throughput the policies see: per GPU type, the job's step_time model or the rate measured
-/// on a node of that type (job_view::throughput); per server, `snapshot::rates` from
-/// runtime/run_rates.hpp, whose server table takes the nodes' measurements.
+/// Job bookkeeping lives here (one `tracked_job` per job) rather than in an actor per job: a
+/// job has no work of its own between rounds, and inside a round its parts synchronise
+/// directly through the nodes' aggregators (actors/copy_round.hpp); docs/design.md says why.
 ///
 /// Failures: a node is lost when its actor goes down (its process died or its connection
 /// timed out; CAF's heartbeats and connection timeout are configured by the launcher), when it
@@ -43,6 +39,8 @@
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/records.hpp"
+#include "runtime/round_loop.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/run_rates.hpp"
@@ -99,6 +97,7 @@ struct tracked_job {
   std::uint32_t sync_epoch = 0;             ///< bumped after a failed synchronisation: the
                                             ///< job's collectives move to a fresh channel
   int rounds = 0;                           ///< rounds it was scheduled in
+  double first_start = -1;                  ///< seconds after the start of its first round
   int max_copies = 0;                       ///< most copies it ran as in one round
   bool reached_target = false;              ///< finished by reaching its target loss
   double finish = -1;                       ///< seconds after the start
@@ -119,19 +118,18 @@ struct node_record {
   bool registered = false;                  ///< accepted
   bool alive = false;                       ///< registered and not lost
   node_hello hello;                         ///< what it said at registration
-  std::chrono::steady_clock::time_point last_seen;  ///< latest message from it
+  caf::actor_clock::time_point last_seen;   ///< latest message from it
 };
 
 /// Mutable state of the scheduler actor.
 struct scheduler_state {
   scheduler_config cfg;                     ///< settings
   caf::actor listener;                      ///< receives the run_summary
-  std::chrono::steady_clock::time_point t0; ///< when the run started
+  caf::actor_clock::time_point t0;          ///< when the run started (every node registered)
   std::deque<tracked_job> jobs;             ///< every job, in submission order
+  arrival_queue arrivals;                   ///< jobs not yet admitted (point into `jobs`)
   std::vector<node_record> nodes;           ///< by rank
   std::int64_t round = -1;                  ///< current round, -1 before the first
-  bool round_open = false;                  ///< orders sent, reports outstanding
-  bool timer_fired = false;                 ///< the current round's time is up
   std::set<int> pending;                    ///< ranks yet to report the current round
   int expected_starts = 0;                  ///< copies of the current round
   int started = 0;                          ///< copy_started received this round
@@ -143,10 +141,8 @@ struct scheduler_state {
   bool have_last = false;                   ///< last_plan is valid for `live`
   std::vector<std::int32_t> failed_ranks;   ///< lost nodes
   std::vector<double> dispatch_latency;     ///< per round, seconds
+  std::vector<round_record> round_records;  ///< per round, as runtime/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
-  std::int64_t flood = 0;                   ///< benchmark flood heartbeats received
-  double flood_first = -1;                  ///< when the first arrived (s)
-  double flood_last = -1;                   ///< when the latest arrived (s)
   bool done = false;                        ///< summary sent
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs

@@ -124,7 +124,7 @@ status write_file(const std::string& path, const std::string& text) {
 }
 
 /// Runs one policy; returns its result.
-result<sim_result> run_one(const inputs& in, const std::string& name, progress_line& progress) {
+result<schedule_result> run_one(const inputs& in, const std::string& name, progress_line& progress) {
   auto pol = make_policy(name, in.policy_args, "--policy-arg");
   if (!pol) return pol.err();
   sim_config cfg = in.cfg;
@@ -199,7 +199,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   auto in = load_inputs(o);
   if (!in) return report(in.err());
   progress_line progress(!o.quiet);
-  std::vector<std::unique_ptr<result<sim_result>>> results(names.size());
+  std::vector<std::unique_ptr<result<schedule_result>>> results(names.size());
   std::mutex mu;
   std::size_t next = 0;
   auto worker = [&] {
@@ -210,7 +210,7 @@ int cmd_compare(const std::vector<std::string>& args) {
         if (next >= names.size()) return;
         i = next++;
       }
-      results[i] = std::make_unique<result<sim_result>>(run_one(in.value(), names[i], progress));
+      results[i] = std::make_unique<result<schedule_result>>(run_one(in.value(), names[i], progress));
     }
   };
   std::vector<std::thread> threads;

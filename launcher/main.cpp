@@ -36,7 +36,14 @@ int main(int argc, char** argv) {
   if (cmd == "compare") return cmd_compare(rest);
   if (cmd == "trace") return cmd_trace(rest);
   if (cmd == "policies") return cmd_policies(rest);
+#ifdef TESSERA_WITH_ACTORS
   if (cmd == "run") return cmd_run(rest);
+#else
+  if (cmd == "run") {
+    std::cerr << "tessera: this build has no actor runtime (CAF 0.17 and MPI were not found)\n";
+    return 2;
+  }
+#endif
   std::cerr << "tessera: unknown command '" << cmd << "'\n" << usage;
   return 2;
 }

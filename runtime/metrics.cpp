@@ -10,7 +10,7 @@
 
 namespace tessera {
 
-metrics compute_metrics(const sim_result& r, job_id window_begin, job_id window_end) {
+metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id window_end) {
   metrics m;
   m.policy = r.policy;
   m.jobs = static_cast<int>(r.jobs.size());
@@ -109,7 +109,7 @@ void write_metrics_json(std::ostream& out, const std::vector<metrics>& runs) {
   out << arr.dump(2) << '\n';
 }
 
-void write_jobs_csv(std::ostream& out, const sim_result& r) {
+void write_jobs_csv(std::ostream& out, const schedule_result& r) {
   out << "job_id,job_type,scale_factor,total_steps,arrival_s,first_start_s,finish_s,jct_s,"
          "run_time_s,gpu_seconds,restarts,iso_share_time_s\n";
   out << std::setprecision(10);

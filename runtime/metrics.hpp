@@ -1,6 +1,6 @@
 #pragma once
 /// @file metrics.hpp
-/// Figures of merit of a simulation, and their table, JSON and per-job CSV forms.
+/// Figures of merit of a schedule (simulated or run), and their table, JSON and per-job CSV forms.
 ///
 /// Definitions (times in seconds):
 /// - JCT = finish - arrival; averaged over finished jobs, and over a job-id window.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sim.hpp"
+#include "runtime/records.hpp"
 
 namespace tessera {
 
@@ -39,7 +39,7 @@ struct metrics {
 };
 
 /// Computes the metrics; the window is ignored when begin < 0.
-metrics compute_metrics(const sim_result& r, job_id window_begin = -1, job_id window_end = -1);
+metrics compute_metrics(const schedule_result& r, job_id window_begin = -1, job_id window_end = -1);
 
 /// Prints metrics of one or more runs as an aligned table (hours for times).
 void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs);
@@ -48,6 +48,6 @@ void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs);
 void write_metrics_json(std::ostream& out, const std::vector<metrics>& runs);
 
 /// Writes one CSV row per job of a run.
-void write_jobs_csv(std::ostream& out, const sim_result& r);
+void write_jobs_csv(std::ostream& out, const schedule_result& r);
 
 }  // namespace tessera

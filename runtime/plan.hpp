@@ -27,6 +27,19 @@ struct job_view {
   int last_type = -1;              ///< GPU type it ran on in the previous round, -1 if none
 };
 
+/// One copy of a job: the job and the copy's index (0 unless the job is forked, HadarE). What
+/// runs for a round is identified by it everywhere: plans, executors' progress, nodes' slots.
+struct copy_id {
+  job_id job = 0;
+  int copy = 0;
+  friend bool operator==(copy_id a, copy_id b) { return a.job == b.job && a.copy == b.copy; }
+  friend bool operator!=(copy_id a, copy_id b) { return !(a == b); }
+  /// By job, then copy.
+  friend bool operator<(copy_id a, copy_id b) {
+    return a.job != b.job ? a.job < b.job : a.copy < b.copy;
+  }
+};
+
 /// One server's share of a job copy's GPUs.
 struct server_share {
   int server = 0;
@@ -47,6 +60,8 @@ struct assignment {
   int tasks = 0;
   double step_budget = -1;              ///< cap on steps this round, -1 = none
 
+  /// The job copy it places.
+  copy_id id() const { return {job, copy}; }
   /// GPUs over all shares.
   int gpus() const {
     int n = 0;

@@ -15,6 +15,7 @@
 
 #include "runtime/policy.hpp"
 #include "runtime/model.hpp"
+#include "runtime/records.hpp"
 #include "runtime/result.hpp"
 #include "runtime/sim_executor.hpp"
 #include "runtime/throughput.hpp"
@@ -43,44 +44,9 @@ struct sim_config {
   std::function<void(const sim_progress&)> on_progress;       ///< called every round if set
 };
 
-/// What happened to one job.
-struct job_record {
-  job_id id = 0;
-  std::string job_type;
-  int scale_factor = 1;
-  double total_steps = 0;
-  double arrival = 0;
-  double first_start = -1;       ///< -1 if it never ran
-  double finish = -1;            ///< -1 if it did not finish
-  double steps_done = 0;
-  double run_time = 0;           ///< seconds holding GPUs
-  double gpu_seconds = 0;        ///< GPUs x seconds held
-  int restarts = 0;              ///< starts on new GPUs after having made progress
-  double iso_share_time = 0;     ///< time on an isolated 1/M share (M = mean active jobs)
-};
-
-/// One round as it was planned.
-struct round_record {
-  double start = 0;
-  int busy_gpus = 0;             ///< GPUs assigned in the plan
-  int idle_gpus = 0;             ///< GPUs left unassigned
-  int active_jobs = 0;
-  int waiting_jobs = 0;          ///< active jobs the plan left out
-};
-
-/// Result of a simulation.
-struct sim_result {
-  std::string policy;
-  int total_gpus = 0;
-  double end_time = 0;
-  bool complete = false;         ///< every job (or every window job) finished
-  std::vector<job_record> jobs;  ///< in trace order
-  std::vector<round_record> rounds;
-};
-
 /// Runs `jobs` on `cl` under `pol`. Jobs must have distinct ids. Fails when the policy fails
 /// or a job can run on no GPU type of the cluster.
-result<sim_result> simulate(const cluster& cl, const throughput_table& table,
+result<schedule_result> simulate(const cluster& cl, const throughput_table& table,
                             const std::vector<job>& jobs, policy& pol, const sim_config& cfg);
 
 /// Per-type throughputs of a job as policies see them: the table value times the type's mean

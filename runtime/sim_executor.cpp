@@ -103,16 +103,16 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
   };
   std::vector<copy_group> groups;
   {
-    std::map<std::pair<job_id, int>, std::size_t> index;
+    std::map<copy_id, std::size_t> index;
     for (const auto& as : p.assignments) {
-      auto [it, fresh] = index.emplace(std::make_pair(as.job, as.copy), groups.size());
+      auto [it, fresh] = index.emplace(as.id(), groups.size());
       if (fresh) groups.push_back(copy_group{as.job, as.copy, {}});
       groups[it->second].parts.push_back(&as);
     }
   }
   std::vector<copy_progress> out;
   std::unordered_map<job_id, std::vector<server_share>> now_shares;
-  std::map<std::pair<job_id, int>, std::vector<server_share>> now_copy_shares;
+  std::map<copy_id, std::vector<server_share>> now_copy_shares;
   std::unordered_map<job_id, int> copies;  // copies per job in this plan
   for (const auto& g : groups) ++copies[g.job];
   std::vector<job_id> forked_order;        // forked jobs, in plan order

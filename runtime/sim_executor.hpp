@@ -20,11 +20,22 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/executor.hpp"
+#include "runtime/plan.hpp"
+#include "runtime/result.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/throughput.hpp"
 
 namespace tessera {
+
+/// What one job copy achieved during a simulated round.
+struct copy_progress {
+  job_id job = 0;
+  int copy = 0;
+  double steps = 0;          ///< steps completed this round
+  double busy_seconds = 0;   ///< seconds the copy held its GPUs (including restart cost)
+  bool finished = false;     ///< the job reached its total steps
+  double finish_time = 0;    ///< absolute time it finished (valid when finished)
+};
 
 /// Time model of averaging the parameters of a forked job's copies (HadarE), charged once per
 /// round to every job running as two or more copies: `param_bytes / bytes_per_s + latency_s`
@@ -58,7 +69,7 @@ std::vector<copy_progress> run_copies(job_id job, double remaining,
                                       double length, double aggregation_s);
 
 /// Throughput model + virtual clock executor.
-class sim_executor final : public executor {
+class sim_executor {
  public:
   /// `restart_cost`: seconds a job loses each round it starts on other GPUs than it held in
   /// the round before (0 = Gavel's default).
@@ -69,7 +80,9 @@ class sim_executor final : public executor {
   sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
                copy_aggregation aggregation);
 
-  result<std::vector<copy_progress>> execute(const snapshot& s, const round_plan& p) override;
+  /// Runs `p` for the jobs of `s` (whose remaining steps bound the work) and reports each
+  /// copy's progress.
+  result<std::vector<copy_progress>> execute(const snapshot& s, const round_plan& p);
 
   /// Steps/s of `j` placed on `shares` (0 when there is no estimate).
   double rate(const job& j, const std::vector<server_share>& shares) const;
@@ -87,7 +100,7 @@ class sim_executor final : public executor {
   copy_aggregation aggregation_;
   std::unordered_map<job_id, std::vector<server_share>> last_shares_;
   /// Shares of copies 1.. of forked jobs in the previous round, by (job, copy).
-  std::map<std::pair<job_id, int>, std::vector<server_share>> last_copy_shares_;
+  std::map<copy_id, std::vector<server_share>> last_copy_shares_;
   std::unordered_map<job_id, int> restarts_;
 };
 

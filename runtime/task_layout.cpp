@@ -27,11 +27,11 @@ std::vector<int> spread_tasks(int tasks, const std::vector<int>& weights) {
 std::vector<copy_layout> layout_copies(const round_plan& p,
                                        const std::function<int(job_id)>& scale_of) {
   std::vector<copy_layout> out;
-  std::map<std::pair<job_id, int>, std::size_t> index;
+  std::map<copy_id, std::size_t> index;
   // Per copy: server -> (gpus, tasks, task-times).
   std::vector<std::map<int, copy_part>> by_server;
   for (const auto& as : p.assignments) {
-    auto [it, fresh] = index.emplace(std::make_pair(as.job, as.copy), out.size());
+    auto [it, fresh] = index.emplace(as.id(), out.size());
     if (fresh) {
       out.push_back(copy_layout{as.job, as.copy, scale_of(as.job), {}});
       by_server.emplace_back();

@@ -4,22 +4,6 @@
 
 namespace tessera::train {
 
-std::string to_string(fork_merge_rule r) {
-  switch (r) {
-    case fork_merge_rule::mean: return "mean";
-    case fork_merge_rule::weighted: return "weighted";
-  }
-  return "?";
-}
-
-std::optional<fork_merge_rule> parse_fork_merge_rule(const std::string& name) {
-  for (auto r : {fork_merge_rule::mean, fork_merge_rule::weighted})
-    if (to_string(r) == name) return r;
-  return std::nullopt;
-}
-
-std::string fork_merge_rule_names() { return "mean, weighted"; }
-
 namespace {
 
 /// This copy's contribution to the one collective of `rule`: its parameters followed by its

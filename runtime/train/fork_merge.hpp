@@ -37,22 +37,10 @@
 
 #include "runtime/comm/aggregator.hpp"
 #include "runtime/result.hpp"
+#include "runtime/train/merge_rule.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::train {
-
-/// How forked copies' states are combined at a round end (see the file comment).
-enum class fork_merge_rule {
-  mean,      ///< plain average of parameters and optimizer state
-  weighted,  ///< average weighted by each copy's steps this round
-};
-
-/// "mean" or "weighted".
-std::string to_string(fork_merge_rule r);
-/// The rule named `name`, or nothing.
-std::optional<fork_merge_rule> parse_fork_merge_rule(const std::string& name);
-/// "mean, weighted": the accepted names, for messages.
-std::string fork_merge_rule_names();
 
 /// What one copy brings to the merge.
 struct fork_merge_input {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actor_support.hpp"
+#include "runtime/train/fork_merge.hpp"
 #include "runtime/comm/local_aggregator.hpp"
 #include "runtime/train/checkpoint.hpp"
 

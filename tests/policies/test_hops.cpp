@@ -276,7 +276,7 @@ TEST_CASE("hops: latency ratio and placement sensitivity by hand", "[policies]")
 }
 
 TEST_CASE("metrics: latency ratio and fragmentation by hand", "[policies]") {
-  sim_result r;
+  schedule_result r;
   r.total_gpus = 8;
   // Job 0: arrived 0, finished 100, held GPUs 40 s: waited 60 s, LR = 60/40 = 1.5.
   // Job 1: arrived 10, finished 30, held GPUs 20 s: waited 0 s, LR = 0.

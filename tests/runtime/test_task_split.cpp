@@ -5,7 +5,7 @@
 #include "runtime/metrics.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/sim.hpp"
-#include "runtime/snapshot_builder.hpp"
+#include "runtime/round_loop.hpp"
 #include "runtime/task_split.hpp"
 #include "tests/support.hpp"
 

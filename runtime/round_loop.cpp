@@ -1,35 +1,76 @@
-#include "runtime/snapshot_builder.hpp"
+#include "runtime/round_loop.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <unordered_set>
 #include <utility>
+
+#include "runtime/records.hpp"
 
 namespace tessera {
 
-job_view make_job_view(const job_accounting& a) {
-  job_view v;
-  v.spec = a.spec;
-  v.steps_done = a.steps_done;
-  v.remaining_steps = a.spec->total_steps - a.steps_done;
-  v.run_time = a.run_time;
-  v.attained_service = a.attained_service;
-  v.throughput = a.throughput;
-  v.last_type = a.last_type;
-  return v;
+void arrival_queue::push(const job* j) {
+  // Insert after every job that arrives no later (ties by id), so admission order is arrival
+  // order even for jobs submitted while the loop runs. Searched from the back: jobs mostly
+  // come in arrival order.
+  auto after = std::find_if(waiting_.rbegin(), waiting_.rend(), [&](const job* w) {
+    return w->arrival < j->arrival || (w->arrival == j->arrival && w->id <= j->id);
+  });
+  waiting_.insert(after.base(), j);
 }
 
-snapshot build_snapshot(double now, double round_length, const cluster& cl,
-                        const std::vector<job_accounting>& jobs, const round_plan* last,
-                        std::uint64_t job_set_version) {
-  snapshot s;
-  s.now = now;
-  s.round_length = round_length;
-  s.cl = &cl;
-  s.last_plan = last;
-  s.job_set_version = job_set_version;
-  s.jobs.reserve(jobs.size());
-  for (const auto& a : jobs) s.jobs.push_back(make_job_view(a));
-  return s;
+std::vector<const job*> arrival_queue::admit(double now) {
+  std::vector<const job*> in;
+  while (!waiting_.empty() && waiting_.front()->arrival <= now + 1e-9) {
+    in.push_back(waiting_.front());
+    waiting_.pop_front();
+  }
+  return in;
+}
+
+double arrival_queue::next_arrival() const {
+  return waiting_.empty() ? std::numeric_limits<double>::infinity() : waiting_.front()->arrival;
+}
+
+result<planned_round> plan_round(policy& pol, const round_context& ctx,
+                                 std::vector<job_view> jobs) {
+  std::stable_sort(jobs.begin(), jobs.end(), [](const job_view& a, const job_view& b) {
+    if (a.spec->arrival != b.spec->arrival) return a.spec->arrival < b.spec->arrival;
+    return a.spec->id < b.spec->id;
+  });
+  planned_round r;
+  snapshot& s = r.snap;
+  s.now = ctx.now;
+  s.round_length = ctx.round_length;
+  s.cl = ctx.cl;
+  s.last_plan = ctx.last_plan;
+  s.job_set_version = ctx.job_set_version;
+  s.rates = ctx.rates;
+  s.copy_limit = ctx.copy_limit;
+  s.jobs = std::move(jobs);
+  for (auto& v : s.jobs) v.remaining_steps = v.spec->total_steps - v.steps_done;
+  auto planned = pol.plan(s);
+  if (!planned) return planned.err();
+  r.plan = std::move(planned.value());
+  r.plan.start = ctx.now;
+  r.plan.length = ctx.round_length;
+  if (auto st = validate_plan(s, r.plan, pol.name()); !st) return st.err();
+  return r;
+}
+
+round_record record_round(const round_plan& p, int total_gpus, int active_jobs) {
+  round_record rr;
+  rr.start = p.start;
+  std::unordered_set<job_id> running;
+  for (const auto& as : p.assignments) {
+    rr.busy_gpus += as.gpus();
+    running.insert(as.job);
+  }
+  rr.idle_gpus = total_gpus - rr.busy_gpus;
+  rr.active_jobs = active_jobs;
+  rr.waiting_jobs = active_jobs - static_cast<int>(running.size());
+  return rr;
 }
 
 namespace {
@@ -44,11 +85,11 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     bool all_tasks = true;
     long long tasks = 0;
   };
-  std::map<std::pair<job_id, int>, copy_use> copies;
+  std::map<copy_id, copy_use> copies;
   for (const auto& as : p.assignments) {
     const std::string who = "job " + std::to_string(as.job) +
                             (as.copy != 0 ? " copy " + std::to_string(as.copy) : "");
-    auto& use = copies[{as.job, as.copy}];
+    auto& use = copies[as.id()];
     ++use.parts;
     use.all_tasks = use.all_tasks && as.tasks > 0;
     use.tasks += as.tasks;
@@ -78,16 +119,16 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
   std::map<job_id, const job_view*> active;
   for (const auto& jv : *jobs) active[jv.spec->id] = &jv;
   for (const auto& [key, use] : copies) {
-    auto it = active.find(key.first);
+    auto it = active.find(key.job);
     if (it == active.end())
       return error{error_kind::internal, policy_name + " placed job " +
-                                             std::to_string(key.first) + ", which is not active"};
+                                             std::to_string(key.job) + ", which is not active"};
     const int k = it->second->spec->scale_factor;
     if (use.all_tasks && use.tasks != k)
       return error{error_kind::internal,
                    policy_name + " placed " + std::to_string(use.tasks) + " tasks per step of job " +
-                       std::to_string(key.first) +
-                       (key.second != 0 ? " copy " + std::to_string(key.second) : "") +
+                       std::to_string(key.job) +
+                       (key.copy != 0 ? " copy " + std::to_string(key.copy) : "") +
                        " over " + std::to_string(use.parts) +
                        " placements; they must sum to its scale factor " + std::to_string(k)};
   }

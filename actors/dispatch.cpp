@@ -1,0 +1,171 @@
+#include "actors/dispatch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "runtime/task_layout.hpp"
+
+namespace tessera::actors {
+
+namespace {
+
+/// One node's part of a copy as ordered: its rank and its layout part.
+struct node_part {
+  int rank;
+  copy_part part;
+};
+
+/// Per job copy: the tightest step budget of its assignments (-1 = none).
+std::map<copy_id, double> copy_budgets(const round_plan& p) {
+  std::map<copy_id, double> budget;
+  for (const auto& as : p.assignments) {
+    auto [b, fresh] = budget.emplace(as.id(), as.step_budget);
+    if (!fresh && as.step_budget >= 0)
+      b->second = b->second < 0 ? as.step_budget : std::min(b->second, as.step_budget);
+  }
+  return budget;
+}
+
+/// Checks the copy rules of one job: numbered 0..n-1, forks only with aggregators and on
+/// distinct nodes.
+status check_copies(std::int64_t id, const std::vector<const copy_layout*>& copies,
+                    const dispatch_context& ctx, const std::string& policy_name) {
+  std::set<int> ranks;
+  std::size_t parts = 0;
+  for (std::size_t c = 0; c < copies.size(); ++c) {
+    if (copies[c]->copy != static_cast<int>(c))
+      return error{error_kind::internal,
+                   "policy " + policy_name + " gave job " + std::to_string(id) +
+                       " copies that are not numbered 0.." + std::to_string(copies.size() - 1)};
+    for (const auto& part : copies[c]->parts) {
+      ranks.insert(ctx.live_ranks[part.server]);
+      ++parts;
+    }
+  }
+  if (copies.size() > 1 && (!ctx.can_sync || ranks.size() != parts))
+    return error{error_kind::internal,
+                 "policy " + policy_name + " forked job " + std::to_string(id) +
+                     (ctx.can_sync ? " into copies sharing a node"
+                                   : " but this launch cannot merge copies (use mpirun)")};
+  return {};
+}
+
+/// The parts of one copy by rank, shards renumbered in rank order. Without aggregators the
+/// first part's node runs all K tasks on the copy's GPUs.
+std::vector<node_part> copy_parts(const copy_layout& l, int k, const dispatch_context& ctx) {
+  std::vector<node_part> run;
+  int gpus = 0;
+  for (const auto& part : l.parts) {
+    gpus += part.gpus;
+    if (part.tasks > 0) run.push_back({ctx.live_ranks[part.server], part});
+  }
+  std::sort(run.begin(), run.end(),
+            [](const node_part& a, const node_part& b) { return a.rank < b.rank; });
+  int next = 0;
+  for (auto& r : run) {
+    r.part.shard_begin = next;
+    next += r.part.tasks;
+  }
+  if (!ctx.can_sync && run.size() > 1) {
+    run.resize(1);
+    run[0].part = copy_part{run[0].part.server, gpus, k, 0, 1};
+  }
+  return run;
+}
+
+/// The order of one part: what every part of the job shares, then this part's own fields.
+start_copy part_order(const dispatch_job& j, int copy, int copies, const node_part& np,
+                      const std::vector<std::int32_t>& part_ranks, double budget) {
+  const run_job& rj = *j.spec;
+  start_copy o;
+  o.job = rj.spec.id;
+  o.copy = copy;
+  o.kind = rj.kind;
+  o.seed = rj.seed;
+  o.config = rj.config;
+  o.scale = rj.spec.scale_factor;
+  o.gpus = np.part.gpus;
+  o.total_steps = static_cast<std::int64_t>(rj.spec.total_steps);
+  o.resume_step = j.step;
+  o.step_budget = budget < 0 ? -1 : static_cast<std::int64_t>(std::ceil(budget));
+  if (copies > 1) {
+    const std::int64_t remaining = o.total_steps - j.step;
+    const std::int64_t share = (remaining + copies - 1) / copies;
+    o.step_budget = o.step_budget < 0 ? share : std::min(o.step_budget, share);
+  }
+  o.part_ranks = part_ranks;
+  o.shard_begin = np.part.shard_begin;
+  o.shards = np.part.tasks;
+  o.task_times = np.part.task_times;
+  o.channel = (static_cast<std::uint64_t>(rj.spec.id) << 20) ^ j.sync_epoch;
+  o.step_time = rj.step_time;
+  o.target_loss = rj.target_loss;
+  o.merge = train::to_string(rj.merge);
+  return o;
+}
+
+/// Adds the orders of one job's copies to `orders`.
+void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_layout*>& copies,
+                         const std::map<copy_id, double>& budget, const dispatch_context& ctx,
+                         std::map<int, round_orders>& orders) {
+  const int n = static_cast<int>(copies.size());
+  const int k = j.spec->spec.scale_factor;
+  std::vector<std::vector<node_part>> runs;
+  for (const auto* l : copies) runs.push_back(copy_parts(*l, k, ctx));
+  std::vector<std::int32_t> leaders;
+  if (n > 1)
+    for (const auto& r : runs) leaders.push_back(r.front().rank);
+  double longest_step = 0;  // the slowest part bounds every collective's wait
+  for (const auto& r : runs)
+    for (const auto& np : r)
+      longest_step = std::max(longest_step, np.part.task_times * j.spec->step_time /
+                                                ctx.configured->servers[np.rank].speed);
+  for (int c = 0; c < n; ++c) {
+    std::vector<std::int32_t> part_ranks;
+    if (runs[c].size() > 1)
+      for (const auto& np : runs[c]) part_ranks.push_back(np.rank);
+    for (const auto& np : runs[c]) {
+      start_copy o = part_order(j, c, n, np, part_ranks, budget.at({j.spec->spec.id, c}));
+      if (n > 1) o.fork_ranks = leaders;
+      o.aggregate_timeout = std::max(1.0, ctx.report_grace / 2) + longest_step;
+      o.checkpoint_path = checkpoint_path(ctx.checkpoint_dir, j.spec->spec.id);
+      orders[np.rank].copies.push_back(std::move(o));
+    }
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, std::int64_t id) {
+  return (std::filesystem::path(dir) / ("job-" + std::to_string(id) + ".ckpt")).string();
+}
+
+result<std::map<int, round_orders>> dispatch_plan(
+    const round_plan& p, const dispatch_context& ctx,
+    const std::function<const dispatch_job*(std::int64_t)>& job_of,
+    const std::string& policy_name) {
+  std::map<int, round_orders> orders;
+  for (int r : ctx.live_ranks) {
+    orders[r].round = ctx.round;
+    orders[r].length = ctx.round_length;
+  }
+  const auto layouts = layout_copies(p, [&](job_id id) {
+    const auto* j = job_of(id);
+    return j ? j->spec->spec.scale_factor : 1;
+  });
+  std::map<std::int64_t, std::vector<const copy_layout*>> by_job;
+  for (const auto& l : layouts)
+    if (job_of(l.job)) by_job[l.job].push_back(&l);
+  for (auto& [id, copies] : by_job) {
+    std::sort(copies.begin(), copies.end(),
+              [](const copy_layout* a, const copy_layout* b) { return a->copy < b->copy; });
+    if (auto st = check_copies(id, copies, ctx, policy_name); !st) return st.err();
+  }
+  const auto budget = copy_budgets(p);
+  for (const auto& [id, copies] : by_job) dispatch_job_copies(*job_of(id), copies, budget, ctx, orders);
+  return orders;
+}
+
+}  // namespace tessera::actors
