@@ -1,0 +1,265 @@
+// The scheduler actor's timer logic on CAF's virtual clock (caf::scheduler::test_coordinator,
+// the coordinator caf/test/dsl.hpp's fixtures run on): nothing sleeps; the test advances time
+// and runs the queued messages. Scripted nodes register, report (or not) and send heartbeats
+// (or not), and forward every round_orders to a probe, so each test reads when rounds start.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include "actor_support.hpp"
+
+using namespace tessera;
+using namespace tessera::actors;
+using namespace tessera::actors::test;
+
+namespace {
+
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+
+/// An actor system whose scheduler is the test coordinator (virtual clock, one thread).
+struct virtual_config : caf::actor_system_config {
+  virtual_config() {
+    register_protocol(*this);
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.console", caf::atom("none"));
+  }
+};
+
+/// How a scripted node behaves.
+struct script {
+  bool reports = true;     ///< answers round_orders with reports and round_done at once
+  bool heartbeats = true;  ///< sends a heartbeat every heartbeat interval
+};
+
+struct scripted_state {
+  std::vector<round_orders> held;  ///< orders not yet reported (script::reports false)
+};
+
+/// Reports every copy of `o` as having made 5 steps, then the round as done.
+void report(caf::event_based_actor* self, const caf::actor& sched, int rank,
+            const round_orders& o) {
+  for (const auto& c : o.copies) {
+    progress_report r;
+    r.rank = rank;
+    r.round = o.round;
+    r.job = c.job;
+    r.copy = c.copy;
+    r.steps = 5;
+    r.step = c.resume_step + 5;
+    r.busy_seconds = o.length;
+    self->send(sched, r);
+  }
+  self->send(sched, round_done{rank, o.round});
+}
+
+/// A node that registers as server `rank` of `cl` and follows `sc`; it forwards every
+/// round_orders to `probe`; `report_atom` makes it report the orders it held back.
+caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster cl, int rank,
+                            script sc, caf::actor sched, caf::actor probe) {
+  node_hello h;
+  h.rank = rank;
+  h.name = cl.servers[rank].name;
+  h.gpu_type = cl.servers[rank].gpu_type;
+  h.gpus = cl.servers[rank].gpus;
+  h.speed = cl.servers[rank].speed;
+  h.host = "scripted";
+  self->request(sched, caf::infinite, h).then([=](const node_welcome& w) {
+    if (sc.heartbeats) self->send(self, beat_atom::value, w.heartbeat_interval);
+  });
+  return {
+      [=](beat_atom, double interval) {
+        self->send(sched, heartbeat{rank, 0});
+        self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
+                                     std::chrono::duration<double>(interval)),
+                           beat_atom::value, interval);
+      },
+      [=](const round_orders& o) {
+        self->send(probe, o);
+        if (sc.reports)
+          report(self, sched, rank, o);
+        else
+          self->state.held.push_back(o);
+      },
+      [=](report_atom) {
+        for (const auto& o : self->state.held) report(self, sched, rank, o);
+        self->state.held.clear();
+      },
+      [=](shutdown_atom, std::int32_t) { self->quit(); },
+  };
+}
+
+/// A scheduler on the virtual clock with scripted nodes, a listener and a probe.
+struct virtual_run {
+  virtual_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& coord =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  caf::scoped_actor listener{sys};
+  caf::scoped_actor probe{sys};
+  caf::actor sched;
+  std::vector<caf::actor> nodes;
+  cluster cl;
+
+  virtual_run(std::vector<double> speeds, std::vector<run_job> jobs) : cl(speed_cluster(speeds)) {
+    auto sc = make_sched_config(cl, std::move(jobs), "/nonexistent");
+    sc.round_length = 1;
+    sc.register_timeout = 5;
+    sc.heartbeat_interval = 0.5;
+    sc.heartbeat_timeout = 2;
+    sc.report_grace = 4;
+    sc.max_seconds = 1000;
+    sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
+  }
+  ~virtual_run() {
+    caf::anon_send_exit(sched, caf::exit_reason::kill);
+    for (const auto& n : nodes) caf::anon_send_exit(n, caf::exit_reason::kill);
+    coord.run();
+  }
+  caf::actor node(int rank, script sc = {}) {
+    nodes.push_back(
+        sys.spawn(scripted_node, cl, rank, sc, sched, caf::actor_cast<caf::actor>(probe)));
+    return nodes.back();
+  }
+  /// Advances the virtual clock by `s` seconds in 10 ms ticks, running the messages due at
+  /// each tick (a periodic timer re-armed by a message fires once per period, as in real time).
+  void advance(double s) {
+    const auto tick = std::chrono::milliseconds(10);
+    coord.run();
+    for (auto left = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+         left.count() > 0; left -= tick) {
+      coord.advance_time(std::min<caf::timespan>(tick, left));
+      coord.run();
+    }
+  }
+  /// Rounds the probe has seen ordered since the last call (their numbers).
+  std::vector<std::int64_t> rounds_ordered() {
+    std::vector<std::int64_t> seen;
+    bool more = true;
+    while (more)
+      probe->receive([&](const round_orders& o) { seen.push_back(o.round); },
+                     caf::after(std::chrono::seconds(0)) >> [&] { more = false; });
+    return seen;
+  }
+  /// The summary, if the run has ended.
+  std::optional<run_summary> summary() {
+    std::optional<run_summary> s;
+    listener->receive([&](run_summary& x) { s = std::move(x); },
+                      caf::after(std::chrono::seconds(0)) >> [] {});
+    return s;
+  }
+};
+
+std::vector<run_job> long_jobs(int n) {
+  std::vector<run_job> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(make_run_job(i, "mlp", 1000000, 0.01, i + 1));
+  return jobs;
+}
+
+}  // namespace
+
+TEST_CASE("registering: the run ends when a node misses the registration time-out",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(1));
+  run.node(0);
+  run.advance(4.9);
+  CHECK_FALSE(run.summary());
+  CHECK(run.rounds_ordered().empty());  // no round before every node registered
+  run.advance(0.2);
+  auto s = run.summary();
+  REQUIRE(s);
+  CHECK_FALSE(s->ok);
+  CHECK(s->error == "not every node registered within 5.000000 s; missing ranks: 1");
+}
+
+TEST_CASE("running: a round starts when the last node registers and the next one when its "
+          "time is up", "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  run.node(0);
+  run.node(1);
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0, 0});  // both nodes get round 0
+  run.advance(0.9);
+  CHECK(run.rounds_ordered().empty());  // reported, but the round's time is not up
+  run.advance(0.2);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1, 1});
+  run.advance(1.0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{2, 2});
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("draining: past its time a round waits for the last report, then moves on at once",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  run.node(0);
+  auto slow = run.node(1, script{false, true});
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  run.advance(2.5);  // past the round's length, within its deadline
+  CHECK(run.rounds_ordered().empty());
+  caf::anon_send(slow, report_atom::value);
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1, 1});
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("draining: a node that misses the report deadline is lost and the round moves on",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  run.node(0);
+  run.node(1, script{false, true});
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  run.advance(4.9);  // round length 1 + grace 4: not yet
+  CHECK(run.rounds_ordered().empty());
+  run.advance(0.2);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1});  // only node 0 is left
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("heartbeats: a node silent past the heartbeat time-out is lost",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0}, long_jobs(1));
+  run.node(0, script{false, false});  // no heartbeat and no report: nothing is heard
+  run.advance(0);
+  run.rounds_ordered();
+  run.advance(1.9);
+  CHECK_FALSE(run.summary());
+  run.advance(0.7);  // past 2 s of silence, at the next heartbeat scan
+  auto s = run.summary();
+  REQUIRE(s);
+  CHECK_FALSE(s->ok);
+  CHECK(s->error == "every node was lost");
+  CHECK(s->failed_ranks == std::vector<std::int32_t>{0});
+}
+
+TEST_CASE("idle: with no active job the scheduler waits for the next arrival",
+          "[actors][scheduler][clock]") {
+  auto jobs = long_jobs(1);
+  jobs[0].spec.arrival = 10;
+  virtual_run run({1.0}, jobs);
+  run.node(0);
+  run.advance(0);
+  CHECK(run.rounds_ordered().empty());
+  run.advance(9.9);
+  CHECK(run.rounds_ordered().empty());
+  run.advance(0.2);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
+}
+
+TEST_CASE("idle: a job submitted to an idle scheduler starts a round without waiting",
+          "[actors][scheduler][clock]") {
+  auto jobs = long_jobs(1);
+  jobs[0].spec.arrival = 100;
+  virtual_run run({1.0}, jobs);
+  run.node(0);
+  run.advance(1);
+  CHECK(run.rounds_ordered().empty());
+  job_desc d;
+  d.kind = "mlp";
+  d.total_steps = 50;
+  d.step_time = 0.01;
+  caf::anon_send(run.sched, submit_job{d});
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
+}
