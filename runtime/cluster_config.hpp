@@ -46,7 +46,7 @@
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
 #include "runtime/throughput.hpp"
-#include "runtime/train/merge_rule.hpp"
+#include "runtime/merge_rule.hpp"
 
 namespace tessera {
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# README command (2): the whole test suite. Builds tessera (warnings are errors), runs every
-# test with ctest, then rebuilds the single-process tests with -fsanitize=address,undefined
-# and runs them again.
+# README command (2): the whole test suite. Checks the tree's shape (scripts/check_shape.py),
+# builds tessera (warnings are errors), runs every test with ctest, then rebuilds the
+# single-process tests with -fsanitize=address,undefined and runs them again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+python3 scripts/check_shape.py   # layering of #includes, no function over 150 lines
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)")
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != "1" ]; then

@@ -37,7 +37,7 @@
 
 #include "runtime/comm/aggregator.hpp"
 #include "runtime/result.hpp"
-#include "runtime/train/merge_rule.hpp"
+#include "runtime/merge_rule.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::train {

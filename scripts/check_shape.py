@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Checks the shape of the source tree (run by scripts/test.sh).
+
+1. Layering: every `#include "dir/..."` between the project's folders follows the allowed
+   edges below (docs/design.md, "Layers"); an include of a folder not listed for the
+   including folder is an upward (or sideways) edge and fails the check. runtime/ and
+   policies/ include no header of CAF, MPI or CUDA/NCCL (but the MPI and NCCL aggregator
+   backends), so the simulator builds without them.
+2. Function length: no function body outside tests/ is longer than --max-lines lines
+   (default 150). Bodies are found by brace matching at namespace or class scope; lambdas
+   and blocks count toward the function that holds them.
+
+usage: scripts/check_shape.py [--max-lines N] [--report N]   (exit 1 on a violation)
+"""
+import argparse
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Folder -> folders its files may include (itself always allowed). Bottom to top.
+ALLOWED = {
+    "runtime/detail": [],
+    "runtime": ["runtime/detail"],
+    "runtime/solver": ["runtime", "runtime/detail"],
+    "runtime/comm": ["runtime", "runtime/detail"],
+    "runtime/train": ["runtime", "runtime/detail", "runtime/comm", "runtime/train/detail"],
+    "runtime/train/detail": ["runtime/detail"],
+    "policies": ["runtime", "runtime/detail", "runtime/solver"],
+    "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "policies"],
+    "launcher": ["runtime", "runtime/detail", "runtime/train", "policies", "actors"],
+}
+# Folders whose includes are not checked: consumers of every layer.
+CONSUMERS = ("tests", "bench", "examples", "build")
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
+# Headers of the optional dependencies (CAF, MPI, CUDA/NCCL) and the only files of the plain
+# layers allowed to include them, so the simulator builds without them.
+OPTIONAL = re.compile(r"^(caf/|mpi\.h|nccl\.h|cuda)")
+OPTIONAL_OK = re.compile(r"^runtime/comm/(mpi|nccl)_aggregator\.(hpp|cpp)$")
+
+
+def sources(top):
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not d.startswith("build")]
+        for f in filenames:
+            if f.endswith((".hpp", ".cpp", ".h")):
+                yield os.path.join(dirpath, f)
+
+
+def check_layers():
+    bad = []
+    for path in sources(ROOT):
+        rel = os.path.relpath(path, ROOT)
+        folder = os.path.dirname(rel)
+        if folder.split("/")[0] in CONSUMERS or folder not in ALLOWED:
+            continue
+        plain = rel.startswith(("runtime/", "policies/")) and not OPTIONAL_OK.match(rel)
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                sm = SYSTEM_INCLUDE.match(line)
+                if plain and sm and OPTIONAL.match(sm.group(1)):
+                    bad.append(f"{rel}:{n}: {folder}/ includes <{sm.group(1)}>, an optional "
+                               "dependency (only actors/ and the MPI/NCCL backends may)")
+                m = INCLUDE.match(line)
+                if not m or "/" not in m.group(1):
+                    continue
+                target = os.path.dirname(m.group(1))
+                if target != folder and target not in ALLOWED[folder]:
+                    bad.append(f"{rel}:{n}: {folder}/ includes {m.group(1)} (not below it)")
+    return bad
+
+
+def strip_code(text):
+    """Blanks comments, string and char literals, keeping line breaks."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif text.startswith('R"', i):
+            m = re.match(r'R"([^(]*)\(', text[i:])
+            end = text.find(")" + m.group(1) + '"', i) if m else -1
+            j = n if end < 0 else end + len(m.group(1)) + 2
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+SCOPE = re.compile(r"\b(namespace|class|struct|union|enum)\b")
+CONTROL = re.compile(r"\b(if|for|while|switch|catch|do|else|try)\s*(\(|$)")
+
+
+def functions(path):
+    """Yields (name, first line, lines) of each function body at namespace or class scope."""
+    with open(path, encoding="utf-8") as f:
+        code = strip_code(f.read())
+    stack = []  # kinds of the open braces: "scope", "function", "block"
+    head_start = 0
+    for i, c in enumerate(code):
+        if c in ";}":
+            if c == "}" and stack:
+                kind, name, line0 = stack.pop()
+                if kind == "function":
+                    line1 = code.count("\n", 0, i) + 1
+                    yield name, line0, line1 - line0 + 1
+            head_start = i + 1
+        elif c == "{":
+            head = code[head_start:i].strip()
+            line0 = code.count("\n", 0, i) + 1
+            at_top = all(k == "scope" for k, _, _ in stack)
+            if SCOPE.search(head) and "(" not in head.split("{")[0].split("=")[0]:
+                stack.append(("scope", "", line0))
+            elif at_top and re.search(r"\)\s*(const|noexcept|override|final|->[^{]*|\s)*$",
+                                      head) and not CONTROL.search(head) and "=" not in \
+                    head.split("(")[0]:
+                name = re.findall(r"([~\w:]+)\s*\(", head)
+                stack.append(("function", name[0] if name else "?", line0))
+            else:
+                stack.append(("block", "", line0))
+            head_start = i + 1
+
+
+def check_lengths(limit, report):
+    long = []
+    for path in sources(ROOT):
+        rel = os.path.relpath(path, ROOT)
+        if rel.split("/")[0] in CONSUMERS[:1] + ("build",):
+            continue
+        for name, line, lines in functions(path):
+            long.append((lines, f"{rel}:{line}: {name} is {lines} lines"))
+    long.sort(reverse=True)
+    for _, text in long[:report]:
+        print("  " + text)
+    return [text for lines, text in long if lines > limit]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-lines", type=int, default=150, help="longest function allowed")
+    ap.add_argument("--report", type=int, default=0, help="also list the N longest functions")
+    a = ap.parse_args()
+    layers = check_layers()
+    lengths = check_lengths(a.max_lines, a.report)
+    for v in layers + lengths:
+        print("check_shape: " + v, file=sys.stderr)
+    print(f"check_shape: {len(layers)} upward includes, {len(lengths)} functions over "
+          f"{a.max_lines} lines outside tests/")
+    return 1 if layers or lengths else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
