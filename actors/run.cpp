@@ -243,8 +243,8 @@ void print_summary(const run_summary& s, const run_options& o, const cluster& cl
         << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << std::setw(8) << j.rounds
         << std::setw(8) << j.max_copies << (j.reached_target ? "  (target loss)" : "") << '\n';
   }
-  out << "schedule metrics (as in simulation; times in hours):\n";
-  print_metrics_table(out, {run_metrics(s, o.policy, cl.total_gpus())});
+  out << "schedule metrics (computed as in simulation):\n";
+  print_metrics_table(out, {run_metrics(s, o.policy, cl.total_gpus())}, time_unit::seconds);
   if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
 }
 

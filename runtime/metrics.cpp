@@ -61,16 +61,18 @@ metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id wi
   return m;
 }
 
-void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs) {
+void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs, time_unit unit) {
   const bool window = std::any_of(runs.begin(), runs.end(),
                                   [](const metrics& m) { return m.window_jobs > 0; });
   std::size_t w = 6;
   for (const auto& m : runs) w = std::max(w, m.policy.size());
-  auto h = [](double s) { return s / 3600.0; };
+  const bool hours = unit == time_unit::hours;
+  auto h = [hours](double s) { return hours ? s / 3600.0 : s; };
+  const std::string u = hours ? "(h)" : "(s)";
   out << std::left << std::setw(static_cast<int>(w)) << "policy" << std::right
-      << std::setw(10) << "finished" << std::setw(10) << "JCT(h)";
-  if (window) out << std::setw(12) << "winJCT(h)";
-  out << std::setw(12) << "makespan(h)" << std::setw(10) << "wait(h)" << std::setw(8) << "util"
+      << std::setw(10) << "finished" << std::setw(10) << "JCT" + u;
+  if (window) out << std::setw(12) << "winJCT" + u;
+  out << std::setw(12) << "makespan" + u << std::setw(10) << "wait" + u << std::setw(8) << "util"
       << std::setw(9) << "FTFavg" << std::setw(9) << "FTFmax" << std::setw(8) << "LRavg"
       << std::setw(8) << "LRmax" << std::setw(7) << "frag" << '\n';
   out << std::fixed;

@@ -41,8 +41,12 @@ struct metrics {
 /// Computes the metrics; the window is ignored when begin < 0.
 metrics compute_metrics(const schedule_result& r, job_id window_begin = -1, job_id window_end = -1);
 
-/// Prints metrics of one or more runs as an aligned table (hours for times).
-void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs);
+/// The unit a metrics table shows times in.
+enum class time_unit { hours, seconds };
+
+/// Prints metrics of one or more runs as an aligned table (times in `unit`).
+void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs,
+                         time_unit unit = time_unit::hours);
 
 /// Writes metrics of one or more runs as a JSON array.
 void write_metrics_json(std::ostream& out, const std::vector<metrics>& runs);
