@@ -6,7 +6,7 @@
 /// speed factor, else the analytic model; a placement spanning servers, of one GPU type or of
 /// several, runs at its slowest server's per-GPU rate times its GPU count. For Gavel's plans
 /// (one GPU type, scale-factor GPUs) this is the table throughput times the slowest speed
-/// factor, as before. It runs for the round length minus a restart cost when its placement
+/// factor. It runs for the round length minus a restart cost when its placement
 /// changed since the previous round. A job finishing mid-round leaves its GPUs idle until the
 /// next round, as in Gavel's simulator.
 ///

@@ -1,6 +1,6 @@
 #pragma once
 /// @file task_split.hpp
-/// The time model of relaxed fixed-scale synchronisation (Hare, IEEE TCC'24; issue 5), shared
+/// The time model of relaxed fixed-scale synchronisation (Hare, IEEE TCC'24), shared
 /// by the simulator's executor and the policies that plan task splits.
 ///
 /// A job of scale K runs each step as K independent gradient tasks over K shards of its global
@@ -25,7 +25,7 @@
 ///     step_s = max_a ceil(t_a / g_a) * max_{u in a} tau_u,
 /// and the job advances at 1 / step_s steps/s (0 when some server has no estimate).
 /// Assignments without tasks (tasks = 0, every other policy) are not task splits: they run at
-/// `server_throughput::rate` exactly as before.
+/// `server_throughput::rate`.
 
 #include <string>
 #include <vector>

@@ -9,8 +9,8 @@
 /// work) with a tag derived from group_key(), and cached. Each communicator is driven by one
 /// thread of its own, which runs that communicator's collectives (blocking MPI calls) in the
 /// order they were submitted, while the caller waits for the result with the timeout. The
-/// blocking collectives are MPI's tuned ones: MPI_Iallreduce + MPI_Test polling measured 2x
-/// slower on 2 ranks (docs/benchmarks.md). An MPI collective cannot be cancelled: on timeout
+/// blocking collectives are MPI's tuned ones, faster than polling a non-blocking collective
+/// (docs/benchmarks.md compares them). An MPI collective cannot be cancelled: on timeout
 /// the caller returns an error, the communicator is marked broken (later calls on it fail at
 /// once), the caller's buffer moves to a graveyard the stuck thread may still write to, and the
 /// thread is detached at destruction if it is still inside MPI. The caller decides what to do
