@@ -26,6 +26,7 @@
 #include "actors/scheduler_actor.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
 #include "runtime/snapshot_builder.hpp"
 

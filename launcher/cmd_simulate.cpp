@@ -13,6 +13,7 @@
 #include "launcher/common.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trace.hpp"
 
