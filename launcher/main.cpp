@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/commands.hpp"
+#include "runtime/result.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << usage;
-    return args.empty() ? 2 : 0;
+    return args.empty() ? tessera::exit_code::bad_input : tessera::exit_code::ok;
   }
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -38,5 +39,5 @@ int main(int argc, char** argv) {
   if (cmd == "policies") return cmd_policies(rest);
   if (cmd == "run") return cmd_run(rest);
   std::cerr << "tessera: unknown command '" << cmd << "'\n" << usage;
-  return 2;
+  return tessera::exit_code::bad_input;
 }

@@ -80,3 +80,30 @@ TEST_CASE("cli run: a job no GPU type can hold is refused unless the policy stac
   CHECK(h.code == 0);
   CHECK_THAT(h.out, Catch::Contains("1 jobs finished"));
 }
+
+TEST_CASE("cli run: policy options are refused as tessera simulate refuses them", "[cli][run]") {
+  const auto cl = temp_file("c5.toml", two_servers);
+  const auto jobs = temp_file("j5.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  auto r = run_tessera("run --local 2 --policy-arg key=3abc --cluster " + cl + " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
+  const auto sim_jobs = temp_file("s5.toml", "[[job]]\njob_type = \"ResNet-18 (batch size 64)\"\n"
+                                             "total_steps = 10\n");
+  auto s = run_tessera("simulate -q --trace " + sim_jobs + " --policy-arg key=3abc");
+  CHECK(s.code == 2);
+  CHECK_THAT(s.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
+}
+
+TEST_CASE("cli run: no fault-injection or benchmark options", "[cli][run]") {
+  // Those hooks live in the test program tessera_faulty only.
+  const auto cl = temp_file("c6.toml", two_servers);
+  const auto jobs = temp_file("j6.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  for (const char* opt : {"--fault-kill-rank 1", "--fault-kill-round 1", "--fault-protocol-rank 1",
+                          "--fault-protocol-version 9", "--bench-flood 10"}) {
+    INFO(opt);
+    auto r = run_tessera(std::string("run --local 2 ") + opt + " --cluster " + cl + " --jobs " +
+                         jobs);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("unrecognised option"));
+  }
+}
