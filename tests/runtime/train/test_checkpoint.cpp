@@ -47,7 +47,7 @@ TEST_CASE("crc32 is the IEEE CRC-32 and can be continued", "[train]") {
   CHECK(crc32(nullptr, 0) == 0U);
 }
 
-TEST_CASE("a checkpoint round-trips job, round and payload; the header reads alone", "[train]") {
+TEST_CASE("a checkpoint round-trips job, round and payload, the header reads alone", "[train]") {
   scratch_dir dir("ckpt_roundtrip");
   const auto path = dir.file("job7.ckpt");
   REQUIRE(write_checkpoint(path, 7, 12, payload));

@@ -107,7 +107,7 @@ TEST_CASE("fork merge: the rules on hand-checked cases", "[train][fork]") {
   }
 }
 
-TEST_CASE("fork merge: identical copies merge to themselves; a lone member is a no-op",
+TEST_CASE("fork merge: identical copies merge to themselves, a lone member is a no-op",
           "[train][fork]") {
   auto start = make_trainable("mlp", 3, {{"train_size", 64}});
   REQUIRE(start->train_step(1).ok());

@@ -41,7 +41,7 @@ std::unique_ptr<trainable> restore(const std::string& kind, std::uint64_t seed,
 
 }  // namespace
 
-TEST_CASE("builtin_trainables lists both models; unknown kinds name the valid ones", "[train]") {
+TEST_CASE("builtin_trainables lists both models, unknown kinds name the valid ones", "[train]") {
   const auto reg = builtin_trainables();
   CHECK(reg.kinds() == std::vector<std::string>{"mlp", "softmax_regression"});
   CHECK(reg.contains("mlp"));
@@ -181,7 +181,7 @@ TEST_CASE("compute_gradient matches a finite-difference gradient of the loss", "
   }
 }
 
-TEST_CASE("same seed gives bitwise-identical parameters; another seed does not", "[train]") {
+TEST_CASE("same seed gives bitwise-identical parameters, another seed does not", "[train]") {
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
       auto a = make_trainable(kind, 42);
