@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "actors/protocol.hpp"
-#include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/result.hpp"

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include <signal.h>
 #include <unistd.h>
 
 #include "runtime/train/checkpoint.hpp"
@@ -59,8 +58,8 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
           [=](const node_welcome& w) {
             self->state.registered = true;
             self->state.heartbeat_interval = w.heartbeat_interval;
-            for (std::int64_t k = 0; k < self->state.cfg.flood; ++k)
-              self->send(self->state.scheduler, heartbeat{self->state.cfg.rank, -1 - k});
+            if (const auto& hook = self->state.cfg.hooks.on_registered)
+              hook(self, self->state.scheduler);
             self->send(self, hb_tick_atom::value);
           },
           [=](caf::error& e) {
@@ -89,14 +88,7 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
             ++it;
         }
         s.pending = static_cast<int>(o.copies.size());
-        if (o.round == s.cfg.kill_at_round) {
-          // Fault injection: die abruptly half way through this round.
-          const double half = o.length / 2;
-          std::thread([half] {
-            std::this_thread::sleep_for(std::chrono::duration<double>(half));
-            ::kill(::getpid(), SIGKILL);
-          }).detach();
-        }
+        if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
         for (const auto& c : o.copies) {
           auto& slot = s.slots[slot_key(c.job, c.copy)];
           if (!slot) slot = std::make_shared<copy_slot>();

@@ -29,22 +29,28 @@
 
 namespace tessera::actors {
 
+/// Hooks into a node for tests and benchmarks (fault injection, message floods); a production
+/// run leaves them empty. tests/tessera_faulty.cpp sets them through a run's node_setup.
+struct node_hooks {
+  /// Called when a round's orders arrive, before its copies start: (round, its length in s).
+  std::function<void(std::int64_t round, double length)> on_round_start;
+  /// Called inside the node actor once the scheduler has welcomed the node, before its first
+  /// heartbeat; it may send the scheduler extra messages.
+  std::function<void(caf::event_based_actor* self, const caf::actor& scheduler)> on_registered;
+};
+
 /// Settings of one node, passed down from the launcher.
 struct node_config {
   std::int32_t rank = 0;                             ///< index of its server in the cluster
   server srv;                                        ///< its server (GPU type, GPUs, speed)
   std::string host;                                  ///< host name, for messages
-  std::uint32_t version = protocol_version;          ///< version it claims (tests vary it)
+  std::uint32_t version = protocol_version;          ///< version it claims in its hello
   const train::trainable_registry* kinds = nullptr;  ///< must outlive the actor
   double register_timeout = 10;                      ///< seconds to wait for a welcome
-  /// Fault injection for tests: at this round the process kills itself (SIGKILL) half way
-  /// through the round; -1 = never. Only for a node in a process of its own.
-  std::int64_t kill_at_round = -1;
-  /// Benchmark: after registering, send this many heartbeats back to back (seq < 0).
-  std::int64_t flood = 0;
   /// Merges forked copies (MPI backend under mpirun, local backend in one process); null when
   /// the launch has none, and then the scheduler does not fork jobs.
   std::shared_ptr<comm::aggregator> agg;
+  node_hooks hooks;  ///< tests and benchmarks only
 };
 
 /// Mutable state of a node actor.

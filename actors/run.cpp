@@ -1,18 +1,15 @@
 #include "actors/run.hpp"
 
 #include <chrono>
-#include <climits>
-#include <cstring>
-#include <filesystem>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <map>
+#include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
-#include <boost/program_options.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <mpi.h>
@@ -28,33 +25,16 @@
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/round_loop.hpp"
-
-namespace po = boost::program_options;
 
 namespace tessera::actors {
 
 namespace {
 
-/// Exit codes, as the other commands use them.
-enum exit_code { ok = 0, failed = 1, bad_input = 2 };
-
-/// Everything `tessera run` reads from its command line.
-struct run_options {
-  std::string cluster_file, jobs_file, policy = "max_min_fairness_perf", checkpoint_dir, json_out;
-  std::vector<std::string> policy_args;
-  int local = 0;
-  double round_length = 1.0, connect_timeout = 20, timeout = 600;
-  double heartbeat_interval = 0.25, heartbeat_timeout = 3;
-  bool verbose = false, quiet = false;
-  // Internal: set for the node processes --local starts.
-  int rank = -1;
-  std::string scheduler;
-  // Fault injection, for tests.
-  int kill_rank = -1, kill_round = -1, protocol_rank = -1;
-  unsigned protocol_version_override = protocol_version;
-  long flood = 0;  // benchmark: heartbeats each node sends back to back after registering
-};
+using exit_code::bad_input;
+using exit_code::failed;
+using exit_code::ok;
 
 caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
@@ -79,12 +59,6 @@ std::string host_name() {
   return buf;
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.string();
-}
-
 /// Inputs every process loads: the cluster, the jobs, the policy.
 struct run_inputs {
   cluster cl;
@@ -94,7 +68,7 @@ struct run_inputs {
 };
 
 /// Loads and checks the inputs; an error message naming the file and field on failure.
-result<run_inputs> load_inputs(const run_options& o, const train::trainable_registry& kinds) {
+result<run_inputs> load_inputs(const run_settings& o, const train::trainable_registry& kinds) {
   run_inputs in;
   in.kinds = kinds.kinds();
   auto cl = load_cluster(o.cluster_file);
@@ -103,18 +77,7 @@ result<run_inputs> load_inputs(const run_options& o, const train::trainable_regi
   auto jobs = load_run_jobs(o.jobs_file, &in.kinds);
   if (!jobs) return jobs.err();
   in.jobs = std::move(*jobs);
-  std::map<std::string, double> args;
-  for (const auto& kv : o.policy_args) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos)
-      return error{error_kind::invalid_input, "--policy-arg '" + kv + "': expected key=value"};
-    try {
-      args[kv.substr(0, eq)] = std::stod(kv.substr(eq + 1));
-    } catch (const std::exception&) {
-      return error{error_kind::invalid_input, "--policy-arg '" + kv + "': value is not a number"};
-    }
-  }
-  auto pol = make_policy(o.policy, args, "--policy-arg");
+  auto pol = make_policy(o.policy, o.policy_args, "--policy-arg");
   if (!pol) return pol.err();
   // As in simulation (check_runnable), a job runs as a gang only on a GPU type with at least
   // its K GPUs (the throughput policies see is 0 elsewhere); a policy that stacks several of
@@ -135,7 +98,7 @@ result<run_inputs> load_inputs(const run_options& o, const train::trainable_regi
 }
 
 /// "cluster file lists K servers but the run has N node processes" when they differ.
-std::optional<std::string> check_size(const run_options& o, const cluster& cl, int n,
+std::optional<std::string> check_size(const run_settings& o, const cluster& cl, int n,
                                       const std::string& how) {
   if (static_cast<int>(cl.servers.size()) == n) return std::nullopt;
   return o.cluster_file + ": lists " + std::to_string(cl.servers.size()) +
@@ -143,21 +106,19 @@ std::optional<std::string> check_size(const run_options& o, const cluster& cl, i
          "); tessera runs one node per server";
 }
 
-node_config make_node_config(const run_options& o, const run_inputs& in, int rank,
-                             const train::trainable_registry& kinds) {
+node_config make_node_config(const run_settings& o, const run_inputs& in, int rank,
+                             const train::trainable_registry& kinds, const node_setup& setup) {
   node_config nc;
   nc.rank = rank;
   nc.srv = in.cl.servers[rank];
   nc.host = host_name();
   nc.kinds = &kinds;
   nc.register_timeout = o.connect_timeout;
-  if (rank == o.protocol_rank) nc.version = o.protocol_version_override;
-  if (rank == o.kill_rank) nc.kill_at_round = o.kill_round;
-  nc.flood = o.flood;
+  if (setup) setup(nc);
   return nc;
 }
 
-scheduler_config make_scheduler_config(const run_options& o, const run_inputs& in) {
+scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& in) {
   scheduler_config sc;
   sc.cl = in.cl;
   sc.jobs = in.jobs;
@@ -199,7 +160,9 @@ int run_node(caf::actor_system& sys, const node_config& nc, const caf::actor& sc
 /// Connects to the scheduler, retrying until `timeout` seconds have passed.
 result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int port,
                            double timeout) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout));
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(timeout));
   std::string last;
   while (true) {
     auto a = sys.middleman().remote_actor(host, static_cast<std::uint16_t>(port));
@@ -213,7 +176,7 @@ result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int 
                                    std::to_string(static_cast<int>(timeout)) + " s (" + last + ")"};
 }
 
-void print_summary(const run_summary& s, const run_options& o, const cluster& cl) {
+void print_summary(const run_summary& s, const run_settings& o, const cluster& cl) {
   const std::size_t nodes = cl.servers.size();
   std::ostream& out = std::cout;
   if (s.ok)
@@ -248,7 +211,7 @@ void print_summary(const run_summary& s, const run_options& o, const cluster& cl
   if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
 }
 
-nlohmann::json to_json(const run_summary& s, const run_options& o, const cluster& cl) {
+nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluster& cl) {
   const std::size_t nodes = cl.servers.size();
   nlohmann::json j;
   j["ok"] = s.ok;
@@ -298,8 +261,8 @@ nlohmann::json to_json(const run_summary& s, const run_options& o, const cluster
 /// port is known (fork/exec or MPI_Bcast) and returns false when it could not.
 /// `agg` merges forked copies (the MPI backend); null when the launch has none, and then the
 /// scheduler does not fork.
-int run_rank0(const run_options& o, const run_inputs& in, const train::trainable_registry& kinds,
-              const std::function<bool(int port)>& launch,
+int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
+              const node_setup& setup, const std::function<bool(int port)>& launch,
               std::shared_ptr<comm::aggregator> agg = nullptr) {
   run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
   caf::actor_system sys{cfg};
@@ -318,7 +281,7 @@ int run_rank0(const run_options& o, const run_inputs& in, const train::trainable
     caf::anon_send_exit(sched, caf::exit_reason::kill);
     return failed;
   }
-  auto node0 = make_node_config(o, in, 0, kinds);
+  auto node0 = make_node_config(o, in, 0, kinds, setup);
   node0.agg = agg;
   auto node = sys.spawn(node_actor, node0, sched);
   std::optional<run_summary> sum;
@@ -341,33 +304,17 @@ int run_rank0(const run_options& o, const run_inputs& in, const train::trainable
   return sum->ok ? ok : failed;
 }
 
-/// Starts the node processes of --local: the same binary with the same arguments, told its
-/// rank and the scheduler's address.
-std::vector<pid_t> spawn_children(const run_options& o, const std::vector<std::string>& args,
-                                  const std::vector<std::string>& prefix, int port) {
-  std::vector<std::string> base = prefix;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--local") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--local=", 0) == 0) continue;
-    base.push_back(args[i]);
-  }
-  const std::string exe = self_exe();
+/// Starts node processes 1 .. n-1 of a local run with the command lines `start_node` gives.
+std::vector<pid_t> spawn_children(const node_command& start_node, int n, int port) {
   std::vector<pid_t> pids;
-  for (int r = 1; r < o.local; ++r) {
-    std::vector<std::string> a;
-    a.push_back(exe);
-    a.insert(a.end(), base.begin(), base.end());
-    a.insert(a.end(), {"--rank", std::to_string(r), "--scheduler",
-                       "127.0.0.1:" + std::to_string(port)});
+  for (int r = 1; r < n; ++r) {
+    std::vector<std::string> a = start_node(r, port);
     std::vector<char*> argv;
     for (auto& s : a) argv.push_back(s.data());
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::execv(exe.c_str(), argv.data());
+      ::execv(argv[0], argv.data());
       std::perror("tessera: exec");
       ::_exit(127);
     }
@@ -380,9 +327,8 @@ std::vector<pid_t> spawn_children(const run_options& o, const std::vector<std::s
   return pids;
 }
 
-/// Waits for the children to exit (killing them after `grace` seconds); true when each
-/// exited on its own. A child killed by a signal before (e.g. fault injection) counts as
-/// exited.
+/// Waits for the children to exit, killing those left after `grace` seconds. A child killed
+/// by a signal before (e.g. an injected fault) counts as exited.
 void reap(std::vector<pid_t>& pids, double grace) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<long>(grace * 1000));
@@ -407,216 +353,147 @@ void reap(std::vector<pid_t>& pids, double grace) {
   }
 }
 
-int run_local(const run_options& o, const run_inputs& in, const train::trainable_registry& kinds,
-              const std::vector<std::string>& args, const std::vector<std::string>& prefix) {
+/// Loads the inputs, printing the error when they are bad.
+std::optional<run_inputs> inputs_or_report(const run_settings& s,
+                                           const train::trainable_registry& kinds) {
+  auto in = load_inputs(s, kinds);
+  if (!in) {
+    std::cerr << "tessera: " << in.err().message << '\n';
+    return std::nullopt;
+  }
+  return std::move(*in);
+}
+
+/// Connects to the scheduler at host:port and runs node `rank` until the run ends.
+int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
+                         const std::string& host, int port,
+                         const train::trainable_registry& kinds, const node_setup& setup,
+                         std::shared_ptr<comm::aggregator> agg) {
+  run_actor_config cfg(s.heartbeat_interval, s.heartbeat_timeout);
+  caf::actor_system sys{cfg};
+  auto sched = connect(sys, host, port, s.connect_timeout);
+  if (!sched) {
+    std::cerr << "tessera: node rank " << rank << ": " << sched.err().message << '\n';
+    return failed;
+  }
+  auto nc = make_node_config(s, in, rank, kinds, setup);
+  nc.agg = std::move(agg);
+  return run_node(sys, nc, *sched, s.timeout + s.connect_timeout + 30);
+}
+
+/// Every rank's inputs and aggregator under mpirun, or the problem that stops this rank.
+struct mpi_start {
+  std::optional<run_inputs> in;
+  std::shared_ptr<comm::aggregator> agg;
+  std::string problem;  ///< empty when this rank can go on
+};
+
+mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registry& kinds,
+                           int size) {
+  mpi_start st;
+  auto in = load_inputs(s, kinds);
+  if (!in) {
+    st.problem = in.err().message;
+    return st;
+  }
+  st.in = std::move(*in);
+  if (auto bad = check_size(s, st.in->cl, size, "mpirun -np " + std::to_string(size))) {
+    st.problem = *bad;
+    return st;
+  }
+  if (auto made = comm::mpi_aggregator::create(); made)
+    st.agg = std::move(made.value());
+  else
+    st.problem = made.err().message;
+  return st;
+}
+
+/// A non-zero rank under mpirun: receives the scheduler's address from rank 0, runs its node.
+int run_mpi_node(const run_settings& s, const run_inputs& in, int rank,
+                 const train::trainable_registry& kinds, const node_setup& setup,
+                 std::shared_ptr<comm::aggregator> agg) {
+  int port = 0;
+  char host[256] = {0};
+  MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (port == 0) return failed;
+  const std::string target = host == host_name() ? "127.0.0.1" : std::string(host);
+  return connect_and_run_node(s, in, rank, target, port, kinds, setup, std::move(agg));
+}
+
+}  // namespace
+
+bool under_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+int run_local(const run_settings& s, const train::trainable_registry& kinds,
+              const node_command& start_node, const node_setup& setup) {
+  auto in = inputs_or_report(s, kinds);
+  if (!in) return bad_input;
+  if (auto bad = check_size(s, in->cl, s.local, "--local " + std::to_string(s.local))) {
+    std::cerr << "tessera: " << *bad << '\n';
+    return bad_input;
+  }
   std::vector<pid_t> children;
-  const int code = run_rank0(o, in, kinds, [&](int port) {
+  const int code = run_rank0(s, *in, kinds, setup, [&](int port) {
     if (port == 0) return false;
-    children = spawn_children(o, args, prefix, port);
-    return static_cast<int>(children.size()) == o.local - 1;
+    children = spawn_children(start_node, s.local, port);
+    return static_cast<int>(children.size()) == s.local - 1;
   });
   reap(children, 10);
   return code;
 }
 
-int run_child(const run_options& o, const run_inputs& in,
-              const train::trainable_registry& kinds) {
-  const auto colon = o.scheduler.rfind(':');
-  if (colon == std::string::npos) {
-    std::cerr << "tessera: --scheduler expects host:port, got '" << o.scheduler << "'\n";
+int run_node_process(const run_settings& s, const node_process& p,
+                     const train::trainable_registry& kinds, const node_setup& setup) {
+  auto in = inputs_or_report(s, kinds);
+  if (!in) return bad_input;
+  if (p.rank < 0 || p.rank >= static_cast<int>(in->cl.servers.size())) {
+    std::cerr << "tessera: --rank " << p.rank << " is not a server of " << s.cluster_file
+              << " (it lists " << in->cl.servers.size() << ")\n";
     return bad_input;
   }
-  const std::string host = o.scheduler.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(o.scheduler.substr(colon + 1));
-  } catch (const std::exception&) {
-  }
-  if (port <= 0 || port > 65535) {
-    std::cerr << "tessera: --scheduler: bad port in '" << o.scheduler << "'\n";
-    return bad_input;
-  }
-  if (o.rank < 0 || o.rank >= static_cast<int>(in.cl.servers.size())) {
-    std::cerr << "tessera: --rank " << o.rank << " is not a server of " << o.cluster_file
-              << " (it lists " << in.cl.servers.size() << ")\n";
-    return bad_input;
-  }
-  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
-  caf::actor_system sys{cfg};
-  auto sched = connect(sys, host, port, o.connect_timeout);
-  if (!sched) {
-    std::cerr << "tessera: node rank " << o.rank << ": " << sched.err().message << '\n';
-    return failed;
-  }
-  return run_node(sys, make_node_config(o, in, o.rank, kinds), *sched,
-                  o.timeout + o.connect_timeout + 30);
+  return connect_and_run_node(s, *in, p.rank, p.host, p.port, kinds, setup, nullptr);
 }
 
-/// The run under mpirun. Every rank loads the inputs; they agree (MPI_Allreduce) before any
-/// rank goes on, so bad input ends every rank rather than leaving some waiting.
-int run_mpi(const run_options& o, const train::trainable_registry& kinds) {
+int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
+            const node_setup& setup) {
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the aggregator's communicator threads call MPI concurrently.
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  auto in = load_inputs(o, kinds);
-  std::string problem;
-  if (!in)
-    problem = in.err().message;
-  else if (auto bad = check_size(o, in->cl, size, "mpirun -np " + std::to_string(size)))
-    problem = *bad;
-  std::shared_ptr<comm::aggregator> agg;
-  if (problem.empty()) {
-    if (auto made = comm::mpi_aggregator::create(); made)
-      agg = std::move(made.value());
-    else
-      problem = made.err().message;
-  }
-  int good = problem.empty() ? 1 : 0, all_good = 0, rank0_good = good;
+  auto st = prepare_mpi_rank(s, kinds, size);
+  int good = st.problem.empty() ? 1 : 0, all_good = 0, rank0_good = good;
   MPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Bcast(&rank0_good, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!all_good) {
     // One message: rank 0's, else those of the ranks whose view differs (e.g. a file they
     // cannot read).
-    if (!problem.empty() && (rank == 0 || rank0_good == 1))
-      std::cerr << "tessera: " << problem << '\n';
-    agg.reset();
+    if (!st.problem.empty() && (rank == 0 || rank0_good == 1))
+      std::cerr << "tessera: " << st.problem << '\n';
+    st.agg.reset();
     MPI_Finalize();
     return bad_input;
   }
   int code = ok;
   if (rank == 0) {
-    code = run_rank0(o, *in, kinds, [&](int port) {
+    code = run_rank0(s, *st.in, kinds, setup, [&](int port) {
       char host[256] = {0};
       std::snprintf(host, sizeof host, "%s", host_name().c_str());
       MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
       MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
       return port != 0;
-    }, agg);
+    }, st.agg);
   } else {
-    int port = 0;
-    char host[256] = {0};
-    MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (port == 0) {
-      code = failed;
-    } else {
-      const std::string target = host == host_name() ? "127.0.0.1" : std::string(host);
-      run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
-      caf::actor_system sys{cfg};
-      auto sched = connect(sys, target, port, o.connect_timeout);
-      if (!sched) {
-        std::cerr << "tessera: node rank " << rank << ": " << sched.err().message << '\n';
-        code = failed;
-      } else {
-        auto nc = make_node_config(o, *in, rank, kinds);
-        nc.agg = agg;
-        code = run_node(sys, nc, *sched, o.timeout + o.connect_timeout + 30);
-      }
-    }
+    code = run_mpi_node(s, *st.in, rank, kinds, setup, st.agg);
   }
-  agg.reset();  // its communicator threads end before MPI does
+  st.agg.reset();  // its communicator threads end before MPI does
   MPI_Finalize();
   return code;
-}
-
-}  // namespace
-
-int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
-                const std::vector<std::string>& exec_prefix) {
-  run_options o;
-  po::options_description d("tessera run options");
-  d.add_options()
-    ("cluster", po::value(&o.cluster_file)->required(), "cluster TOML file; one node per server")
-    ("jobs", po::value(&o.jobs_file)->required(), "job-set TOML file (each [[job]] has a kind)")
-    ("policy", po::value(&o.policy)->default_value(o.policy), "policy (see `tessera policies`)")
-    ("policy-arg", po::value(&o.policy_args)->composing(), "policy option key=value (repeatable)")
-    ("round-length", po::value(&o.round_length)->default_value(1.0), "seconds per round")
-    ("local", po::value(&o.local)->default_value(0),
-     "start this many node processes here (fork/exec), no mpirun needed")
-    ("checkpoint-dir", po::value(&o.checkpoint_dir),
-     "shared directory for job checkpoints (default: a new one under the temp directory)")
-    ("json", po::value(&o.json_out), "write the summary as JSON to this file")
-    ("connect-timeout", po::value(&o.connect_timeout)->default_value(20.0),
-     "seconds for nodes to reach the scheduler and register")
-    ("timeout", po::value(&o.timeout)->default_value(600.0),
-     "give up when the run has not ended after this many seconds")
-    ("heartbeat-interval", po::value(&o.heartbeat_interval)->default_value(0.25),
-     "seconds between heartbeats (node -> scheduler, and CAF's own)")
-    ("heartbeat-timeout", po::value(&o.heartbeat_timeout)->default_value(3.0),
-     "seconds of silence after which a node is lost")
-    ("verbose,v", po::bool_switch(&o.verbose), "one line per round on stderr")
-    ("quiet,q", po::bool_switch(&o.quiet), "no summary table on stdout")
-    ("help,h", "show this help");
-  po::options_description hidden("internal and test options");
-  hidden.add_options()
-    ("rank", po::value(&o.rank), "internal: this process is node <rank> of a --local run")
-    ("scheduler", po::value(&o.scheduler), "internal: host:port of the scheduler")
-    ("fault-kill-rank", po::value(&o.kill_rank), "test: this node rank kills itself ...")
-    ("fault-kill-round", po::value(&o.kill_round), "test: ... half way through this round")
-    ("fault-protocol-rank", po::value(&o.protocol_rank), "test: this node rank claims ...")
-    ("fault-protocol-version", po::value(&o.protocol_version_override),
-     "test: ... this protocol version")
-    ("bench-flood", po::value(&o.flood), "bench: heartbeats per node sent back to back");
-  po::options_description all;
-  all.add(d).add(hidden);
-  const char* usage =
-      "usage: tessera run --cluster C.toml --jobs J.toml [--policy P] [--local N]\n"
-      "       mpirun -np N tessera run --cluster C.toml --jobs J.toml [--policy P]";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
-    if (vm.count("help")) {
-      std::cout << usage << "\n\n" << d << '\n';
-      return ok;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "tessera: " << e.what() << "\n" << usage << "\n(see --help)\n";
-    return bad_input;
-  }
-  if (o.round_length <= 0 || o.connect_timeout <= 0 || o.timeout <= 0 ||
-      o.heartbeat_interval <= 0 || o.heartbeat_timeout <= o.heartbeat_interval) {
-    std::cerr << "tessera: --round-length, --connect-timeout, --timeout and the heartbeat "
-                 "settings must be positive, and --heartbeat-timeout above the interval\n";
-    return bad_input;
-  }
-  if (o.checkpoint_dir.empty() && o.rank < 0)
-    o.checkpoint_dir = (std::filesystem::temp_directory_path() /
-                        ("tessera-run-" + std::to_string(::getpid())))
-                           .string();
-  if (!o.checkpoint_dir.empty() && o.rank < 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.checkpoint_dir, ec);
-    if (ec) {
-      std::cerr << "tessera: cannot create --checkpoint-dir " << o.checkpoint_dir << ": "
-                << ec.message() << '\n';
-      return bad_input;
-    }
-  }
-  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-                         std::getenv("PMIX_RANK");
-  if (under_mpi && o.rank < 0) {
-    if (o.local > 0) {
-      std::cerr << "tessera: --local and mpirun exclude each other\n";
-      return bad_input;
-    }
-    return run_mpi(o, kinds);
-  }
-  auto in = load_inputs(o, kinds);
-  if (!in) {
-    std::cerr << "tessera: " << in.err().message << '\n';
-    return bad_input;
-  }
-  if (o.rank >= 0) return run_child(o, *in, kinds);
-  if (o.local <= 0) o.local = 1;
-  if (auto bad = check_size(o, in->cl, o.local, "--local " + std::to_string(o.local))) {
-    std::cerr << "tessera: " << *bad << '\n';
-    return bad_input;
-  }
-  return run_local(o, *in, kinds, args, exec_prefix);
 }
 
 }  // namespace tessera::actors

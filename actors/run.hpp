@@ -1,18 +1,22 @@
 #pragma once
 /// @file run.hpp
-/// `tessera run`: runs a job set on real node processes with the actor runtime.
+/// Running a job set on real node processes with the actor runtime (what `tessera run` does;
+/// its command line is launcher/cmd_run.cpp).
 ///
 /// Process layouts (one node per server of the cluster file; rank i is server i):
-/// - under `mpirun -np N`: rank 0 hosts the scheduler and a node, every other rank a node. The
-///   scheduler's CAF port is published on an ephemeral port and broadcast over MPI (MPI_Bcast);
-///   from then on only CAF messages flow. Add `--enable-recovery` to mpirun for a run to
-///   survive a node process dying (otherwise mpirun itself aborts every rank).
-/// - `--local N`: this process hosts the scheduler and node 0 and starts N-1 node processes
-///   itself (fork/exec of the same binary, no mpirun).
-/// - neither: `--local 1`.
-/// Rank 0 prints a summary (per-job JCT, final loss and accuracy) and exits 0 when every job
-/// finished, 1 when the run failed, 2 on bad input.
+/// - under `mpirun -np N` (run_mpi): rank 0 hosts the scheduler and a node, every other rank a
+///   node. The scheduler's CAF port is published on an ephemeral port and broadcast over MPI
+///   (MPI_Bcast); from then on only CAF messages flow. Add `--enable-recovery` to mpirun for a
+///   run to survive a node process dying (otherwise mpirun itself aborts every rank).
+/// - local (run_local): this process hosts the scheduler and node 0 and starts the other
+///   nodes itself (fork/exec of a command line the caller gives, e.g. the same binary told
+///   its rank), no mpirun; each of those runs run_node_process.
+/// Rank 0 prints a summary (per-job JCT, final loss and accuracy). Every function returns an
+/// exit code (runtime/result.hpp): ok when every job finished, failed when the run failed,
+/// bad_input when the inputs are wrong.
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,12 +24,57 @@
 
 namespace tessera::actors {
 
-/// Runs `tessera run` with the arguments after the command name. `kinds` are the trainable
-/// kinds jobs may name (the built-ins, plus a researcher's own). `exec_prefix` are the
-/// arguments that select this command when the binary is executed again for `--local`
-/// (e.g. {"run"} for tessera, {} for a program whose main is this command). Returns the exit
-/// code.
-int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
-                const std::vector<std::string>& exec_prefix);
+struct node_config;
+
+/// What a run needs, in every process of it.
+struct run_settings {
+  std::string cluster_file;                      ///< cluster TOML file; one node per server
+  std::string jobs_file;                         ///< job-set TOML file (each [[job]] a kind)
+  std::string policy = "max_min_fairness_perf";  ///< policy name (policies/registry.hpp)
+  std::map<std::string, double> policy_args;     ///< the policy's options
+  double round_length = 1.0;                     ///< seconds per round
+  int local = 1;                                 ///< node processes of a local run
+  std::string checkpoint_dir;                    ///< shared directory for job checkpoints
+  std::string json_out;                          ///< file for the summary as JSON ("" = none)
+  double connect_timeout = 20;     ///< seconds for nodes to reach the scheduler and register
+  double timeout = 600;            ///< the run gives up when it has not ended by then (s)
+  double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
+  double heartbeat_timeout = 3;      ///< seconds of silence after which a node is lost
+  bool verbose = false;              ///< one line per round on stderr
+  bool quiet = false;                ///< no summary table on stdout
+};
+
+/// Where a node process of a local run finds the scheduler.
+struct node_process {
+  int rank = -1;     ///< the node's rank (server index)
+  std::string host;  ///< the scheduler's host
+  int port = 0;      ///< the scheduler's CAF port
+};
+
+/// The command line (argv[0] is the program) that starts node process `rank` of a local run
+/// whose scheduler listens on 127.0.0.1:`port`.
+using node_command = std::function<std::vector<std::string>(int rank, int port)>;
+
+/// Adjusts each node's configuration before the node starts: how tests and benchmarks inject
+/// faults (node_config::hooks, node_config::version). Production runs pass none.
+using node_setup = std::function<void(node_config&)>;
+
+/// True when this process was started by mpirun (Open MPI, or a PMI/PMIx launcher).
+bool under_mpirun();
+
+/// This rank's part of a run under mpirun. Every rank loads the inputs and they agree before
+/// any goes on, so bad input ends every rank with one message.
+int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
+            const node_setup& setup = {});
+
+/// A local run of `s.local` node processes: the scheduler and node 0 here, the others started
+/// with `start_node`.
+int run_local(const run_settings& s, const train::trainable_registry& kinds,
+              const node_command& start_node, const node_setup& setup = {});
+
+/// One node process of a local run: connects to the scheduler at `p` and runs node `p.rank`
+/// until the scheduler ends the run.
+int run_node_process(const run_settings& s, const node_process& p,
+                     const train::trainable_registry& kinds, const node_setup& setup = {});
 
 }  // namespace tessera::actors

@@ -39,6 +39,7 @@
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/records.hpp"
 #include "runtime/round_loop.hpp"
 #include "runtime/model.hpp"

@@ -6,12 +6,18 @@
 /// every copy assigned in it has reported `copy_started` (its state is loaded and it is
 /// stepping); one job per node, so every node runs a copy every round. Round 0 also builds
 /// every model from scratch and is reported apart; the other rounds give median, p95 and max.
-/// Message throughput (run 2 per N): every node sends `flood` heartbeats back to back right
-/// after registering; throughput = flood messages the scheduler handled / seconds from the
-/// first to the last it handled. It is the scheduler's handling rate while the middleman
-/// deserialises in parallel, so an upper bound on what a round can use.
+/// Message throughput (run 2 per N, with tessera_faulty's --bench-flood hook): every node sends
+/// `flood` heartbeats back to back right after registering, then a request the scheduler
+/// answers only after handling them (it handles one sender's messages in order), and notes
+/// when it began and when the answer came (the nodes share this host's steady clock).
+/// Throughput = every node's heartbeats / seconds from the first node's start to the last
+/// node's answer: the scheduler's handling rate while the middleman deserialises in parallel,
+/// so an upper bound on what a round can use.
+///
+/// Usage: bench_actor_dispatch_bench [TESSERA [TESSERA_FAULTY]] (default: the build's; without
+/// tessera_faulty, i.e. tests not built, the throughput run is skipped).
 
-#include <array>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +25,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-#include <algorithm>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -33,10 +38,31 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
+/// The flood throughput (messages/s) from the nodes' reports in `dir` (flood-<rank>.txt:
+/// "<messages> <start ns> <end ns>"); 0 when a node did not report.
+double flood_rate(const std::filesystem::path& dir, int nodes, double& messages) {
+  long long first = 0, last = 0;
+  messages = 0;
+  for (int r = 0; r < nodes; ++r) {
+    std::ifstream f(dir / ("flood-" + std::to_string(r) + ".txt"));
+    long long n = 0, start = 0, end = 0;
+    if (!(f >> n >> start >> end)) return 0;
+    messages += static_cast<double>(n);
+    first = r == 0 ? start : std::min(first, start);
+    last = r == 0 ? end : std::max(last, end);
+  }
+  return last > first ? messages / (static_cast<double>(last - first) * 1e-9) : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string binary = argc > 1 ? argv[1] : TESSERA_BINARY;
+#ifdef TESSERA_FAULTY_BINARY
+  const std::string faulty = argc > 2 ? argv[2] : TESSERA_FAULTY_BINARY;
+#else
+  const std::string faulty = argc > 2 ? argv[2] : "";
+#endif
   const int rounds = 20;
   const double round_length = 0.3;
   const long flood = 10000;
@@ -55,16 +81,15 @@ int main(int argc, char** argv) {
            << "\nstep_time = 0.01\n";
     std::ofstream(dir / "cluster.toml") << cl.str();
     std::ofstream(dir / "jobs.toml") << jobs.str();
-    std::ofstream(dir / "tiny.toml") << "[[job]]\nkind = \"softmax_regression\"\n"
-                                         "total_steps = 1\nstep_time = 0.01\n";
-    auto run = [&](const std::string& jobs_file, const std::string& extra) -> nlohmann::json {
+    // `program` is `tessera run` or tessera_faulty with its hook options.
+    auto run = [&](const std::string& program) -> nlohmann::json {
       const auto out = dir / ("sum" + std::to_string(n) + ".json");
       std::filesystem::remove(out);
-      const std::string cmd = binary + " run --local " + std::to_string(n) + " --cluster " +
+      const std::string cmd = program + " --local " + std::to_string(n) + " --cluster " +
                               (dir / "cluster.toml").string() + " --jobs " +
-                              (dir / jobs_file).string() + " --round-length " +
+                              (dir / "jobs.toml").string() + " --round-length " +
                               std::to_string(round_length) + " --checkpoint-dir " +
-                              (dir / "ckpt").string() + " --json " + out.string() + extra +
+                              (dir / "ckpt").string() + " --json " + out.string() +
                               " -q > /dev/null";
       const int status = std::system(cmd.c_str());
       std::ifstream f(out);
@@ -75,17 +100,22 @@ int main(int argc, char** argv) {
       }
       return nlohmann::json::parse(f);
     };
-    const auto s = run("jobs.toml", "");
-    const auto fl = run("tiny.toml", " --bench-flood " + std::to_string(flood));
-    if (s.is_null() || fl.is_null()) {
+    const auto s = run(binary + " run");
+    // The flood run lasts as long as the jobs, so every node's answer comes before the end.
+    const auto reports = dir / ("flood" + std::to_string(n));
+    std::filesystem::create_directories(reports);
+    const auto fl = faulty.empty() ? nlohmann::json()
+                                   : run(faulty + " --bench-flood " + std::to_string(flood) +
+                                         " --bench-flood-report " + reports.string());
+    if (s.is_null() || (!faulty.empty() && fl.is_null())) {
       rc = 1;
       continue;
     }
     auto lat = s["dispatch_latency"].get<std::vector<double>>();
     const double first = lat.empty() ? 0 : lat.front();
     if (!lat.empty()) lat.erase(lat.begin());
-    const double fm = fl["flood_messages"].get<double>();
-    const double fs = fl["flood_seconds"].get<double>();
+    double fm = 0;
+    const double rate = faulty.empty() ? 0 : flood_rate(reports, n, fm);
     nlohmann::json line;
     line["bench"] = "actor_dispatch";
     line["nodes"] = n;
@@ -96,7 +126,7 @@ int main(int argc, char** argv) {
     line["dispatch_latency_ms_p95"] = 1000 * percentile(lat, 0.95);
     line["dispatch_latency_ms_max"] = 1000 * percentile(lat, 1.0);
     line["flood_messages"] = fm;
-    line["scheduler_msgs_per_s"] = fs > 0 ? fm / fs : 0;
+    line["scheduler_msgs_per_s"] = rate;
     line["run_messages"] = s["messages"];
     line["target_met_50ms"] = 1000 * std::max(first, percentile(lat, 0.95)) < 50;
     std::cout << line.dump() << std::endl;

@@ -14,11 +14,11 @@ int cmd_policies(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
     std::cout << "usage: tessera policies\nLists the registered policies, a line each, with "
                  "their options (set with --policy-arg key=value).\n";
-    return ok;
+    return exit_code::ok;
   }
   if (!args.empty()) {
     std::cerr << "tessera policies: unexpected argument '" << args[0] << "'\n";
-    return bad_input;
+    return exit_code::bad_input;
   }
   for (const auto& e : policy_registry()) {
     std::cout << std::left << std::setw(28) << e.name << e.summary << '\n';
@@ -26,7 +26,7 @@ int cmd_policies(const std::vector<std::string>& args) {
       std::cout << "    " << o.name << " (default " << o.default_value << ", in [" << o.min
                 << ", " << o.max << "]): " << o.help << '\n';
   }
-  return ok;
+  return exit_code::ok;
 }
 
 }  // namespace tessera::cli

@@ -13,6 +13,7 @@
 #include "launcher/common.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/trace.hpp"
 
@@ -52,24 +53,6 @@ void add_common(po::options_description& d, run_options& o) {
     ("json", po::value(&o.json_out), "write the metrics as JSON to this file")
     ("quiet,q", po::bool_switch(&o.quiet), "no progress line on stderr")
     ("help,h", "show this help");
-}
-
-/// Parses args; returns -1 to continue, else an exit code (help shown or bad usage).
-int parse(const std::vector<std::string>& args, const po::options_description& d,
-          const char* usage_line) {
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
-    if (vm.count("help")) {
-      std::cout << usage_line << "\n\n" << d << '\n';
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "tessera: " << e.what() << "\n" << usage_line << "\n(see --help)\n";
-    return bad_input;
-  }
-  return -1;
 }
 
 /// Inputs loaded once and shared by every policy run.
@@ -146,7 +129,7 @@ int cmd_simulate(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera simulate --trace FILE [--cluster FILE] [--policy NAME] [options]\n"
       "Runs one policy on a trace in the simulator and prints its metrics table.";
-  if (int rc = parse(args, d, usage); rc >= 0) return rc;
+  if (int rc = parse_options(args, d, d, usage, std::cerr); rc >= 0) return rc;
   auto in = load_inputs(o);
   if (!in) return report(in.err());
   progress_line progress(!o.quiet);
@@ -167,7 +150,7 @@ int cmd_simulate(const std::vector<std::string>& args) {
     write_jobs_csv(cs, r.value());
     if (auto st = write_file(o.csv_out, cs.str()); !st) return report(st.err());
   }
-  return ok;
+  return exit_code::ok;
 }
 
 int cmd_compare(const std::vector<std::string>& args) {
@@ -185,7 +168,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera compare --trace FILE --policies P1,P2,... [--cluster FILE] [options]\n"
       "Runs several policies on the same trace and prints one table.";
-  if (int rc = parse(args, d, usage); rc >= 0) return rc;
+  if (int rc = parse_options(args, d, d, usage, std::cerr); rc >= 0) return rc;
   std::vector<std::string> names;
   for (const auto& p : policies) {
     std::stringstream ss(p);
@@ -235,7 +218,7 @@ int cmd_compare(const std::vector<std::string>& args) {
     write_metrics_json(js, all);
     if (auto st = write_file(o.json_out, js.str()); !st) return report(st.err());
   }
-  return ok;
+  return exit_code::ok;
 }
 
 }  // namespace tessera::cli

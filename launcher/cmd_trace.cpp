@@ -24,11 +24,11 @@ int cmd_trace(const std::vector<std::string>& args) {
       "Hops' setting: 500 jobs at 100 jobs/hour, multi-GPU (--jobs/--rate override it).";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage << "\n";
-    return args.empty() ? bad_input : ok;
+    return args.empty() ? exit_code::bad_input : exit_code::ok;
   }
   if (args[0] != "generate") {
     std::cerr << "tessera trace: unknown sub-command '" << args[0] << "'\n" << usage << "\n";
-    return bad_input;
+    return exit_code::bad_input;
   }
   trace_gen_config cfg;
   std::string out, table_file, templates_file, preset;
@@ -52,13 +52,13 @@ int cmd_trace(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(rest).options(d).run(), vm);
     if (vm.count("help")) {
       std::cout << usage << "\n\n" << d << '\n';
-      return ok;
+      return exit_code::ok;
     }
     po::notify(vm);
     if (!preset.empty()) {
       if (preset != "hops") {
         std::cerr << "tessera: --preset: unknown preset '" << preset << "' (valid: hops)\n";
-        return bad_input;
+        return exit_code::bad_input;
       }
       const auto h = hops_trace_config(cfg.seed);
       if (!vm.count("jobs")) cfg.num_jobs = h.num_jobs;
@@ -70,7 +70,7 @@ int cmd_trace(const std::vector<std::string>& args) {
     }
   } catch (const po::error& e) {
     std::cerr << "tessera: " << e.what() << "\n(see tessera trace generate --help)\n";
-    return bad_input;
+    return exit_code::bad_input;
   }
   if (cfg.num_jobs <= 0)
     return report(error{error_kind::invalid_input, "--jobs must be positive"});
@@ -85,11 +85,11 @@ int cmd_trace(const std::vector<std::string>& args) {
   if (!jobs) return report(jobs.err());
   if (out == "-") {
     write_trace(std::cout, jobs.value());
-    return ok;
+    return exit_code::ok;
   }
   if (auto st = write_trace_file(out, jobs.value()); !st) return report(st.err());
   std::cerr << "tessera: wrote " << jobs->size() << " jobs to " << out << '\n';
-  return ok;
+  return exit_code::ok;
 }
 
 }  // namespace tessera::cli

@@ -11,8 +11,27 @@ namespace tessera::cli {
 
 int report(const error& e) {
   std::cerr << "tessera: " << e.message << '\n';
-  return e.kind == error_kind::invalid_input || e.kind == error_kind::not_found ? bad_input
-                                                                                 : failed;
+  return exit_code_for(e);
+}
+
+int parse_options(const std::vector<std::string>& args,
+                  const boost::program_options::options_description& parsed,
+                  const boost::program_options::options_description& shown,
+                  const char* usage_line, std::ostream& err) {
+  namespace po = boost::program_options;
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(parsed).run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage_line << "\n\n" << shown << '\n';
+      return exit_code::ok;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "tessera: " << e.what() << "\n" << usage_line << "\n(see --help)\n";
+    return exit_code::bad_input;
+  }
+  return -1;
 }
 
 result<cluster> load_cluster_arg(const std::string& file, const std::string& spec) {
@@ -35,14 +54,18 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
       return error{error_kind::invalid_input,
                    "--policy-arg '" + item + "': expected key=value"};
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (val == "true" || val == "false") {
+      out[key] = val == "true" ? 1 : 0;
+      continue;
+    }
     try {
       std::size_t used = 0;
       double v = std::stod(val, &used);
       if (used != val.size()) throw std::invalid_argument(val);
       out[key] = v;
     } catch (const std::exception&) {
-      return error{error_kind::invalid_input,
-                   "--policy-arg: field '" + key + "': '" + val + "' is not a number"};
+      return error{error_kind::invalid_input, "--policy-arg: field '" + key + "': '" + val +
+                                                 "' is not a number (or true/false)"};
     }
   }
   return out;

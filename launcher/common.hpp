@@ -1,13 +1,17 @@
 #pragma once
 /// @file common.hpp
-/// Helpers shared by the CLI commands: loading inputs named on the command line, parsing
-/// "key=value" policy arguments, and a progress line on stderr.
+/// Helpers shared by the CLI commands: parsing options, loading inputs named on the command
+/// line, parsing "key=value" policy arguments, and a progress line on stderr. Exit codes are
+/// runtime/result.hpp's exit_code.
 
 #include <chrono>
+#include <iosfwd>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <boost/program_options.hpp>
 
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
@@ -16,11 +20,16 @@
 
 namespace tessera::cli {
 
-/// Exit codes: 0 success, 1 a run failed, 2 bad input or usage.
-enum exit_code { ok = 0, failed = 1, bad_input = 2 };
-
 /// Prints "tessera: <message>" to stderr and returns the exit code for the error's kind.
 int report(const error& e);
+
+/// Parses `args` with the options of `parsed`. Returns -1 to go on, else the exit code: ok
+/// after printing `usage_line` and the options of `shown` (--help), bad_input after printing
+/// the error and `usage_line` to `err`.
+int parse_options(const std::vector<std::string>& args,
+                  const boost::program_options::options_description& parsed,
+                  const boost::program_options::options_description& shown,
+                  const char* usage_line, std::ostream& err);
 
 /// Loads the cluster from --cluster (a TOML file) or --cluster-spec (the shorthand); the
 /// bundled Gavel cluster (config/gavel_108.toml) when neither is given.
@@ -29,7 +38,8 @@ result<cluster> load_cluster_arg(const std::string& file, const std::string& spe
 /// Loads the throughput table from a file, or the bundled one when `file` is empty.
 result<throughput_table> load_table_arg(const std::string& file);
 
-/// Parses "key=value" pairs (value numeric) given with --policy-arg.
+/// Parses "key=value" pairs given with --policy-arg: the value a number, or true/false (1/0)
+/// for a boolean option. Anything after the number ("3abc") is an error.
 result<std::map<std::string, double>> parse_policy_args(const std::vector<std::string>& kv);
 
 /// Parses a job-id window "4000-4999" into [begin, end].

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/commands.hpp"
+#include "runtime/result.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << usage;
-    return args.empty() ? 2 : 0;
+    return args.empty() ? tessera::exit_code::bad_input : tessera::exit_code::ok;
   }
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -41,9 +42,9 @@ int main(int argc, char** argv) {
 #else
   if (cmd == "run") {
     std::cerr << "tessera: this build has no actor runtime (CAF 0.17 and MPI were not found)\n";
-    return 2;
+    return tessera::exit_code::bad_input;
   }
 #endif
   std::cerr << "tessera: unknown command '" << cmd << "'\n" << usage;
-  return 2;
+  return tessera::exit_code::bad_input;
 }

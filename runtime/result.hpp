@@ -28,6 +28,20 @@ struct error {
   std::string message;
 };
 
+/// Exit codes of every tessera command, and of the node processes a run starts.
+namespace exit_code {
+inline constexpr int ok = 0;         ///< success
+inline constexpr int failed = 1;     ///< a run (or a write) failed
+inline constexpr int bad_input = 2;  ///< bad input or usage: nothing was run
+}  // namespace exit_code
+
+/// The exit code for an error: bad_input for invalid input or an unknown name, else failed.
+inline int exit_code_for(const error& e) {
+  return e.kind == error_kind::invalid_input || e.kind == error_kind::not_found
+             ? exit_code::bad_input
+             : exit_code::failed;
+}
+
 /// Builds the message for bad input in a file: "<file>:<line>: field '<field>': <what>".
 /// `line` 0 means "the whole file"; an empty `field` leaves the field part out.
 std::string input_message(const std::string& file, int line, const std::string& field,

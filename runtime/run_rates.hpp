@@ -29,7 +29,7 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/server_throughput.hpp"
 
 namespace tessera {

@@ -1,17 +1,46 @@
 #pragma once
-// Small builders shared by the tests.
+/// @file support.hpp
+/// Helpers shared by every test binary (unit, MPI and aggregator tests):
+/// - builders: jobs, snapshots, a fixed plan, random instances for property tests;
+/// - files: scratch directories removed at the end, temp files, a file's contents;
+/// - bits: bitwise equality of float/double vectors, reference training without interruption;
+/// - aggregators: every member's input from a seed and bitwise checks of each collective;
+/// - commands: run a shell command or the tessera binary, capturing output and exit code.
+/// Actor tests add tests/actors/actor_support.hpp (it needs CAF).
+#include <catch2/catch.hpp>
+
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <random>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "runtime/policy.hpp"
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/comm/aggregator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
+#include "runtime/policy.hpp"
+#include "runtime/result.hpp"
 #include "runtime/throughput.hpp"
+#include "runtime/train/trainable.hpp"
 
 namespace tessera::test {
+
+// ---- builders -------------------------------------------------------------------------------
 
 /// A job with the fields the scheduler reads; the Gavel command fields stay empty.
 inline job make_job(job_id id, const std::string& type, int scale, double steps,
@@ -109,5 +138,234 @@ inline instance random_instance(std::mt19937& rng, const instance_limits& lim = 
   }
   return in;
 }
+
+// ---- files ----------------------------------------------------------------------------------
+
+/// A fresh, empty directory under the system temp dir, named after `name` and this process,
+/// removed when the object dies.
+class scratch_dir {
+ public:
+  explicit scratch_dir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() /
+              ("tessera_test_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+
+  /// The directory.
+  const std::filesystem::path& path() const { return path_; }
+  /// The directory, as a string.
+  std::string str() const { return path_.string(); }
+  /// `name` inside the directory.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  /// Writes `text` to `name` inside the directory; returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+    return file(name);
+  }
+  /// Names of the entries in the directory, sorted.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Writes `text` to a file `name` in this process's scratch directory (removed when the process
+/// ends); returns its path.
+inline std::string temp_file(const std::string& name, const std::string& text) {
+  static const scratch_dir files("files");
+  return files.write(name, text);
+}
+
+/// The bytes of a file ("" when it cannot be read).
+inline std::string file_contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// A bundled configuration file (config/<name>).
+inline std::string config_file(const std::string& name) {
+  return std::string(TESSERA_CONFIG_DIR) + "/" + name;
+}
+
+/// True when `s` contains `part`.
+inline bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// Checks that `r` failed on invalid input with a message starting
+/// "<path>:<line>: field '<field>': " (the form of every input error); returns the message.
+template <class T>
+std::string input_error_message(const result<T>& r, const std::string& path, int line,
+                                const std::string& field) {
+  REQUIRE_FALSE(r);
+  const auto& msg = r.err().message;
+  INFO(msg);
+  CHECK(r.err().kind == error_kind::invalid_input);
+  CHECK(msg.rfind(path + ":" + std::to_string(line) + ": field '" + field + "': ", 0) == 0);
+  return msg;
+}
+
+// ---- bits -----------------------------------------------------------------------------------
+
+/// True when both vectors hold exactly the same bits (not merely equal values: -0 differs from
+/// 0, and a NaN equals itself).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  static_assert(std::is_trivially_copyable_v<T>, "compares object representations");
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+/// A built-in trainable; fails the test when it cannot be made.
+inline std::unique_ptr<train::trainable> make_trainable(
+    const std::string& kind, std::uint64_t seed, const train::trainable_config& config = {}) {
+  auto r = train::builtin_trainables().make(kind, seed, config);
+  INFO((r ? std::string() : r.err().message));
+  REQUIRE(r);
+  return std::move(*r);
+}
+
+/// The parameters of a built-in trainable trained `steps` steps at scale `k` without
+/// interruption: what any run of the same job must end with, bit for bit.
+inline std::vector<float> uninterrupted(const std::string& kind, std::uint64_t seed,
+                                        std::int64_t steps, int k = 1) {
+  auto t = make_trainable(kind, seed);
+  for (std::int64_t s = 0; s < steps; ++s) REQUIRE(t->train_step(k));
+  return t->params();
+}
+
+// ---- aggregators ----------------------------------------------------------------------------
+// Checks shared by the aggregator tests of every backend (local threads in the unit suite, MPI
+// and NCCL ranks under mpirun): each member builds every member's input from the seed, so it
+// can compute the expected result in its own process with reference_reduce and compare bit for
+// bit.
+
+/// Member `rank`'s input: `n` floats from (seed, rank). `grid` values are multiples of 2^-10 in
+/// [-64, 64], so every partial sum of a few of them is exact in float and any summation order
+/// gives the same bits; otherwise values spread over many magnitudes, where order matters.
+inline std::vector<float> member_input(int rank, std::size_t n, std::uint64_t seed, bool grid) {
+  std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(rank));
+  std::vector<float> v(n);
+  std::uniform_int_distribution<int> q(-65536, 65536);
+  std::uniform_real_distribution<double> mant(-1.0, 1.0);
+  std::uniform_int_distribution<int> ex(-20, 20);
+  for (auto& x : v)
+    x = grid ? static_cast<float>(q(rng)) / 1024.0f
+             : static_cast<float>(std::ldexp(mant(rng), ex(rng)));
+  return v;
+}
+
+/// The expected result of a collective over `members`, computed in this process.
+inline std::vector<float> expected_result(const comm::group& members, std::size_t n,
+                                          std::uint64_t seed, bool grid, comm::reduce_op op) {
+  std::vector<std::vector<float>> in;
+  for (int r : members) in.push_back(member_input(r, n, seed, grid));
+  std::vector<const float*> ptrs;
+  for (auto& v : in) ptrs.push_back(v.data());
+  std::vector<float> out(n);
+  comm::reference_reduce(ptrs, n, op, out.data());
+  return out;
+}
+
+/// Runs one allreduce on `agg` as member agg.rank() of `members` and compares the result with
+/// expected_result bit for bit. Returns "" when equal, else what differs.
+inline std::string check_allreduce(comm::aggregator& agg, const comm::group& members,
+                                   std::size_t n, std::uint64_t seed, bool grid,
+                                   const comm::reduce_options& opt) {
+  auto data = member_input(agg.rank(), n, seed, grid);
+  auto st = agg.allreduce(members, data, opt);
+  std::ostringstream why;
+  if (!st) {
+    why << agg.backend() << " rank " << agg.rank() << ": " << st.err().message;
+    return why.str();
+  }
+  const auto want = expected_result(members, n, seed, grid, opt.op);
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::memcmp(&data[i], &want[i], sizeof(float)) != 0) {
+      why << agg.backend() << " rank " << agg.rank() << " group "
+          << comm::describe(members, opt.channel)
+          << ": element " << i << " is " << data[i] << ", expected " << want[i];
+      return why.str();
+    }
+  return "";
+}
+
+/// Element count of member `rank`'s allgather input: from (seed, rank), 0 to `most`, so the
+/// members pass different counts and some pass none.
+inline std::size_t gather_count(int rank, std::uint64_t seed, std::size_t most) {
+  return static_cast<std::size_t>((seed * 31u + static_cast<std::uint64_t>(rank) * 7u) %
+                                  (most + 1));
+}
+
+/// Runs one allgather on `agg` as member agg.rank() of `members` (inputs of different sizes,
+/// up to `most` floats) and compares the result with the concatenation of every member's
+/// input in member order, bit for bit, and the reported counts. "" when equal.
+inline std::string check_allgather(comm::aggregator& agg, const comm::group& members,
+                                   std::size_t most, std::uint64_t seed,
+                                   const comm::reduce_options& opt) {
+  const auto mine = member_input(agg.rank(), gather_count(agg.rank(), seed, most), seed, false);
+  std::vector<float> all;
+  std::vector<std::size_t> counts;
+  auto st = agg.allgather(members, mine, all, &counts, opt);
+  std::ostringstream why;
+  why << agg.backend() << " rank " << agg.rank() << " allgather "
+      << comm::describe(members, opt.channel) << ": ";
+  if (!st) return why.str() + st.err().message;
+  std::vector<float> want;
+  std::vector<std::size_t> want_counts;
+  for (int r : members) {
+    const auto v = member_input(r, gather_count(r, seed, most), seed, false);
+    want.insert(want.end(), v.begin(), v.end());
+    want_counts.push_back(v.size());
+  }
+  if (counts != want_counts) return why.str() + "counts differ";
+  if (!same_bits(all, want))
+    return why.str() + "got " + std::to_string(all.size()) + " floats, expected " +
+           std::to_string(want.size()) + " (or the bits differ)";
+  return "";
+}
+
+// ---- commands -------------------------------------------------------------------------------
+
+/// How a command ended and what it printed.
+struct command_result {
+  int code = -1;       ///< exit status; 128 + the signal when a signal ended it
+  std::string out;     ///< stdout and stderr together, in the order written
+  double seconds = 0;  ///< wall time
+};
+
+/// Runs `cmd` with the shell, its stderr joined to its stdout.
+inline command_result run_shell(const std::string& cmd) {
+  command_result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), p)) r.out += buf.data();
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+#ifdef TESSERA_BINARY
+/// Runs `tessera <args>` (the binary under test).
+inline command_result run_tessera(const std::string& args) {
+  return run_shell(std::string(TESSERA_BINARY) + " " + args);
+}
+#endif
 
 }  // namespace tessera::test

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/run.hpp"
+#include "launcher/run_command.hpp"
 #include "least_squares.hpp"
 #include "runtime/train/trainable.hpp"
 
@@ -16,9 +16,8 @@ int main(int argc, char** argv) {
                           example::make_least_squares);
       !st) {
     std::cerr << "custom_trainable: " << st.err().message << '\n';
-    return 1;
+    return tessera::exit_code::failed;
   }
   // The binary is its own `run` command, so --local re-executes it with no command prefix.
-  return tessera::actors::run_command(std::vector<std::string>(argv + 1, argv + argc), kinds,
-                                      {});
+  return tessera::cli::run_command(std::vector<std::string>(argv + 1, argv + argc), kinds, {});
 }

@@ -1,25 +1,24 @@
 #pragma once
-// Helpers shared by the single-process actor tests: an actor system configured like a run's,
-// a small cluster, jobs, and a scheduler + nodes wired together in one process.
+// Helpers shared by the single-process actor tests (the CAF-dependent companion of
+// tests/support.hpp): an actor system configured like a run's, a small cluster, jobs, and the
+// configurations of a scheduler and nodes wired together in one process.
 #include <catch2/catch.hpp>
 
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/all.hpp>
-#include <unistd.h>
 
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/train/trainable.hpp"
+#include "tests/support.hpp"
 
 namespace tessera::actors::test {
 
@@ -32,27 +31,10 @@ struct test_config : caf::actor_system_config {
   }
 };
 
-/// A fresh directory under the temp dir, removed when the object dies.
-class temp_dir {
- public:
-  explicit temp_dir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("tessera_actors_" + name + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& n) const { return (path_ / n).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+/// The shared helpers under the names the actor tests use.
+using temp_dir = tessera::test::scratch_dir;
+using tessera::test::same_bits;
+using tessera::test::uninterrupted;
 
 /// One server per entry of `speeds`, each of its own GPU type, 1 GPU.
 inline cluster speed_cluster(const std::vector<double>& speeds) {
@@ -124,20 +106,6 @@ inline run_summary await_summary(caf::scoped_actor& listener, double limit) {
       caf::after(std::chrono::milliseconds(static_cast<long>(limit * 1000))) >> [] {});
   REQUIRE(sum);
   return std::move(*sum);
-}
-
-/// True when both buffers hold exactly the same bits.
-inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-/// The parameters of a trainable trained `steps` steps at scale `k` without interruption.
-inline std::vector<float> uninterrupted(const std::string& kind, std::uint64_t seed,
-                                        std::int64_t steps, int k = 1) {
-  auto t = train::builtin_trainables().make(kind, seed);
-  REQUIRE(t);
-  for (std::int64_t s = 0; s < steps; ++s) REQUIRE((*t)->train_step(k));
-  return (*t)->params();
 }
 
 }  // namespace tessera::actors::test

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "cli_support.hpp"
+#include "tests/support.hpp"
 
-using tessera::test::run;
+using tessera::test::run_tessera;
 using tessera::test::temp_file;
 
 namespace {
@@ -18,20 +18,20 @@ const std::string two_servers =
 }  // namespace
 
 TEST_CASE("cli run: usage and help", "[cli][run]") {
-  auto h = run("run --help");
+  auto h = run_tessera("run --help");
   CHECK(h.code == 0);
   CHECK_THAT(h.out, Catch::Contains("usage: tessera run"));
-  auto u = run("run --jobs x.toml");
+  auto u = run_tessera("run --jobs x.toml");
   CHECK(u.code == 2);
   CHECK_THAT(u.out, Catch::Contains("--cluster"));
-  auto top = run("--help");
+  auto top = run_tessera("--help");
   CHECK_THAT(top.out, Catch::Contains("run "));
 }
 
 TEST_CASE("cli run: an unknown job kind names file, line and field", "[cli][run]") {
   const auto cl = temp_file("c.toml", two_servers);
   const auto jobs = temp_file("j.toml", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n");
-  auto r = run("run --local 2 --cluster " + cl + " --jobs " + jobs);
+  auto r = run_tessera("run --local 2 --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(jobs + ":2: field 'kind': unknown job kind 'resnet' "
                                            "(known: mlp, softmax_regression)"));
@@ -40,11 +40,11 @@ TEST_CASE("cli run: an unknown job kind names file, line and field", "[cli][run]
 TEST_CASE("cli run: a cluster that disagrees with the process count", "[cli][run]") {
   const auto cl = temp_file("c2.toml", two_servers);
   const auto jobs = temp_file("j2.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
-  auto r = run("run --local 3 --cluster " + cl + " --jobs " + jobs);
+  auto r = run_tessera("run --local 3 --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("lists 2 servers, but the run has 3 node processes "
                                     "(--local 3)"));
-  auto p = run("run --local 2 --policy no_such_policy --cluster " + cl + " --jobs " + jobs);
+  auto p = run_tessera("run --local 2 --policy no_such_policy --cluster " + cl + " --jobs " + jobs);
   CHECK(p.code == 2);
   CHECK_THAT(p.out, Catch::Contains("no_such_policy"));
 }
@@ -53,8 +53,8 @@ TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[
   const auto cl = temp_file("c3.toml", two_servers);
   const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
   // Port 1 on localhost: nothing listens there.
-  auto r = run("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " + cl +
-               " --jobs " + jobs);
+  auto r = run_tessera("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " +
+                       cl + " --jobs " + jobs);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("node rank 1: cannot reach the scheduler at 127.0.0.1:1 "
                                     "within 1 s"));
@@ -67,16 +67,43 @@ TEST_CASE("cli run: a job no GPU type can hold is refused unless the policy stac
   const auto cl = temp_file("c3.toml", two_servers);
   const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 2\n"
                                          "total_steps = 20\nstep_time = 0.01\n");
-  auto r = run("run --local 2 --policy hadar --cluster " + cl + " --jobs " + jobs);
+  auto r = run_tessera("run --local 2 --policy hadar --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(jobs + ": field 'scale_factor': job 0 (mlp, scale 2) can "
                                            "run on no GPU type of the cluster"));
   CHECK_THAT(r.out, Catch::Contains("policy hadar cannot place it"));
   // hare runs its 2 tasks on whatever GPUs there are (here, without aggregators, both on the
   // first node).
-  auto h = run("run --local 2 --policy hare --round-length 0.3 --cluster " + cl + " --jobs " +
-               jobs);
+  auto h = run_tessera("run --local 2 --policy hare --round-length 0.3 --cluster " + cl +
+                       " --jobs " + jobs);
   INFO(h.out);
   CHECK(h.code == 0);
   CHECK_THAT(h.out, Catch::Contains("1 jobs finished"));
+}
+
+TEST_CASE("cli run: policy options are refused as tessera simulate refuses them", "[cli][run]") {
+  const auto cl = temp_file("c5.toml", two_servers);
+  const auto jobs = temp_file("j5.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  auto r = run_tessera("run --local 2 --policy-arg key=3abc --cluster " + cl + " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
+  const auto sim_jobs = temp_file("s5.toml", "[[job]]\njob_type = \"ResNet-18 (batch size 64)\"\n"
+                                             "total_steps = 10\n");
+  auto s = run_tessera("simulate -q --trace " + sim_jobs + " --policy-arg key=3abc");
+  CHECK(s.code == 2);
+  CHECK_THAT(s.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
+}
+
+TEST_CASE("cli run: no fault-injection or benchmark options", "[cli][run]") {
+  // Those hooks live in the test program tessera_faulty only.
+  const auto cl = temp_file("c6.toml", two_servers);
+  const auto jobs = temp_file("j6.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  for (const char* opt : {"--fault-kill-rank 1", "--fault-kill-round 1", "--fault-protocol-rank 1",
+                          "--fault-protocol-version 9", "--bench-flood 10"}) {
+    INFO(opt);
+    auto r = run_tessera(std::string("run --local 2 ") + opt + " --cluster " + cl + " --jobs " +
+                         jobs);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("unrecognised option"));
+  }
 }

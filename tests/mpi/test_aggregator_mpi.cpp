@@ -2,7 +2,7 @@
 // same test cases in the same order (each is a sequence of collectives). Run as
 //   mpirun -np 4 --oversubscribe tessera_mpi_aggregator_tests
 // (ctest entry mpi:aggregator). The checks are the ones the local backend passes in the unit
-// suite (tests/comm_checks.hpp): each rank computes the expected result in its own process.
+// suite (tests/support.hpp): each rank computes the expected result in its own process.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -17,7 +17,7 @@
 #ifdef TESSERA_WITH_NCCL
 #include "runtime/comm/nccl_aggregator.hpp"
 #endif
-#include "tests/comm_checks.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::comm;
@@ -45,14 +45,14 @@ void shared_checks(aggregator& agg) {
       o.op = op;
       o.order = reduce_order::rank_order;
       INFO("rank_order, arbitrary values, n=" << n);
-      CHECK(testing::check_allreduce(agg, all, n, 1 + n, false, o) == "");
+      CHECK(test::check_allreduce(agg, all, n, 1 + n, false, o) == "");
       o.order = reduce_order::fastest;
       INFO("fastest, grid values, n=" << n);
-      CHECK(testing::check_allreduce(agg, all, n, 2 + n, true, o) == "");
+      CHECK(test::check_allreduce(agg, all, n, 2 + n, true, o) == "");
     }
   for (std::size_t most : {std::size_t{0}, std::size_t{5}, std::size_t{70001}}) {
     INFO("allgather, up to " << most << " floats per member");
-    CHECK(testing::check_allgather(agg, all, most, 3 + most, {}) == "");
+    CHECK(test::check_allgather(agg, all, most, 3 + most, {}) == "");
   }
   std::mt19937 rng(12345);  // same script on every rank
   for (int i = 0; i < 30; ++i) {
@@ -68,9 +68,9 @@ void shared_checks(aggregator& agg) {
     if (!in) continue;
     INFO("script op " << i << " group " << describe(g, o.channel));
     if (i % 4 == 3)  // allgathers interleaved on the same channels
-      CHECK(testing::check_allgather(agg, g, n % 700, 1000 + static_cast<std::uint64_t>(i), o) == "");
+      CHECK(test::check_allgather(agg, g, n % 700, 1000 + static_cast<std::uint64_t>(i), o) == "");
     else
-      CHECK(testing::check_allreduce(agg, g, n, 1000 + static_cast<std::uint64_t>(i), false, o) == "");
+      CHECK(test::check_allreduce(agg, g, n, 1000 + static_cast<std::uint64_t>(i), false, o) == "");
   }
 }
 
@@ -94,14 +94,14 @@ TEST_CASE("mpi backend: a communicator over a rank subset works while the others
     // 20 collectives on {1,3}; ranks 0 and 2 are busy meanwhile and never call into MPI on
     // this communicator.
     for (int i = 0; i < 20; ++i)
-      CHECK(testing::check_allreduce(*g_mpi, {1, 3}, 4096, 500 + i, false, o) == "");
+      CHECK(test::check_allreduce(*g_mpi, {1, 3}, 4096, 500 + i, false, o) == "");
     CHECK(g_mpi->communicators() == before + 1);  // made once, then reused
   } else {
     // Other work: local computation, then a pair collective of their own on another group.
     double acc = 0;
     for (int i = 0; i < 2000000; ++i) acc += std::sqrt(static_cast<double>(i));
     CHECK(acc > 0);
-    CHECK(testing::check_allreduce(*g_mpi, {0, 2}, 100, 900, false, o) == "");
+    CHECK(test::check_allreduce(*g_mpi, {0, 2}, 100, 900, false, o) == "");
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -1,78 +1,40 @@
-// Multi-process tests of `tessera run` under mpirun (and --local): registered with ctest under
-// the label "mpi", each with a TIMEOUT; tests/CMakeLists.txt sets the environment mpirun needs
+// Multi-process tests of `tessera run` under mpirun (and --local): ctest finds every test case
+// (label "mpi", each with a TIMEOUT); tests/CMakeLists.txt sets the environment mpirun needs
 // to run as root. Each test writes its inputs to a scratch directory, runs the binary, and
-// checks the JSON summary and the jobs' final checkpoints.
+// checks the JSON summary and the jobs' final checkpoints. Injected faults (a node killing
+// itself, a node claiming another protocol version) use tessera_faulty, `tessera run` with
+// test hooks (tests/tessera_faulty.cpp).
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/trainable.hpp"
+#include "tests/support.hpp"
 
 using json = nlohmann::json;
+using tessera::test::command_result;
+using tessera::test::make_trainable;
+using tessera::test::run_shell;
+using tessera::test::same_bits;
+using tessera::test::scratch_dir;
+using tessera::test::uninterrupted;
 
 namespace {
 
-/// A scratch directory for one test, removed at the end.
-class scratch {
- public:
-  explicit scratch(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("tessera_mpi_" + name + "_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_ / "ckpt");
-  }
-  ~scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& n) const { return (path_ / n).string(); }
-  std::string write(const std::string& n, const std::string& text) const {
-    std::ofstream(path_ / n) << text;
-    return file(n);
-  }
-
- private:
-  std::filesystem::path path_;
-};
-
-/// Output (stdout and stderr) and exit status of a shell command.
-struct outcome {
-  int status = -1;
-  std::string output;
-  double seconds = 0;
-};
-
-outcome run(const std::string& cmd) {
-  outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), static_cast<int>(buf.size()), p)) o.output += buf.data();
-  const int st = ::pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return o;
-}
-
-std::string mpirun(int np, bool recovery = false) {
+/// `mpirun -np <np>` of `binary` (tessera run, or tessera_faulty for injected faults).
+std::string mpirun(int np, bool recovery = false,
+                   const std::string& binary = std::string(TESSERA_BINARY) + " run") {
   return "mpirun -np " + std::to_string(np) + " --oversubscribe" +
-         (recovery ? " --enable-recovery" : "") + " " + TESSERA_BINARY + " run";
+         (recovery ? " --enable-recovery" : "") + " " + binary;
 }
 
 /// One one-GPU server per speed, each of its own GPU type.
@@ -101,41 +63,41 @@ json load_json(const std::string& path) {
   return json::parse(f);
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+/// A trainable of `kind` and `seed` loaded from job `id`'s checkpoint in `ckpt_dir`.
+std::unique_ptr<tessera::train::trainable> load_final(const std::string& ckpt_dir, std::int64_t id,
+                                                      const std::string& kind,
+                                                      std::uint64_t seed) {
+  auto t = make_trainable(kind, seed);
+  REQUIRE(tessera::train::load_trainable_checkpoint(
+      ckpt_dir + "/job-" + std::to_string(id) + ".ckpt", *t));
+  return t;
 }
 
 /// Every job's final checkpoint equals the same job trained without interruption.
 void check_bitwise(const json& sum, const std::string& ckpt_dir) {
-  const auto reg = tessera::train::builtin_trainables();
   for (const auto& j : sum["jobs"]) {
     const auto id = j["id"].get<std::int64_t>();
     const auto kind = j["kind"].get<std::string>();
+    const auto steps = j["steps"].get<std::int64_t>();
     INFO("job " << id << " (" << kind << ")");
-    auto resumed = reg.make(kind, static_cast<std::uint64_t>(id + 1));
-    REQUIRE(resumed);
-    auto h = tessera::train::load_trainable_checkpoint(
-        ckpt_dir + "/job-" + std::to_string(id) + ".ckpt", **resumed);
-    REQUIRE(h);
-    auto straight = reg.make(kind, static_cast<std::uint64_t>(id + 1));
-    REQUIRE(straight);
-    for (std::int64_t s = 0; s < j["steps"].get<std::int64_t>(); ++s)
-      REQUIRE((*straight)->train_step(1));
-    CHECK((*resumed)->step() == (*straight)->step());
-    CHECK(same_bits((*resumed)->params(), (*straight)->params()));
+    const auto seed = static_cast<std::uint64_t>(id + 1);
+    auto resumed = load_final(ckpt_dir, id, kind, seed);
+    CHECK(resumed->step() == steps);
+    CHECK(same_bits(resumed->params(), uninterrupted(kind, seed, steps)));
   }
 }
 
-/// Runs `tessera run` on `nodes` processes (mpirun --enable-recovery) with rank 2 killing
+/// Runs tessera_faulty on `nodes` processes (mpirun --enable-recovery) with rank 2 killing
 /// itself half way through round 2 (rounds of 0.4 s); checks the run still ended well with
 /// exactly rank 2 lost, and returns its output and summary.
-std::pair<outcome, json> run_losing_rank2(const scratch& dir, int nodes, const std::string& cl,
-                                          const std::string& jobs, const std::string& extra) {
-  auto o = run(mpirun(nodes, true) + " --cluster " + cl + " --jobs " + jobs + extra +
-               " --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
-               dir.file("ckpt") + " --json " + dir.file("sum.json") +
-               " --fault-kill-rank 2 --fault-kill-round 2");
-  INFO(o.output);
+std::pair<command_result, json> run_losing_rank2(const scratch_dir& dir, int nodes,
+                                                 const std::string& cl, const std::string& jobs,
+                                                 const std::string& extra) {
+  auto o = run_shell(mpirun(nodes, true, TESSERA_FAULTY_BINARY) +
+                     " --fault-kill-rank 2 --fault-kill-round 2 --cluster " + cl + " --jobs " +
+                     jobs + extra + " --round-length 0.4 --heartbeat-timeout 1.5" +
+                     " --checkpoint-dir " + dir.file("ckpt") + " --json " + dir.file("sum.json"));
+  INFO(o.out);
   auto sum = load_json(dir.file("sum.json"));
   REQUIRE(sum["ok"].get<bool>());
   CHECK(sum["failed_ranks"] == json::array({2}));
@@ -144,16 +106,16 @@ std::pair<outcome, json> run_losing_rank2(const scratch& dir, int nodes, const s
 
 }  // namespace
 
-TEST_CASE("(a) 3 nodes at speeds 1/0.5/0.25 run 6 jobs; GPU time follows the plan", "[mpi][a]") {
-  scratch dir("a");
+TEST_CASE("(a) 3 nodes at speeds 1/0.5/0.25 run 6 jobs: GPU time follows the plan", "[mpi][a]") {
+  scratch_dir dir("a");
   const double L = 0.5;
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(6, 120, 0.01));
-  auto o = run(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
-               " --policy max_min_fairness_perf --round-length 0.5 --checkpoint-dir " +
-               dir.file("ckpt") + " --json " + dir.file("sum.json"));
-  INFO(o.output);
-  REQUIRE(o.status == 0);
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
+                     " --policy max_min_fairness_perf --round-length 0.5 --checkpoint-dir " +
+                     dir.file("ckpt") + " --json " + dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
   REQUIRE(sum["jobs"].size() == 6);
@@ -192,14 +154,14 @@ TEST_CASE("(a) 3 nodes at speeds 1/0.5/0.25 run 6 jobs; GPU time follows the pla
 
 TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identical",
           "[mpi][b]") {
-  scratch dir("b");
+  scratch_dir dir("b");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(6, 60, 0.01));
-  auto o = run(mpirun(4) + " --cluster " + cl + " --jobs " + jobs +
-               " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") + " --json " +
-               dir.file("sum.json"));
-  INFO(o.output);
-  REQUIRE(o.status == 0);
+  auto o = run_shell(mpirun(4) + " --cluster " + cl + " --jobs " + jobs +
+                     " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") + " --json " +
+                     dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
   const auto sum = load_json(dir.file("sum.json"));
   REQUIRE(sum["ok"].get<bool>());
   // Six jobs on four GPUs: the policy rotates them, so jobs stop on one rank (process) and
@@ -217,12 +179,12 @@ TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identic
 
 TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a round",
           "[mpi][c]") {
-  scratch dir("c");
+  scratch_dir dir("c");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(4, 150, 0.01));
   const auto [o, sum] = run_losing_rank2(dir, 4, cl, jobs, "");
-  INFO(o.output);
-  CHECK(o.output.find("node rank 2") != std::string::npos);
+  INFO(o.out);
+  CHECK(o.out.find("node rank 2") != std::string::npos);
   int lost = 0;
   for (const auto& j : sum["jobs"]) {
     INFO("job " << j["id"]);
@@ -236,47 +198,48 @@ TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a
 }
 
 TEST_CASE("(d) a process speaking another protocol version is refused", "[mpi][d]") {
-  scratch dir("d");
+  scratch_dir dir("d");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 20, 0.01));
-  auto o = run(mpirun(4) + " --cluster " + cl + " --jobs " + jobs +
-               " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") +
-               " --fault-protocol-rank 3 --fault-protocol-version 99");
-  INFO(o.output);
-  CHECK(o.status != 0);
-  CHECK(o.output.find("node rank 3") != std::string::npos);
-  CHECK(o.output.find("speaks protocol version 99, this scheduler speaks version ") !=
+  auto o = run_shell(mpirun(4, false, TESSERA_FAULTY_BINARY) +
+                     " --fault-protocol-rank 3 --fault-protocol-version 99 --cluster " + cl +
+                     " --jobs " + jobs + " --round-length 0.25 --checkpoint-dir " +
+                     dir.file("ckpt"));
+  INFO(o.out);
+  CHECK(o.code != 0);
+  CHECK(o.out.find("node rank 3") != std::string::npos);
+  CHECK(o.out.find("speaks protocol version 99, this scheduler speaks version ") !=
         std::string::npos);
   CHECK(o.seconds < 30);
 }
 
 TEST_CASE("bad input under mpirun ends every rank with a clear message", "[mpi][input]") {
-  scratch dir("input");
+  scratch_dir dir("input");
   const auto cl3 = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 20, 0.01));
-  auto o = run(mpirun(4) + " --cluster " + cl3 + " --jobs " + jobs);
-  INFO(o.output);
-  CHECK(o.status == 2);
-  CHECK(o.output.find("lists 3 servers, but the run has 4 node processes (mpirun -np 4)") !=
+  auto o = run_shell(mpirun(4) + " --cluster " + cl3 + " --jobs " + jobs);
+  INFO(o.out);
+  CHECK(o.code == 2);
+  CHECK(o.out.find("lists 3 servers, but the run has 4 node processes (mpirun -np 4)") !=
         std::string::npos);
   const auto bad = dir.write("bad.toml", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n");
-  auto k = run(mpirun(3) + " --cluster " + cl3 + " --jobs " + bad);
-  INFO(k.output);
-  CHECK(k.status == 2);
-  CHECK(k.output.find("field 'kind': unknown job kind 'resnet'") != std::string::npos);
+  auto k = run_shell(mpirun(3) + " --cluster " + cl3 + " --jobs " + bad);
+  INFO(k.out);
+  CHECK(k.code == 2);
+  CHECK(k.out.find("field 'kind': unknown job kind 'resnet'") != std::string::npos);
   CHECK(o.seconds + k.seconds < 30);
 }
 
-TEST_CASE("--local starts the node processes itself", "[mpi][local]") {
-  scratch dir("local");
+TEST_CASE("a local run (--local) starts the node processes itself", "[mpi][local]") {
+  scratch_dir dir("local");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(4, 40, 0.01));
-  auto o = run(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
-               jobs + " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") + " --json " +
-               dir.file("sum.json"));
-  INFO(o.output);
-  REQUIRE(o.status == 0);
-  CHECK(o.output.find("4 jobs finished") != std::string::npos);
+  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
+                     " --jobs " + jobs + " --round-length 0.25 --checkpoint-dir " +
+                     dir.file("ckpt") + " --json " + dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("4 jobs finished") != std::string::npos);
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
   check_bitwise(sum, dir.file("ckpt"));
@@ -284,15 +247,15 @@ TEST_CASE("--local starts the node processes itself", "[mpi][local]") {
 
 TEST_CASE("a job forked into 3 copies runs on every node and merges them each round",
           "[mpi][fork]") {
-  scratch dir("fork");
+  scratch_dir dir("fork");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jobs = dir.write("jobs.toml",
                               "[[job]]\nkind = \"mlp\"\ntotal_steps = 150\nstep_time = 0.01\n");
-  auto o = run(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
-               " --policy hadare --round-length 0.5 --checkpoint-dir " + dir.file("ckpt") +
-               " --json " + dir.file("sum.json"));
-  INFO(o.output);
-  REQUIRE(o.status == 0);
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
+                     " --policy hadare --round-length 0.5 --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
   const auto sum = load_json(dir.file("sum.json"));
   REQUIRE(sum["jobs"].size() == 1);
   const auto& j = sum["jobs"][0];
@@ -304,18 +267,14 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   CHECK(steps < 153);
   for (int r = 0; r < 3; ++r) CHECK(j["busy_gpu_seconds"][r].get<double>() > 0);
   // The merged checkpoint (written by copy 0) holds the job at its final step.
-  const auto reg = tessera::train::builtin_trainables();
-  auto m = reg.make("mlp", 1);
-  REQUIRE(m);
-  auto h = tessera::train::load_trainable_checkpoint(dir.file("ckpt") + "/job-0.ckpt", **m);
-  REQUIRE(h);
-  CHECK((*m)->step() == steps);
+  CHECK(load_final(dir.file("ckpt"), 0, "mlp", 1)->step() == steps);
 
   // --local has no aggregator: the scheduler tells the policy it cannot fork.
-  auto l = run(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
-               jobs + " --policy hadare --round-length 0.5 --json " + dir.file("local.json"));
-  INFO(l.output);
-  REQUIRE(l.status == 0);
+  auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
+                     " --jobs " + jobs + " --policy hadare --round-length 0.5 --json " +
+                     dir.file("local.json"));
+  INFO(l.out);
+  REQUIRE(l.code == 0);
   const auto ls = load_json(dir.file("local.json"));
   CHECK(ls["jobs"][0]["finished"].get<bool>());
   CHECK(ls["jobs"][0]["max_copies"].get<int>() == 1);
@@ -329,10 +288,7 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
   // the fast GPU and spills onto slower ones). Each ends bitwise equal to one process running
   // train_step(4) the same number of steps: the K shard gradients summed in shard order.
   const int k = 4, steps = 30;
-  const auto reg = tessera::train::builtin_trainables();
-  auto reference = reg.make("mlp", 11);
-  REQUIRE(reference);
-  for (int s = 0; s < steps; ++s) REQUIRE((*reference)->train_step(k));
+  const auto reference = uninterrupted("mlp", 11, steps, k);
   struct shape {
     std::string name;
     std::string cluster;
@@ -347,15 +303,15 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
   };
   for (const auto& sh : shapes) {
     INFO(sh.name);
-    scratch dir("hare");
+    scratch_dir dir("hare");
     const auto cl = dir.write("cluster.toml", sh.cluster);
     const auto jobs = dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 4\n"
                                              "total_steps = 30\nstep_time = 0.01\nseed = 11\n");
-    auto o = run(mpirun(sh.nodes) + " --cluster " + cl + " --jobs " + jobs +
-                 " --policy hare --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") +
-                 " --json " + dir.file("sum.json"));
-    INFO(o.output);
-    REQUIRE(o.status == 0);
+    auto o = run_shell(mpirun(sh.nodes) + " --cluster " + cl + " --jobs " + jobs +
+                       " --policy hare --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") +
+                       " --json " + dir.file("sum.json"));
+    INFO(o.out);
+    REQUIRE(o.code == 0);
     const auto sum = load_json(dir.file("sum.json"));
     const auto& j = sum["jobs"][0];
     REQUIRE(j["finished"].get<bool>());
@@ -363,11 +319,9 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
     int ran_on = 0;
     for (const auto& b : j["busy_gpu_seconds"]) ran_on += b.get<double>() > 0 ? 1 : 0;
     CHECK(ran_on >= sh.min_ranks);
-    auto m = reg.make("mlp", 11);
-    REQUIRE(m);
-    REQUIRE(tessera::train::load_trainable_checkpoint(dir.file("ckpt") + "/job-0.ckpt", **m));
-    CHECK((*m)->step() == steps);
-    CHECK(same_bits((*m)->params(), (*reference)->params()));
+    auto m = load_final(dir.file("ckpt"), 0, "mlp", 11);
+    CHECK(m->step() == steps);
+    CHECK(same_bits(m->params(), reference));
   }
 }
 
@@ -377,26 +331,60 @@ TEST_CASE("(f) a node killed while a job's tasks span it: the job resumes on the
   // half way through round 2; the other parts' gather times out, they report the round as
   // lost, and the job continues from its checkpoint with its 3 tasks on the 2 nodes left,
   // ending bitwise equal to one process running train_step(3).
-  scratch dir("hare_fault");
+  scratch_dir dir("hare_fault");
   const int k = 3, steps = 150;
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 3\n"
                                            "total_steps = 150\nstep_time = 0.01\nseed = 5\n");
   const auto [o, sum] = run_losing_rank2(dir, 3, cl, jobs, " --policy hare");
-  INFO(o.output);
+  INFO(o.out);
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
   CHECK(j["lost_rounds"].get<int>() == 1);
   CHECK(j["regressions"].get<int>() == 0);
   CHECK(j["busy_gpu_seconds"][0].get<double>() > 0);
   CHECK(j["busy_gpu_seconds"][1].get<double>() > 0);
-  const auto reg = tessera::train::builtin_trainables();
-  auto reference = reg.make("mlp", 5);
-  REQUIRE(reference);
-  for (int s = 0; s < steps; ++s) REQUIRE((*reference)->train_step(k));
-  auto m = reg.make("mlp", 5);
-  REQUIRE(m);
-  REQUIRE(tessera::train::load_trainable_checkpoint(dir.file("ckpt") + "/job-0.ckpt", **m));
-  CHECK((*m)->step() == steps);
-  CHECK(same_bits((*m)->params(), (*reference)->params()));
+  auto m = load_final(dir.file("ckpt"), 0, "mlp", 5);
+  CHECK(m->step() == steps);
+  CHECK(same_bits(m->params(), uninterrupted("mlp", 5, steps, k)));
+}
+
+TEST_CASE("a researcher's own node binary runs its own trainable kind", "[mpi][example]") {
+  // examples/custom_trainable: the built-in kinds plus least_squares, through the same command
+  // line as `tessera run`; --local starts the binary again with no command prefix.
+  scratch_dir dir("example");
+  const std::string root = TESSERA_CONFIG_DIR "/..";
+  auto o = run_shell(std::string(TESSERA_EXAMPLE_BINARY) + " --local 3 --cluster " + root +
+                     "/config/run_example_cluster.toml --jobs " + root +
+                     "/examples/custom_trainable/jobs.toml --round-length 0.5 --json " +
+                     dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("3 jobs finished") != std::string::npos);
+  const auto sum = load_json(dir.file("sum.json"));
+  REQUIRE(sum["jobs"].size() == 3);
+  CHECK(sum["jobs"][0]["kind"] == "least_squares");
+  for (const auto& j : sum["jobs"]) CHECK(j["finished"].get<bool>());
+}
+
+TEST_CASE("tessera_faulty's flood hook reaches the node processes --local starts", "[mpi][flood]") {
+  // Each node sends 200 heartbeats once registered and reports when the scheduler has handled
+  // them: the hook options travel to the node processes --local starts.
+  scratch_dir dir("flood");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(2, 100, 0.01));
+  auto o = run_shell(std::string(TESSERA_FAULTY_BINARY) + " --bench-flood 200 --local 2" +
+                     " --bench-flood-report " + dir.str() + " --cluster " + cl + " --jobs " +
+                     jobs + " --round-length 0.25 --json " + dir.file("sum.json"));
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    std::ifstream f(dir.file("flood-" + std::to_string(rank) + ".txt"));
+    long long n = 0, start = 0, end = 0;
+    REQUIRE(f >> n >> start >> end);
+    CHECK(n == 200);
+    CHECK(end >= start);
+  }
+  CHECK(load_json(dir.file("sum.json"))["messages"].get<long long>() > 400);
 }

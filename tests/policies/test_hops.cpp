@@ -13,7 +13,7 @@
 
 #include "policies/hops.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/metrics.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/sim.hpp"

@@ -1,6 +1,6 @@
 // The local (threads) aggregator backend, and the pieces every backend shares
 // (reference_reduce, check_group, group_key). The MPI and NCCL backends run the same checks
-// (tests/comm_checks.hpp) under mpirun in tests/mpi/test_aggregator_mpi.cpp.
+// (tests/support.hpp) under mpirun in tests/mpi/test_aggregator_mpi.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "runtime/comm/local_aggregator.hpp"
-#include "tests/comm_checks.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::comm;
@@ -40,8 +40,8 @@ std::string run_script(int world, const std::vector<scripted_op>& ops, std::uint
       for (std::size_t i = 0; i < ops.size(); ++i) {
         const auto& o = ops[i];
         if (std::find(o.members.begin(), o.members.end(), r) == o.members.end()) continue;
-        auto f = o.gather ? testing::check_allgather(agg, o.members, o.n, seed + i, o.opt)
-                          : testing::check_allreduce(agg, o.members, o.n, seed + i, o.grid, o.opt);
+        auto f = o.gather ? test::check_allgather(agg, o.members, o.n, seed + i, o.opt)
+                          : test::check_allreduce(agg, o.members, o.n, seed + i, o.grid, o.opt);
         if (!f.empty() && failures[r].empty()) failures[r] = f;
       }
     });

@@ -1,63 +1,29 @@
-// Tests of cluster and job-set TOML files and the cluster shorthand (runtime/cluster_config.cpp).
+// Tests of cluster files and the cluster shorthand (runtime/cluster_config.cpp).
 #include <catch2/catch.hpp>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "runtime/cluster_config.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
+using tessera::test::config_file;
+using tessera::test::has;
+using tessera::test::input_error_message;
+using tessera::test::temp_file;
 
 namespace {
-
-std::string config(const std::string& name) {
-  return std::string(TESSERA_DATA_DIR) + "/../config/" + name;
-}
-
-/// Writes `text` to a temp file named after the test and returns its path.
-std::string toml_file(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("tessera_io_" + name + ".toml");
-  std::ofstream(p) << text;
-  return p.string();
-}
-
-const throughput_table& table() {
-  static const throughput_table t = *throughput_table::load_bundled();
-  return t;
-}
 
 /// The cluster file fails with a message starting "<path>:<line>: field '<field>': ".
 std::string cluster_error(const std::string& name, const std::string& text, int line,
                           const std::string& field) {
-  const auto p = toml_file(name, text);
-  auto r = load_cluster(p);
-  REQUIRE_FALSE(r);
-  const auto& msg = r.err().message;
-  INFO(msg);
-  CHECK(r.err().kind == error_kind::invalid_input);
-  CHECK(msg.rfind(p + ":" + std::to_string(line) + ": field '" + field + "': ", 0) == 0);
-  return msg;
-}
-
-std::string jobs_error(const std::string& name, const std::string& text, int line,
-                       const std::string& field, const throughput_table* t = nullptr) {
-  const auto p = toml_file(name, text);
-  auto r = load_jobs(p, t);
-  REQUIRE_FALSE(r);
-  const auto& msg = r.err().message;
-  INFO(msg);
-  CHECK(msg.rfind(p + ":" + std::to_string(line) + ": field '" + field + "': ", 0) == 0);
-  return msg;
-}
-
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
+  const auto p = temp_file(name + ".toml", text);
+  return input_error_message(load_cluster(p), p, line, field);
 }
 
 }  // namespace
 
 TEST_CASE("config/gavel_108.toml: 36 v100 + 36 p100 + 36 k80, 4 per server", "[io]") {
-  auto r = load_cluster(config("gavel_108.toml"));
+  auto r = load_cluster(config_file("gavel_108.toml"));
   REQUIRE(r);
   const cluster& c = *r;
   CHECK(c.total_gpus() == 108);
@@ -78,7 +44,7 @@ TEST_CASE("config/gavel_108.toml: 36 v100 + 36 p100 + 36 k80, 4 per server", "[i
 }
 
 TEST_CASE("config/small_cluster.toml: explicit servers", "[io]") {
-  auto r = load_cluster(config("small_cluster.toml"));
+  auto r = load_cluster(config_file("small_cluster.toml"));
   REQUIRE(r);
   REQUIRE(r->servers.size() == 3);
   CHECK(r->total_gpus() == 12);
@@ -87,20 +53,8 @@ TEST_CASE("config/small_cluster.toml: explicit servers", "[io]") {
   CHECK(r->servers[2].speed == 1.0);
 }
 
-TEST_CASE("config/example_jobs.toml loads and every job is in the table", "[io]") {
-  auto r = load_jobs(config("example_jobs.toml"), &table());
-  REQUIRE(r);
-  REQUIRE(r->size() == 6);
-  CHECK((*r)[1].job_type == "Transformer (batch size 128)");
-  CHECK((*r)[1].scale_factor == 2);
-  CHECK((*r)[2].priority_weight == 2.0);
-  CHECK((*r)[2].arrival == 600.0);
-  CHECK((*r)[5].id == 5);
-  CHECK((*r)[0].slo == -1);
-}
-
 TEST_CASE("cluster file: servers with count, speed, names, upper-case types", "[io]") {
-  const auto p = toml_file("servers", R"(
+  const auto p = temp_file("servers.toml", R"(
 [cluster]
 name = "mixed"
 shorthand = "8 k80, 4 per server"
@@ -133,7 +87,7 @@ name = "old"
 }
 
 TEST_CASE("cluster file: TOML syntax error reports file:line:column and the description", "[io]") {
-  const auto p = toml_file("syntax", "[cluster]\nname = \"x\"\nshorthand = 36 v100\n");
+  const auto p = temp_file("syntax.toml", "[cluster]\nname = \"x\"\nshorthand = 36 v100\n");
   auto r = load_cluster(p);
   REQUIRE_FALSE(r);
   const auto& msg = r.err().message;
@@ -214,7 +168,7 @@ gpu = 4
 
 TEST_CASE("cluster file: no servers, no [cluster], duplicate names, bad shorthand", "[io]") {
   cluster_error("noservers", "[cluster]\nname = \"empty\"\n", 1, "cluster");
-  const auto p = toml_file("nocluster", "# nothing here\n");
+  const auto p = temp_file("nocluster.toml", "# nothing here\n");
   auto r = load_cluster(p);
   REQUIRE_FALSE(r);
   CHECK(r.err().message.rfind(p + ": field 'cluster': ", 0) == 0);
@@ -267,54 +221,5 @@ TEST_CASE("cluster shorthand", "[io]") {
     REQUIRE_FALSE(r);
     CHECK(r.err().kind == error_kind::invalid_input);
     CHECK(r.err().message.rfind("--cluster: ", 0) == 0);
-  }
-}
-
-TEST_CASE("job-set file errors", "[io]") {
-  SECTION("missing total_steps names the [[job]] line") {
-    jobs_error("job_missing", R"([[job]]
-job_type = "A3C"
-total_steps = 10
-
-[[job]]
-job_type = "A3C"
-)",
-               5, "total_steps");
-  }
-  SECTION("unknown job type at a scale") {
-    const auto msg = jobs_error("job_unknown", R"([[job]]
-job_type = "A3C"
-scale_factor = 4
-total_steps = 10
-)",
-                                2, "job_type", &table());
-    CHECK(has(msg, "unknown job type 'A3C' at scale 4"));
-  }
-  SECTION("scale factor zero") {
-    jobs_error("job_scale", "[[job]]\njob_type = \"A3C\"\nscale_factor = 0\ntotal_steps = 1\n", 3,
-               "scale_factor");
-  }
-  SECTION("negative arrival") {
-    jobs_error("job_arrival", "[[job]]\njob_type = \"A3C\"\ntotal_steps = 1\narrival = -1\n", 4,
-               "arrival");
-  }
-  SECTION("unknown key") {
-    jobs_error("job_key", "[[job]]\njob_type = \"A3C\"\ntotal_steps = 1\nsteps = 4\n", 4, "steps");
-  }
-  SECTION("duplicate id") {
-    const auto msg = jobs_error("job_id", R"([[job]]
-job_type = "A3C"
-total_steps = 1
-id = 1
-
-[[job]]
-job_type = "A3C"
-total_steps = 1
-)",
-                                6, "id");
-    CHECK(has(msg, "line 4"));
-  }
-  SECTION("job is a plain table") {
-    jobs_error("job_table", "[job]\njob_type = \"A3C\"\ntotal_steps = 1\n", 1, "job");
   }
 }

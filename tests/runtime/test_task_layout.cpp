@@ -63,7 +63,7 @@ TEST_CASE("layout: a gang on one server, a gang over servers, a task split", "[l
   CHECK(parts[2].shard_begin == 7);
 }
 
-TEST_CASE("layout: two pieces of a split on one server merge; copies stay apart", "[layout]") {
+TEST_CASE("layout: two pieces of a split on one server merge, copies stay apart", "[layout]") {
   round_plan p;
   // K = 6: 4 tasks on 2 GPUs (2 each) and 2 tasks on 1 GPU (2) of the same server 0.
   p.assignments.push_back(place(5, {{0, 2}}, 4));

@@ -2,13 +2,14 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "runtime/throughput.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
+using tessera::test::has;
+using tessera::test::temp_file;
 
 namespace {
 
@@ -19,17 +20,6 @@ const throughput_table& bundled() {
     return *r;
   }();
   return t;
-}
-
-/// Writes `text` to a fresh file in the temp directory and returns its path.
-std::string temp_json(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("tessera_io_" + name + ".json");
-  std::ofstream(p) << text;
-  return p.string();
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -107,50 +97,50 @@ TEST_CASE("table errors name the file and the key", "[io]") {
     auto r = throughput_table::load("/nonexistent/tput.json");
     REQUIRE_FALSE(r);
     CHECK(r.err().kind == error_kind::io);
-    CHECK(contains(r.err().message, "/nonexistent/tput.json"));
+    CHECK(has(r.err().message, "/nonexistent/tput.json"));
   }
   SECTION("syntax error gives a line") {
-    const auto p = temp_json("syntax", "{\n  \"v100\": {\n    oops\n  }\n}\n");
+    const auto p = temp_file("syntax.json", "{\n  \"v100\": {\n    oops\n  }\n}\n");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, p + ":3:"));
+    CHECK(has(r.err().message, p + ":3:"));
   }
   SECTION("malformed job key") {
-    const auto p = temp_json("badkey", R"J({"v100": {"ResNet-18": {"null": 1.0}}})J");
+    const auto p = temp_file("badkey.json", R"J({"v100": {"ResNet-18": {"null": 1.0}}})J");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, p));
-    CHECK(contains(r.err().message, "v100 / ResNet-18"));
+    CHECK(has(r.err().message, p));
+    CHECK(has(r.err().message, "v100 / ResNet-18"));
   }
   SECTION("missing null entry") {
-    const auto p = temp_json("nonull", R"J({"v100": {"('A3C', 1)": {}}})J");
+    const auto p = temp_file("nonull.json", R"J({"v100": {"('A3C', 1)": {}}})J");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, "v100 / ('A3C', 1)"));
-    CHECK(contains(r.err().message, "null"));
+    CHECK(has(r.err().message, "v100 / ('A3C', 1)"));
+    CHECK(has(r.err().message, "null"));
   }
   SECTION("wrong value type") {
-    const auto p = temp_json("badval", R"J({"v100": {"('A3C', 1)": {"null": "fast"}}})J");
+    const auto p = temp_file("badval.json", R"J({"v100": {"('A3C', 1)": {"null": "fast"}}})J");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, "v100 / ('A3C', 1) / null"));
-    CHECK(contains(r.err().message, "'fast'"));
+    CHECK(has(r.err().message, "v100 / ('A3C', 1) / null"));
+    CHECK(has(r.err().message, "'fast'"));
   }
   SECTION("co-location pair of the wrong length") {
-    const auto p = temp_json(
-        "badpair", R"J({"v100": {"('A3C', 1)": {"null": 1.0, "('CycleGAN', 1)": [1.0]}}})J");
+    const auto p = temp_file(
+        "badpair.json", R"J({"v100": {"('A3C', 1)": {"null": 1.0, "('CycleGAN', 1)": [1.0]}}})J");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, "v100 / ('A3C', 1) / ('CycleGAN', 1)"));
+    CHECK(has(r.err().message, "v100 / ('A3C', 1) / ('CycleGAN', 1)"));
   }
   SECTION("negative throughput") {
-    const auto p = temp_json("neg", R"J({"k80": {"('A3C', 1)": {"null": -2}}})J");
+    const auto p = temp_file("neg.json", R"J({"k80": {"('A3C', 1)": {"null": -2}}})J");
     auto r = throughput_table::load(p);
     REQUIRE_FALSE(r);
-    CHECK(contains(r.err().message, "k80 / ('A3C', 1) / null"));
+    CHECK(has(r.err().message, "k80 / ('A3C', 1) / null"));
   }
   SECTION("small valid table, unconsolidated stored apart") {
-    const auto p = temp_json("ok", R"J({"V100": {"('A3C', 1)": {"null": 2.5}},
+    const auto p = temp_file("ok.json", R"J({"V100": {"('A3C', 1)": {"null": 2.5}},
       "v100_unconsolidated": {"('A3C', 1)": {"null": 2.0}}})J");
     auto r = throughput_table::load(p);
     REQUIRE(r);

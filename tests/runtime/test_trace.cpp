@@ -1,14 +1,15 @@
 // Tests of Gavel's trace format reader and writer (runtime/trace.cpp).
 #include <catch2/catch.hpp>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "runtime/trace.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
+using tessera::test::file_contents;
+using tessera::test::temp_file;
 
 namespace {
 
@@ -22,13 +23,6 @@ std::string bundled_trace(const std::string& name) {
 const throughput_table& table() {
   static const throughput_table t = *throughput_table::load_bundled();
   return t;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 /// Every field of two jobs is equal.
@@ -134,7 +128,7 @@ TEST_CASE("writing a bundled trace reproduces Gavel's text, arrival with 6 decim
     // Gavel's bundled files write the arrival as an integer ("0", "11195"); ours has 6
     // decimals. Everything else must match byte for byte.
     std::stringstream expected;
-    std::istringstream in(slurp(path));
+    std::istringstream in(file_contents(path));
     std::string line;
     while (std::getline(in, line)) {
       const auto tab = line.rfind('\t');
@@ -172,7 +166,7 @@ TEST_CASE("trace round trip keeps every field, including awkward values", "[io]"
 TEST_CASE("trace files: write then read, and refusal of unwritable fields", "[io]") {
   auto r = read_trace(bundled_trace("medium_test"));
   REQUIRE(r);
-  const auto path = (std::filesystem::temp_directory_path() / "tessera_io_written.trace").string();
+  const auto path = temp_file("written.trace", "");
   REQUIRE(write_trace_file(path, *r));
   auto back = read_trace(path);
   REQUIRE(back);

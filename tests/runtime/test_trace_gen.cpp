@@ -1,8 +1,6 @@
 // Tests of the job templates and Gavel's synthetic trace generator (runtime/trace_gen.cpp).
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -10,8 +8,10 @@
 
 #include "runtime/trace.hpp"
 #include "runtime/trace_gen.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
+using tessera::test::temp_file;
 
 namespace {
 
@@ -29,12 +29,6 @@ std::vector<job> gen(trace_gen_config cfg) {
   auto r = generate_trace(cfg, templates(), table());
   REQUIRE(r);
   return *r;
-}
-
-std::string temp_file(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("tessera_io_" + name);
-  std::ofstream(p) << text;
-  return p.string();
 }
 
 }  // namespace

@@ -4,23 +4,22 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "runtime/train/checkpoint.hpp"
-#include "tests/runtime/train/train_support.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::train;
-using tessera::train::test::has;
-using tessera::train::test::make;
-using tessera::train::test::same_bits;
-using tessera::train::test::scratch_dir;
+using tessera::test::has;
+using tessera::test::make_trainable;
+using tessera::test::same_bits;
+using tessera::test::scratch_dir;
 
 namespace {
 
 std::vector<std::uint8_t> bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto text = tessera::test::file_contents(path);
+  return {text.begin(), text.end()};
 }
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& b) {
@@ -48,7 +47,7 @@ TEST_CASE("crc32 is the IEEE CRC-32 and can be continued", "[train]") {
   CHECK(crc32(nullptr, 0) == 0U);
 }
 
-TEST_CASE("a checkpoint round-trips job, round and payload; the header reads alone", "[train]") {
+TEST_CASE("a checkpoint round-trips job, round and payload, the header reads alone", "[train]") {
   scratch_dir dir("ckpt_roundtrip");
   const auto path = dir.file("job7.ckpt");
   REQUIRE(write_checkpoint(path, 7, 12, payload));
@@ -146,15 +145,15 @@ TEST_CASE("failed writes report the path and leave no temporary file", "[train]"
 TEST_CASE("a trainable checkpointed at a round boundary resumes bitwise-identically", "[train]") {
   scratch_dir dir("ckpt_resume");
   const auto path = dir.file("job3.ckpt");
-  auto whole = make("mlp", 17);
+  auto whole = make_trainable("mlp", 17);
   for (int i = 0; i < 40; ++i) REQUIRE(whole->train_step(4));
 
-  auto before = make("mlp", 17);
+  auto before = make_trainable("mlp", 17);
   for (int i = 0; i < 25; ++i) REQUIRE(before->train_step(4));
   REQUIRE(save_trainable_checkpoint(path, 3, 5, *before));
   before.reset();
 
-  auto after = make("mlp", 17);
+  auto after = make_trainable("mlp", 17);
   auto h = load_trainable_checkpoint(path, *after);
   REQUIRE(h);
   CHECK(h->job == 3);
@@ -164,7 +163,7 @@ TEST_CASE("a trainable checkpointed at a round boundary resumes bitwise-identica
   CHECK(same_bits(whole->params(), after->params()));
 
   // Loading a checkpoint of another kind fails, names the file and changes nothing.
-  auto other = make("softmax_regression", 17);
+  auto other = make_trainable("softmax_regression", 17);
   const auto state = other->save_state();
   auto mismatch = load_trainable_checkpoint(path, *other);
   REQUIRE_FALSE(mismatch);

@@ -8,13 +8,13 @@
 
 #include "runtime/train/dataset.hpp"
 #include "runtime/train/models.hpp"
-#include "tests/runtime/train/train_support.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::train;
-using tessera::train::test::has;
-using tessera::train::test::same_bits;
-using tessera::train::test::scratch_dir;
+using tessera::test::has;
+using tessera::test::same_bits;
+using tessera::test::scratch_dir;
 
 namespace {
 

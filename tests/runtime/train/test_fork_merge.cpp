@@ -7,12 +7,12 @@
 
 #include "runtime/comm/local_aggregator.hpp"
 #include "runtime/train/fork_merge.hpp"
-#include "train_support.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::train;
-using tessera::train::test::make;
-using tessera::train::test::same_bits;
+using tessera::test::make_trainable;
+using tessera::test::same_bits;
 
 namespace {
 
@@ -64,8 +64,8 @@ TEST_CASE("fork merge: every copy ends with the reference merge, bit for bit", "
       steps.push_back(static_cast<std::int64_t>(rng() % 6));
       total += steps.back();
     }
-    auto start = make(trial % 3 ? "mlp" : "softmax_regression", 10 + trial,
-                      {{"train_size", 64}});
+    auto start = make_trainable(trial % 3 ? "mlp" : "softmax_regression", 10 + trial,
+                                {{"train_size", 64}});
     for (int i = 0; i < 3; ++i) REQUIRE(start->train_step(2).ok());  // non-zero momentum
     INFO("trial " << trial << ", rule " << to_string(rule) << ", " << n << " copies");
     std::pair<std::vector<float>, std::vector<float>> ref;
@@ -107,9 +107,9 @@ TEST_CASE("fork merge: the rules on hand-checked cases", "[train][fork]") {
   }
 }
 
-TEST_CASE("fork merge: identical copies merge to themselves; a lone member is a no-op",
+TEST_CASE("fork merge: identical copies merge to themselves, a lone member is a no-op",
           "[train][fork]") {
-  auto start = make("mlp", 3, {{"train_size", 64}});
+  auto start = make_trainable("mlp", 3, {{"train_size", 64}});
   REQUIRE(start->train_step(1).ok());
   // Zero steps everywhere: nothing moves, the step counter stays.
   std::pair<std::vector<float>, std::vector<float>> ref;

@@ -9,13 +9,13 @@
 
 #include "runtime/train/models.hpp"
 #include "runtime/train/trainable.hpp"
-#include "tests/runtime/train/train_support.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::train;
-using tessera::train::test::has;
-using tessera::train::test::make;
-using tessera::train::test::same_bits;
+using tessera::test::has;
+using tessera::test::make_trainable;
+using tessera::test::same_bits;
 
 namespace {
 
@@ -32,7 +32,7 @@ void run(trainable& t, int steps, int k) {
 std::unique_ptr<trainable> restore(const std::string& kind, std::uint64_t seed,
                                    const std::vector<std::uint8_t>& state,
                                    const trainable_config& config = {}) {
-  auto t = make(kind, seed, config);
+  auto t = make_trainable(kind, seed, config);
   auto st = t->load_state(state);
   INFO((st ? std::string() : st.err().message));
   REQUIRE(st);
@@ -41,7 +41,7 @@ std::unique_ptr<trainable> restore(const std::string& kind, std::uint64_t seed,
 
 }  // namespace
 
-TEST_CASE("builtin_trainables lists both models; unknown kinds name the valid ones", "[train]") {
+TEST_CASE("builtin_trainables lists both models, unknown kinds name the valid ones", "[train]") {
   const auto reg = builtin_trainables();
   CHECK(reg.kinds() == std::vector<std::string>{"mlp", "softmax_regression"});
   CHECK(reg.contains("mlp"));
@@ -106,16 +106,16 @@ TEST_CASE("configuration errors name the key and the valid keys", "[train]") {
 }
 
 TEST_CASE("parameter counts follow the documented layouts", "[train]") {
-  CHECK(make("softmax_regression", 1)->num_params() == 4 * 8 + 4);
-  CHECK(make("mlp", 1)->num_params() == 32 * 8 + 32 + 4 * 32 + 4);
-  CHECK(make("mlp", 1, {{"dim", 3}, {"classes", 5}, {"hidden", 7}})->num_params() ==
+  CHECK(make_trainable("softmax_regression", 1)->num_params() == 4 * 8 + 4);
+  CHECK(make_trainable("mlp", 1)->num_params() == 32 * 8 + 32 + 4 * 32 + 4);
+  CHECK(make_trainable("mlp", 1, {{"dim", 3}, {"classes", 5}, {"hidden", 7}})->num_params() ==
         7 * 3 + 7 + 5 * 7 + 5);
 }
 
 TEST_CASE("both models learn: loss goes down and held-out accuracy beats chance", "[train]") {
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
-      auto t = make(kind, 11);
+      auto t = make_trainable(kind, 11);
       const double loss0 = t->loss();
       const double acc0 = t->held_out_accuracy();
       CHECK(std::isfinite(loss0));
@@ -139,8 +139,8 @@ TEST_CASE("the mlp separates classes a linear model cannot", "[train]") {
                               {"dim", 2}, {"spread", 0.3}, {"hidden", 32}};
   auto lin_cfg = c;
   lin_cfg.erase("hidden");
-  auto lin = make("softmax_regression", 5, lin_cfg);
-  auto net = make("mlp", 5, c);
+  auto lin = make_trainable("softmax_regression", 5, lin_cfg);
+  auto net = make_trainable("mlp", 5, c);
   run(*lin, 400, 2);
   run(*net, 400, 2);
   INFO("softmax_regression " << lin->held_out_accuracy() << ", mlp " << net->held_out_accuracy());
@@ -181,12 +181,12 @@ TEST_CASE("compute_gradient matches a finite-difference gradient of the loss", "
   }
 }
 
-TEST_CASE("same seed gives bitwise-identical parameters; another seed does not", "[train]") {
+TEST_CASE("same seed gives bitwise-identical parameters, another seed does not", "[train]") {
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
-      auto a = make(kind, 42);
-      auto b = make(kind, 42);
-      auto c = make(kind, 43);
+      auto a = make_trainable(kind, 42);
+      auto b = make_trainable(kind, 42);
+      auto c = make_trainable(kind, 43);
       run(*a, 50, 3);
       run(*b, 50, 3);
       run(*c, 50, 3);
@@ -200,8 +200,8 @@ TEST_CASE("same seed gives bitwise-identical parameters; another seed does not",
 
 TEST_CASE("the same data with another seed changes only the initialisation and batches",
           "[train]") {
-  auto a = make("mlp", 1, {{"data_seed", 9}});
-  auto b = make("mlp", 2, {{"data_seed", 9}});
+  auto a = make_trainable("mlp", 1, {{"data_seed", 9}});
+  auto b = make_trainable("mlp", 2, {{"data_seed", 9}});
   CHECK_FALSE(same_bits(a->params(), b->params()));
   run(*a, 150, 2);
   run(*b, 150, 2);
@@ -214,8 +214,8 @@ TEST_CASE("K=4: shard gradients computed anywhere, in any order, give train_step
   std::mt19937 order_rng(123);
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
-      auto reference = make(kind, 7);
-      auto driver = make(kind, 7);
+      auto reference = make_trainable(kind, 7);
+      auto driver = make_trainable(kind, 7);
       for (int step = 0; step < 25; ++step) {
         REQUIRE(reference->train_step(k));
 
@@ -243,8 +243,8 @@ TEST_CASE("K=4: shard gradients computed anywhere, in any order, give train_step
 
 TEST_CASE("K=4: shards computed concurrently on threads give train_step's bits", "[train]") {
   constexpr int k = 4;
-  auto reference = make("mlp", 8);
-  auto driver = make("mlp", 8);
+  auto reference = make_trainable("mlp", 8);
+  auto driver = make_trainable("mlp", 8);
   for (int step = 0; step < 10; ++step) {
     REQUIRE(reference->train_step(k));
     std::vector<std::unique_ptr<trainable>> copies;
@@ -273,10 +273,10 @@ TEST_CASE("save/load in the middle resumes bitwise-identically to an uninterrupt
           "[train]") {
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
-      auto whole = make(kind, 21);
+      auto whole = make_trainable(kind, 21);
       run(*whole, 60, 4);
 
-      auto first = make(kind, 21);
+      auto first = make_trainable(kind, 21);
       run(*first, 30, 4);
       const auto state = first->save_state();
       first.reset();  // the job is preempted; a new process picks it up
@@ -297,7 +297,7 @@ TEST_CASE("save/load in the middle resumes bitwise-identically to an uninterrupt
 
 TEST_CASE("load_state rejects foreign or damaged state and leaves the object unchanged",
           "[train]") {
-  auto t = make("mlp", 4);
+  auto t = make_trainable("mlp", 4);
   run(*t, 3, 1);
   const auto before = t->save_state();
 
@@ -309,10 +309,10 @@ TEST_CASE("load_state rejects foreign or damaged state and leaves the object unc
     CHECK(has(st.err().message, part));
     CHECK(t->save_state() == before);
   };
-  expect_error(make("softmax_regression", 4)->save_state(), "saved by a 'softmax_regression'");
-  expect_error(make("mlp", 4, {{"lr", 0.05}})->save_state(), "different configuration or data");
-  expect_error(make("mlp", 5)->save_state(), "different configuration or data");  // other data
-  expect_error(make("mlp", 4, {{"hidden", 16}})->save_state(), "parameters");
+  expect_error(make_trainable("softmax_regression", 4)->save_state(), "saved by a 'softmax_regression'");
+  expect_error(make_trainable("mlp", 4, {{"lr", 0.05}})->save_state(), "different configuration or data");
+  expect_error(make_trainable("mlp", 5)->save_state(), "different configuration or data");  // other data
+  expect_error(make_trainable("mlp", 4, {{"hidden", 16}})->save_state(), "parameters");
   auto cut = before;
   cut.resize(cut.size() - 3);
   expect_error(cut, "truncated");
@@ -323,7 +323,7 @@ TEST_CASE("load_state rejects foreign or damaged state and leaves the object unc
 }
 
 TEST_CASE("bad arguments to the step functions are errors, not crashes", "[train]") {
-  auto t = make("softmax_regression", 1);
+  auto t = make_trainable("softmax_regression", 1);
   std::vector<float> g;
   CHECK_FALSE(t->compute_gradient(4, 4, 0, g));
   CHECK_FALSE(t->compute_gradient(-1, 4, 0, g));
@@ -341,7 +341,7 @@ TEST_CASE("bad arguments to the step functions are errors, not crashes", "[train
 }
 
 TEST_CASE("more shards than batch examples still steps (empty shards add nothing)", "[train]") {
-  auto t = make("softmax_regression", 1, {{"batch_size", 2}});
+  auto t = make_trainable("softmax_regression", 1, {{"batch_size", 2}});
   std::vector<float> g;
   REQUIRE(t->compute_gradient(0, 5, 0, g));  // shard 0 of 5 over 2 examples: empty
   CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; }));

@@ -1,0 +1,238 @@
+#include "runtime/job_file.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "runtime/detail/text.hpp"
+#include "runtime/detail/toml_reader.hpp"
+
+namespace tessera {
+
+namespace {
+
+using detail::kind_name;
+using detail::line_of;
+using detail::table_reader;
+
+/// What the run-only keys of one [[job]] table hold (see load_run_jobs).
+struct run_extras {
+  std::string kind;
+  std::optional<long long> seed;
+  std::optional<double> step_time;
+  std::optional<double> target_loss;
+  train::fork_merge_rule merge = train::fork_merge_rule::mean;
+  std::map<std::string, double> config;
+};
+
+/// The [job.config] table of a run's job: numbers only.
+result<std::map<std::string, double>> read_config(const std::string& path, const toml::table& t) {
+  std::map<std::string, double> config;
+  const toml::node* cn = t.get("config");
+  if (!cn) return config;
+  const auto* ct = cn->as_table();
+  if (!ct)
+    return input_error(path, line_of(*cn), "config",
+                       std::string("expected a table of numbers, got ") + kind_name(cn->type()));
+  for (auto&& [k, v] : *ct) {
+    const std::string field = "config." + std::string(k.str());
+    if (const auto* iv = v.as_integer())
+      config[std::string(k.str())] = static_cast<double>(iv->get());
+    else if (const auto* fv = v.as_floating_point())
+      config[std::string(k.str())] = fv->get();
+    else
+      return input_error(path, line_of(v), field,
+                         std::string("expected a number, got ") + kind_name(v.type()));
+  }
+  return config;
+}
+
+/// The run-only keys of one [[job]] table. When `known_kinds` is given, a kind outside it is
+/// an error listing them.
+result<run_extras> read_run_extras(const std::string& path, const toml::table& t,
+                                   table_reader& r,
+                                   const std::vector<std::string>* known_kinds) {
+  const auto kind = r.str("kind", true);
+  const auto seed = r.integer("seed", false, 0, LLONG_MAX, "a non-negative integer");
+  const auto step_time = r.number(
+      "step_time", false, [](double v) { return v > 0 && v <= 3600; },
+      "a positive number of seconds (at most 3600)");
+  const auto target_loss = r.number(
+      "target_loss", false, [](double v) { return v > 0; }, "a positive training loss");
+  const auto merge = r.str("merge", false);
+  if (r.err()) return *r.err();
+  run_extras ex;
+  if (merge) {
+    const auto rule = train::parse_fork_merge_rule(*merge);
+    if (!rule)
+      return input_error(path, r.line("merge"), "merge",
+                         "unknown merge rule " + detail::quoted(*merge) + " (known: " +
+                             train::fork_merge_rule_names() + ")");
+    ex.merge = *rule;
+  }
+  ex.target_loss = target_loss;
+  ex.kind = *kind;
+  ex.seed = seed;
+  ex.step_time = step_time;
+  if (known_kinds &&
+      std::find(known_kinds->begin(), known_kinds->end(), ex.kind) == known_kinds->end()) {
+    std::string list;
+    for (const auto& k : *known_kinds) list += (list.empty() ? "" : ", ") + k;
+    return input_error(path, r.line("kind"), "kind",
+                       "unknown job kind " + detail::quoted(ex.kind) + " (known: " + list + ")");
+  }
+  auto config = read_config(path, t);
+  if (!config) return config.err();
+  ex.config = std::move(*config);
+  return ex;
+}
+
+/// Hops' requirement set `acceptable_gpus` (empty when the key is absent).
+result<std::vector<int>> read_acceptable_gpus(const std::string& path, const toml::table& t) {
+  std::vector<int> acceptable;
+  const toml::node* an = t.get("acceptable_gpus");
+  if (!an) return acceptable;
+  const auto* arr = an->as_array();
+  if (!arr)
+    return input_error(path, line_of(*an), "acceptable_gpus",
+                       std::string("expected an array of positive GPU counts, got ") +
+                           kind_name(an->type()));
+  for (const auto& e : *arr) {
+    const auto* iv = e.as_integer();
+    if (!iv || iv->get() <= 0 || iv->get() > INT_MAX)
+      return input_error(path, line_of(*an), "acceptable_gpus",
+                         "expected positive GPU counts, got " +
+                             (iv ? std::to_string(iv->get()) : std::string(kind_name(e.type()))));
+    acceptable.push_back(static_cast<int>(iv->get()));
+  }
+  if (acceptable.empty())
+    return input_error(path, line_of(*an), "acceptable_gpus", "expected at least one GPU count");
+  return acceptable;
+}
+
+/// The keys every job set takes, of the `index`-th [[job]] table. In a run's job set
+/// (`run_kind` given) job_type is optional and defaults to the kind.
+result<job> read_job(const std::string& path, const toml::table& t, table_reader& r,
+                     std::size_t index, const std::string* run_kind) {
+  const auto type = r.str("job_type", run_kind == nullptr);
+  const auto scale = r.integer("scale_factor", false, 1, INT_MAX, "a positive integer");
+  const auto steps =
+      r.number("total_steps", true, [](double v) { return v > 0; }, "a positive number");
+  const auto arrival = r.number(
+      "arrival", false, [](double v) { return v >= 0; }, "a non-negative number of seconds");
+  const auto weight = r.number(
+      "priority_weight", false, [](double v) { return v > 0; }, "a positive number");
+  const auto slo = r.number(
+      "slo", false, [](double v) { return v == -1 || v > 0; },
+      "-1 (none) or a positive number of seconds");
+  const auto id = r.integer("id", false, 0, LLONG_MAX, "a non-negative integer");
+  if (r.err()) return *r.err();
+  auto acceptable = read_acceptable_gpus(path, t);
+  if (!acceptable) return acceptable.err();
+
+  job j;
+  j.job_type = type ? *type : *run_kind;
+  if (detail::trim(j.job_type).empty())
+    return input_error(path, r.line("job_type"), "job_type", "empty job type");
+  j.scale_factor = static_cast<int>(scale.value_or(1));
+  j.total_steps = *steps;
+  j.arrival = arrival.value_or(0.0);
+  j.priority_weight = weight.value_or(1.0);
+  j.slo = slo.value_or(-1.0);
+  j.acceptable_gpus = std::move(*acceptable);
+  j.id = id ? static_cast<job_id>(*id) : static_cast<job_id>(index);
+  return j;
+}
+
+/// Reads a job-set file. With `extras` (a run's job set), the run keys are accepted, `kind` is
+/// required, `job_type` defaults to the kind and one run_extras per job is appended.
+result<std::vector<job>> load_jobs_impl(const std::string& path, const throughput_table* table,
+                                        std::vector<run_extras>* extras,
+                                        const std::vector<std::string>* known_kinds) {
+  try {
+    auto doc = detail::parse_toml_file(path);
+    if (!doc) return doc.err();
+    const toml::table& root = *doc;
+
+    table_reader top(path, root, "a job-set file");
+    top.allow_only({"job"});
+    if (top.err()) return *top.err();
+    const toml::node* jnode = root.get("job");
+    if (!jnode) return input_error(path, 0, "job", "no [[job]] entries");
+    auto tables = detail::tables_of(path, *jnode, "job", 0);
+    if (!tables) return tables.err();
+    if (tables->empty()) return input_error(path, 0, "job", "no [[job]] entries");
+
+    std::vector<job> jobs;
+    std::map<job_id, int> id_lines;
+    for (std::size_t i = 0; i < tables->size(); ++i) {
+      const toml::table& t = *(*tables)[i];
+      table_reader r(path, t, "[[job]]");
+      if (extras)
+        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
+                      "merge", "config"});
+      else
+        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                      "slo", "id", "acceptable_gpus"});
+      run_extras ex;
+      if (extras) {
+        auto read = read_run_extras(path, t, r, known_kinds);
+        if (!read) return read.err();
+        ex = std::move(*read);
+      }
+      auto j = read_job(path, t, r, i, extras ? &ex.kind : nullptr);
+      if (!j) return j.err();
+      const int id_line = t.get("id") ? r.line("id") : r.table_line();
+      if (auto [it, fresh] = id_lines.emplace(j->id, id_line); !fresh)
+        return input_error(path, id_line, "id",
+                           "duplicate job id " + std::to_string(j->id) + " (also used at line " +
+                               std::to_string(it->second) + ")");
+      if (table && !table->knows(job_key{j->job_type, j->scale_factor}))
+        return input_error(path, r.line("job_type"), "job_type",
+                           "unknown job type " + detail::quoted(j->job_type) + " at scale " +
+                               std::to_string(j->scale_factor));
+      if (extras && std::floor(j->total_steps) != j->total_steps)
+        return input_error(path, r.line("total_steps"), "total_steps",
+                           "expected a whole number of steps in a run's job set, got " +
+                               detail::format_shortest(j->total_steps));
+      jobs.push_back(std::move(*j));
+      if (extras) extras->push_back(std::move(ex));
+    }
+    return jobs;
+  } catch (const std::exception& e) {
+    return error{error_kind::internal, path + ": " + e.what()};
+  }
+}
+
+}  // namespace
+
+result<std::vector<job>> load_jobs(const std::string& path, const throughput_table* table) {
+  return load_jobs_impl(path, table, nullptr, nullptr);
+}
+
+result<std::vector<run_job>> load_run_jobs(const std::string& path,
+                                           const std::vector<std::string>* known_kinds) {
+  std::vector<run_extras> extras;
+  auto jobs = load_jobs_impl(path, nullptr, &extras, known_kinds);
+  if (!jobs) return jobs.err();
+  std::vector<run_job> out;
+  out.reserve(jobs->size());
+  for (std::size_t i = 0; i < jobs->size(); ++i) {
+    run_job rj;
+    rj.spec = std::move((*jobs)[i]);
+    rj.kind = std::move(extras[i].kind);
+    rj.seed = extras[i].seed ? static_cast<std::uint64_t>(*extras[i].seed)
+                             : static_cast<std::uint64_t>(rj.spec.id) + 1;
+    rj.step_time = extras[i].step_time.value_or(rj.step_time);
+    rj.target_loss = extras[i].target_loss.value_or(0.0);
+    rj.merge = extras[i].merge;
+    rj.config = std::move(extras[i].config);
+    out.push_back(std::move(rj));
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,65 @@
+#pragma once
+/// @file job_file.hpp
+/// Job-set files in TOML: a simulation's (load_jobs) and a real run's (load_run_jobs).
+///
+/// A job-set file lists jobs:
+///   [[job]]
+///   job_type = "ResNet-18 (batch size 64)"   # required
+///   scale_factor = 1                          # optional, > 0
+///   total_steps = 1000                        # required, > 0
+///   arrival = 0.0                             # optional, >= 0
+///   priority_weight = 1.0                     # optional, > 0
+///   slo = -1.0                                # optional, -1 (none) or > 0 seconds
+///   id = 7                                    # optional; default: position in the file
+///   acceptable_gpus = [2, 4, 8]               # optional: GPU counts the job accepts (read by
+///                                             # hops); default: [scale_factor]
+///
+/// A run's job-set file (`tessera run`, read by load_run_jobs) also takes, per [[job]]:
+///   kind = "mlp"          # required: the trainable kind (see train::builtin_trainables)
+///   seed = 7              # optional, >= 0; default: id + 1
+///   step_time = 0.05      # optional: seconds one step takes on a speed-1.0 server
+///   target_loss = 0.3     # optional, > 0: the job is done once its round-end loss is this low
+///   merge = "mean"        # optional: how forked copies merge, "mean" or "weighted"
+///   [job.config]          # optional: trainable configuration, numbers only (lr = 0.05, ...)
+/// and there `job_type` is optional (default: the kind) and total_steps must be whole.
+///
+/// Errors name the file, the line and the field, as for cluster files
+/// (runtime/cluster_config.hpp).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/model.hpp"
+#include "runtime/result.hpp"
+#include "runtime/throughput.hpp"
+#include "runtime/merge_rule.hpp"
+
+namespace tessera {
+
+/// Reads a job-set file. When `table` is given, unknown job types are errors.
+result<std::vector<job>> load_jobs(const std::string& path,
+                                   const throughput_table* table = nullptr);
+
+/// A job of a real run (`tessera run`): the scheduling description plus what a node needs to
+/// build and train it.
+struct run_job {
+  job spec;                              ///< id, scale, steps, arrival, weight, SLO
+  std::string kind;                      ///< trainable kind, e.g. "mlp"
+  std::uint64_t seed = 0;                ///< trainable seed (default: id + 1)
+  double step_time = 0.05;               ///< seconds per step on a speed-1.0 server
+  /// Training loss at which the job is done early (checked at round ends); 0 = run to
+  /// total_steps.
+  double target_loss = 0;
+  /// How the copies of this job merge when a policy forks it (runtime/train/fork_merge.hpp).
+  train::fork_merge_rule merge = train::fork_merge_rule::mean;
+  std::map<std::string, double> config;  ///< trainable configuration ([job.config])
+};
+
+/// Reads a run's job-set file (the keys above). When `known_kinds` is given, a kind outside it
+/// is an error naming the file, line, field and the known kinds.
+result<std::vector<run_job>> load_run_jobs(const std::string& path,
+                                           const std::vector<std::string>* known_kinds = nullptr);
+
+}  // namespace tessera
