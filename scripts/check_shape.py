@@ -19,9 +19,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Folder -> folders its files may include (itself always allowed). Bottom to top.
+# Folder -> folders its files may include (itself always allowed). Bottom to top. detail/
+# folders hold their parent's private helpers: one layer with it.
 ALLOWED = {
-    "runtime/detail": [],
+    "runtime/detail": ["runtime"],
     "runtime": ["runtime/detail"],
     "runtime/solver": ["runtime", "runtime/detail"],
     "runtime/comm": ["runtime", "runtime/detail"],
