@@ -16,8 +16,6 @@ namespace {
 /// Heartbeat timer tick.
 using hb_tick_atom = caf::atom_constant<caf::atom("hbtick")>;
 
-std::int64_t slot_key(std::int64_t job, std::int32_t copy) { return job * 1024 + copy; }
-
 caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
 }
@@ -81,7 +79,7 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
         // Copies not continued this round are dropped (their state is checkpointed).
         for (auto it = s.slots.begin(); it != s.slots.end();) {
           bool listed = false;
-          for (const auto& c : o.copies) listed = listed || slot_key(c.job, c.copy) == it->first;
+          for (const auto& c : o.copies) listed = listed || c.id() == it->first;
           if (!listed && !it->second->worker.joinable())
             it = s.slots.erase(it);
           else
@@ -90,7 +88,7 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
         s.pending = static_cast<int>(o.copies.size());
         if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
         for (const auto& c : o.copies) {
-          auto& slot = s.slots[slot_key(c.job, c.copy)];
+          auto& slot = s.slots[c.id()];
           if (!slot) slot = std::make_shared<copy_slot>();
           if (slot->worker.joinable()) slot->worker.join();  // finished in an earlier round
           slot->order = c;
@@ -110,15 +108,14 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
               caf::anon_send(sched, copy_started{rank, round, raw->order.job, raw->order.copy,
                                                  step});
             }, agg, rank);
-            caf::anon_send(me, copy_done_atom::value, slot_key(raw->order.job, raw->order.copy),
-                           round);
+            caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
           });
         }
         if (s.pending == 0) self->send(s.scheduler, round_done{s.cfg.rank, o.round});
       },
-      [=](copy_done_atom, std::int64_t key, std::int64_t round) {
+      [=](copy_done_atom, std::int64_t job, std::int32_t copy, std::int64_t round) {
         auto& s = self->state;
-        auto it = s.slots.find(key);
+        auto it = s.slots.find(copy_id{job, copy});
         if (it == s.slots.end()) return;
         auto& slot = *it->second;
         if (slot.worker.joinable()) slot.worker.join();
@@ -151,7 +148,7 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
           self->send(s.scheduler, round_done{s.cfg.rank, round});
       },
       [=](const stop_copy& sc) {
-        auto it = self->state.slots.find(slot_key(sc.job, sc.copy));
+        auto it = self->state.slots.find(sc.id());
         if (it != self->state.slots.end()) it->second->stop = true;
       },
       [=](shutdown_atom, std::int32_t code) {

@@ -64,11 +64,11 @@ struct node_state {
   std::int64_t heartbeat_seq = 0;                           ///< next heartbeat number
   std::int64_t round = -1;                                  ///< current round
   int pending = 0;                                          ///< copies of `round` not done
-  std::map<std::int64_t, std::shared_ptr<copy_slot>> slots;  ///< by job * 1024 + copy
+  std::map<copy_id, std::shared_ptr<copy_slot>> slots;  ///< by job copy
   static inline const char* name = "tessera.node";          ///< actor name for logs
 };
 
-/// Posted by a worker thread when its round is over: (copy_done_atom, slot key, round).
+/// Posted by a worker thread when its round is over: (copy_done_atom, job, copy, round).
 using copy_done_atom = caf::atom_constant<caf::atom("copydone")>;
 
 /// The node actor's behaviour. It quits with exit_reason::normal on `shutdown_atom, 0`, and

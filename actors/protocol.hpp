@@ -29,6 +29,7 @@
 
 #include <caf/all.hpp>
 
+#include "runtime/plan.hpp"
 #include "runtime/records.hpp"
 
 namespace tessera {
@@ -108,6 +109,8 @@ struct start_copy {
   std::int32_t shards = 0;                ///< shards it computes per step (0 = all K)
   std::int32_t task_times = 1;            ///< task-times per step on its busiest GPU
   std::uint64_t channel = 0;              ///< aggregator channel of the job's collectives
+  /// The job copy it starts.
+  copy_id id() const { return {job, copy}; }
 };
 
 /// One node's part of a round plan.
@@ -122,6 +125,8 @@ struct stop_copy {
   std::int64_t round = 0;  ///< round the copy runs in
   std::int64_t job = 0;    ///< job id
   std::int32_t copy = 0;   ///< copy index
+  /// The job copy to stop.
+  copy_id id() const { return {job, copy}; }
 };
 
 /// A copy has loaded its state and is stepping.
