@@ -1,5 +1,5 @@
 /// @file task_dispatch_bench.cpp
-/// Per-task dispatch overhead of the actor runtime (issue 5): tasks of a trivial job per
+/// Per-task dispatch overhead of the actor runtime: tasks of a trivial job per
 /// second through the scheduler and the nodes, on 4 and 8 node processes under mpirun.
 ///
 ///   build/bench_task_dispatch_bench [--nodes 4,8] [--steps 20000] [--round-length 0.5]

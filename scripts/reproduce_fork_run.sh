@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 (real run): one MLP job trained under mpirun on the 3-node heterogeneous cluster
+# HadarE in the runtime (a real run): one MLP job trained under mpirun on the 3-node heterogeneous cluster
 # config/run_example_cluster.toml (speeds 1, 0.5, 0.25), forked into 3 copies (policy hadare:
 # one copy per node, parameters averaged at every round end) vs unforked (policy hadar: one
 # copy on the fastest node). Both stop at the job's target_loss; the table shows the rounds

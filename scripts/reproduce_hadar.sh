@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 (simulation): Hadar and HadarE against Gavel's heterogeneity-aware makespan
+# Hadar in simulation: Hadar and HadarE against Gavel's heterogeneity-aware makespan
 # (min_total_duration_perf) and LAS (max_min_fairness_perf) policies on Gavel's cluster
 # (config/gavel_108.toml: 36 V100 + 36 P100 + 36 K80, 4 GPUs per server, 360 s rounds) and
 # traces from Gavel's multi-GPU recipe:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 5 (simulation): Hare's online policy (hare, HLAS over task splits) against Gavel's
+# Hare in simulation: Hare's online policy (hare, HLAS over task splits) against Gavel's
 # heterogeneity-aware LAS (max_min_fairness_perf) and plain LAS (max_min_fairness), plus
 # Hare's clairvoyant heuristic (hare_offline) and the ablation without relaxed
 # synchronisation (hare relaxed=0: one task per GPU), on Gavel's cluster
 # (config/gavel_108.toml: 36 V100 + 36 P100 + 36 K80, 4 GPUs per server, 360 s rounds) and
 # traces from Gavel's multi-GPU recipe: 1000 jobs at each arrival rate, windowed JCT over
 # jobs 500-999 (the simulation stops once the window has finished).
-# Writes docs/results/hare_multi_rate<R>_seed<S>.json; docs/benchmarks.md ("Hare (issue 5)")
+# Writes docs/results/hare_multi_rate<R>_seed<S>.json; docs/benchmarks.md (the Hare section)
 # summarises them.
 # usage: scripts/reproduce_hare.sh [SEED] [RATES...]   (run scripts/build.sh first)
 set -euo pipefail

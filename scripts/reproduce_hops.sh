@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6: Hops against Gavel's heterogeneity-aware LAS (max_min_fairness_perf) and FIFO.
+# Hops in simulation: Hops against Gavel's heterogeneity-aware LAS (max_min_fairness_perf) and FIFO.
 #  1. Hops' setting: config/hops_512.toml (64 servers x 8 GPUs, 5 server models) and
 #     `tessera trace generate --preset hops` (500 multi-GPU jobs, Poisson 100 jobs/h), with
 #     360 s rounds (Gavel's) and with 30 s rounds for every policy (Hops refreshes its
@@ -7,7 +7,7 @@
 #     floor, docs/benchmarks.md);
 #  2. Gavel's cluster (config/gavel_108.toml) with every registered policy in one table:
 #     a. the same 500-job trace; b. a Gavel multi-GPU trace, 1000 jobs at 2.8 jobs/h,
-#     windowed JCT over jobs 500-999 (issue 4's online setting).
+#     windowed JCT over jobs 500-999 (the Hadar comparison's online setting).
 # Words after the seed, in any order:
 #   full     also hops ablations (size_value=0 and critical_slack=0: the paper's rules;
 #            preempt_margin=0.5; use_ilp=0; fill_fragments=0) on 1 and 2a, and setting 1 with

@@ -1,4 +1,4 @@
-// Task-level execution of round plans (Hare, issue 5; runtime/task_split.hpp): step times of
+// Task-level execution of round plans (Hare; runtime/task_split.hpp): step times of
 // task splits derived by hand, the simulator running them, and plan validation of splits.
 #include <catch2/catch.hpp>
 
