@@ -550,9 +550,4 @@ allocation_lp_input lp_input_for(const snapshot& s) {
   return in;
 }
 
-double option_or(const options& o, const std::string& name, double fallback) {
-  auto it = o.values().find(name);
-  return it == o.values().end() ? fallback : it->second;
-}
-
 }  // namespace tessera

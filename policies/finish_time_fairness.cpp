@@ -121,19 +121,18 @@ result<allocation> finish_time_fairness::allocate(const snapshot& s) {
 }
 
 std::vector<option_spec> finish_time_fairness_options() {
-  return {{"efficiency_stage",
-           "1: at the final rho, maximise the jobs' summed progress rates keeping every job "
-           "within rho; 0: take the bisection's best allocation as is",
-           1, 0, 1},
+  return {bool_option("efficiency_stage",
+                      "1: at the final rho, maximise the jobs' summed progress rates keeping "
+                      "every job within rho; 0: take the bisection's best allocation as is",
+                      true),
           {"tolerance", "relative width of the rho bracket at which bisection stops", 1e-3,
            1e-9, 0.5},
-          {"max_iterations", "most LPs solved by the bisection per round", 40, 1, 200}};
+          int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200)};
 }
 
 std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o, bool aware) {
   return std::make_unique<finish_time_fairness>(
-      aware, option_or(o, "efficiency_stage", 1) != 0, option_or(o, "tolerance", 1e-3),
-      static_cast<int>(option_or(o, "max_iterations", 40)));
+      aware, o.flag("efficiency_stage"), o.get("tolerance"), o.integer("max_iterations"));
 }
 
 }  // namespace tessera

@@ -31,11 +31,13 @@ std::vector<option_spec> hadar_options() {
       {"price_high",
        "U: per-GPU price of a full pool (utility per GPU of a fresh job on its fastest type)",
        1.0, 1e-6, 1e3},
-      {"mixed_types",
-       "1: one copy's GPUs may span GPU types (task-level heterogeneity); 0: one type", 1, 0, 1},
-      {"value_prices",
-       "1: scale a pool's prices by its value (mean rate/best of the active jobs there); 0: off",
-       1, 0, 1},
+      bool_option("mixed_types",
+                  "1: one copy's GPUs may span GPU types (task-level heterogeneity); 0: one type",
+                  true),
+      bool_option(
+          "value_prices",
+          "1: scale a pool's prices by its value (mean rate/best of the active jobs there); 0: off",
+          true),
       {"critical_share",
        "jobs whose remaining time is at least this x the cluster's drain time go first (0: off)",
        2.0, 0, 100},
@@ -44,7 +46,8 @@ std::vector<option_spec> hadar_options() {
 
 std::vector<option_spec> hadare_options() {
   auto o = hadar_options();
-  o.push_back({"max_copies", "most copies a job is forked into, on distinct servers", 3, 1, 16});
+  o.push_back(
+      int_option("max_copies", "most copies a job is forked into, on distinct servers", 3, 1, 16));
   return o;
 }
 
@@ -346,8 +349,8 @@ hadar_params params_from(const options& o, int max_copies) {
   p.price_low = o.get("price_low");
   p.price_high = o.get("price_high");
   p.critical_share = o.get("critical_share");
-  p.mixed_types = o.get("mixed_types") != 0;
-  p.value_prices = o.get("value_prices") != 0;
+  p.mixed_types = o.flag("mixed_types");
+  p.value_prices = o.flag("value_prices");
   p.max_copies = max_copies;
   return p;
 }
@@ -364,7 +367,7 @@ std::unique_ptr<policy> make_hadar(const options& o) {
 
 std::unique_ptr<policy> make_hadare(const options& o) {
   return make_hadar_policy("hadare",
-                           params_from(o, static_cast<int>(std::lround(o.get("max_copies")))));
+                           params_from(o, o.integer("max_copies")));
 }
 
 }  // namespace tessera

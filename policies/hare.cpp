@@ -227,10 +227,10 @@ round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
 
 std::vector<option_spec> hare_options() {
   return {
-      {"relaxed",
-       "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one task per "
-       "GPU",
-       1, 0, 1},
+      bool_option("relaxed",
+                  "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one "
+                  "task per GPU",
+                  true),
   };
 }
 
@@ -277,7 +277,7 @@ std::unique_ptr<policy> make_hare_ordered(std::string name,
 
 std::unique_ptr<policy> make_hare(const options& o) {
   hare_fill_params p;
-  p.relaxed = o.get("relaxed") != 0;
+  p.relaxed = o.flag("relaxed");
   return make_hare_ordered("hare", hare_service, p);
 }
 

@@ -35,7 +35,7 @@ std::vector<option_spec> hare_offline_options() { return hare_options(); }
 
 std::unique_ptr<policy> make_hare_offline(const options& o) {
   hare_fill_params p;
-  p.relaxed = o.get("relaxed") != 0;
+  p.relaxed = o.flag("relaxed");
   return make_hare_ordered("hare_offline", hare_remaining_work, p);
 }
 

@@ -828,15 +828,15 @@ std::vector<option_spec> hops_options() {
       {"stay_bonus",
        "objective bonus (fraction) for keeping a running job on its server class and GPU count",
        0.05, 0.0, 10.0},
-      {"fill_fragments", "1 = fill leftover GPUs after the ILP, 0 = off (ablation)", 1.0, 0.0,
-       1.0},
-      {"use_ilp",
-       "1 = CBC ILP, 0 = greedy in latency-ratio order (ablation; also the fallback when CBC "
-       "fails)",
-       1.0, 0.0, 1.0},
-      {"split_configs",
-       "1 = low-sensitivity jobs may also split into two halves within a server class", 1.0, 0.0,
-       1.0},
+      bool_option("fill_fragments", "1 = fill leftover GPUs after the ILP, 0 = off (ablation)",
+                  true),
+      bool_option("use_ilp",
+                  "1 = CBC ILP, 0 = greedy in latency-ratio order (ablation; also the fallback "
+                  "when CBC fails)",
+                  true),
+      bool_option("split_configs",
+                  "1 = low-sensitivity jobs may also split into two halves within a server class",
+                  true),
       {"preempt_margin",
        "latency-ratio head start of jobs that ran in the last round (hysteresis against "
        "preemption)",
@@ -861,9 +861,9 @@ std::unique_ptr<policy> make_hops(const options& o) {
   p.ilp_time_limit = o.get("ilp_time_limit");
   p.ilp_gap = o.get("ilp_gap");
   p.stay_bonus = o.get("stay_bonus");
-  p.fill_fragments = o.get("fill_fragments") >= 0.5;
-  p.use_ilp = o.get("use_ilp") >= 0.5;
-  p.split_configs = o.get("split_configs") >= 0.5;
+  p.fill_fragments = o.flag("fill_fragments");
+  p.use_ilp = o.flag("use_ilp");
+  p.split_configs = o.flag("split_configs");
   p.preempt_margin = o.get("preempt_margin");
   p.critical_slack = o.get("critical_slack");
   p.size_value = o.get("size_value");

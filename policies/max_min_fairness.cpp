@@ -32,14 +32,15 @@ result<allocation> max_min_fairness::allocate(const snapshot& s) {
 }
 
 std::vector<option_spec> max_min_fairness_options() {
-  return {{"efficiency_stage",
-           "1: after the max-min optimum, maximise the sum of normalised throughputs keeping "
-           "every job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
-           1, 0, 1}};
+  return {bool_option(
+      "efficiency_stage",
+      "1: after the max-min optimum, maximise the sum of normalised throughputs keeping every "
+      "job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
+      true)};
 }
 
 std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o, bool aware) {
-  return std::make_unique<max_min_fairness>(aware, option_or(o, "efficiency_stage", 1) != 0);
+  return std::make_unique<max_min_fairness>(aware, o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera

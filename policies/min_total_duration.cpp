@@ -28,14 +28,14 @@ result<allocation> min_total_duration::allocate(const snapshot& s) {
 }
 
 std::vector<option_spec> min_total_duration_options() {
-  return {{"efficiency_stage",
-           "1: with the makespan fixed, maximise the rate at which the other jobs shrink; "
-           "0: stop at the makespan optimum",
-           1, 0, 1}};
+  return {bool_option("efficiency_stage",
+                      "1: with the makespan fixed, maximise the rate at which the other jobs "
+                      "shrink; 0: stop at the makespan optimum",
+                      true)};
 }
 
 std::unique_ptr<allocation_policy> make_min_total_duration(const options& o, bool aware) {
-  return std::make_unique<min_total_duration>(aware, option_or(o, "efficiency_stage", 1) != 0);
+  return std::make_unique<min_total_duration>(aware, o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera
