@@ -9,19 +9,18 @@
 
 namespace tessera {
 
-finish_time_fairness::finish_time_fairness(bool aware, bool efficiency_stage, double tolerance,
+finish_time_fairness::finish_time_fairness(bool efficiency_stage, double tolerance,
                                            int max_iterations)
-    : aware_(aware),
-      efficiency_stage_(efficiency_stage),
+    : efficiency_stage_(efficiency_stage),
       tolerance_(tolerance),
       max_iterations_(max_iterations) {}
 
 result<allocation> finish_time_fairness::allocate(const snapshot& s) {
-  const std::string name = aware_ ? "finish_time_fairness_perf" : "finish_time_fairness";
+  const std::string name = "finish_time_fairness_perf";
   if (auto st = check_snapshot(s, name); !st) return st.err();
   const int n = static_cast<int>(s.jobs.size());
   const int k = static_cast<int>(s.cl->types.size());
-  const matrix t = policy_throughputs(s, aware_);
+  const matrix t = policy_throughputs(s);
   const std::vector<double> eq = equal_share_throughputs(s, t);
   rho_ = 0;
   lps_ = 0;
@@ -130,9 +129,9 @@ std::vector<option_spec> finish_time_fairness_options() {
           int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200)};
 }
 
-std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o, bool aware) {
-  return std::make_unique<finish_time_fairness>(
-      aware, o.flag("efficiency_stage"), o.get("tolerance"), o.integer("max_iterations"));
+std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o) {
+  return std::make_unique<finish_time_fairness>(o.flag("efficiency_stage"), o.get("tolerance"),
+                                                o.integer("max_iterations"));
 }
 
 }  // namespace tessera

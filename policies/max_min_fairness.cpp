@@ -6,14 +6,14 @@
 
 namespace tessera {
 
-max_min_fairness::max_min_fairness(bool aware, bool efficiency_stage) : aware_(aware) {
+max_min_fairness::max_min_fairness(bool efficiency_stage) {
   settings_.efficiency_stage = efficiency_stage;
 }
 
 result<allocation> max_min_fairness::allocate(const snapshot& s) {
-  const char* name = aware_ ? "max_min_fairness_perf" : "max_min_fairness";
+  const char* name = "max_min_fairness_perf";
   if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  const matrix t = policy_throughputs(s);
   const std::vector<double> eq = equal_share_throughputs(s, t);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
@@ -39,8 +39,8 @@ std::vector<option_spec> max_min_fairness_options() {
       true)};
 }
 
-std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o, bool aware) {
-  return std::make_unique<max_min_fairness>(aware, o.flag("efficiency_stage"));
+std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o) {
+  return std::make_unique<max_min_fairness>(o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera

@@ -8,9 +8,9 @@
 namespace tessera {
 
 result<allocation> max_sum_throughput::allocate(const snapshot& s) {
-  const char* name = aware_ ? "max_sum_throughput_perf" : "max_sum_throughput";
+  const char* name = "max_sum_throughput_perf";
   if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double best = t[m].empty() ? 0.0 : *std::max_element(t[m].begin(), t[m].end());
@@ -25,8 +25,8 @@ result<allocation> max_sum_throughput::allocate(const snapshot& s) {
 
 std::vector<option_spec> max_sum_throughput_options() { return {}; }
 
-std::unique_ptr<allocation_policy> make_max_sum_throughput(const options&, bool aware) {
-  return std::make_unique<max_sum_throughput>(aware);
+std::unique_ptr<allocation_policy> make_max_sum_throughput(const options&) {
+  return std::make_unique<max_sum_throughput>();
 }
 
 }  // namespace tessera

@@ -6,14 +6,14 @@
 
 namespace tessera {
 
-min_total_duration::min_total_duration(bool aware, bool efficiency_stage) : aware_(aware) {
+min_total_duration::min_total_duration(bool efficiency_stage) {
   settings_.efficiency_stage = efficiency_stage;
 }
 
 result<allocation> min_total_duration::allocate(const snapshot& s) {
-  const char* name = aware_ ? "min_total_duration_perf" : "min_total_duration";
+  const char* name = "min_total_duration_perf";
   if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double rem = s.jobs[m].remaining_steps;
@@ -34,8 +34,8 @@ std::vector<option_spec> min_total_duration_options() {
                       true)};
 }
 
-std::unique_ptr<allocation_policy> make_min_total_duration(const options& o, bool aware) {
-  return std::make_unique<min_total_duration>(aware, o.flag("efficiency_stage"));
+std::unique_ptr<allocation_policy> make_min_total_duration(const options& o) {
+  return std::make_unique<min_total_duration>(o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera
