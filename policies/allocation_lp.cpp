@@ -521,16 +521,15 @@ result<allocation_lp_result> allocation_lp::solve(const allocation_lp_input& in,
   return out;
 }
 
-status check_snapshot(const snapshot& s, const std::string& policy) {
-  if (!s.cl) return error{error_kind::internal, policy + ": snapshot has no cluster"};
+status check_snapshot(const snapshot& s) {
+  if (!s.cl) return error{error_kind::internal, "snapshot has no cluster"};
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const auto* spec = s.jobs[m].spec;
     if (!spec)
-      return error{error_kind::internal,
-                   policy + ": snapshot job " + std::to_string(m) + " has no spec"};
+      return error{error_kind::internal, "snapshot job " + std::to_string(m) + " has no spec"};
     if (spec->scale_factor < 1)
-      return error{error_kind::invalid_input, policy + ": job " + std::to_string(spec->id) +
-                                                  ": scale factor must be >= 1"};
+      return error{error_kind::invalid_input,
+                   "job " + std::to_string(spec->id) + ": scale factor must be >= 1"};
   }
   return {};
 }

@@ -140,8 +140,9 @@ class allocation_lp {
 };
 
 /// Checks what every allocation policy needs of a snapshot (a cluster, a spec per job, and a
-/// positive scale factor); errors name `policy`.
-status check_snapshot(const snapshot& s, const std::string& policy);
+/// positive scale factor). The messages do not name the policy; the Gavel adapter
+/// (make_gavel_policy) prefixes its name.
+status check_snapshot(const snapshot& s);
 
 /// An LP input for the snapshot's jobs: ids, scale factors and GPUs per type, with every row
 /// sized to the cluster's types and set to 0 for the policy to fill.

@@ -25,7 +25,7 @@ bool prefer(fifo_choice choice, const std::vector<double>& t_m, const std::vecto
 }  // namespace
 
 result<allocation> fifo::allocate(const snapshot& s) {
-  if (auto st = check_snapshot(s, choice_ == fifo_choice::fastest ? "fifo_perf" : "fifo"); !st) return st.err();
+  if (auto st = check_snapshot(s); !st) return st.err();
   const int n = static_cast<int>(s.jobs.size());
   const int k = static_cast<int>(s.cl->types.size());
   const matrix t = policy_throughputs(s);

@@ -16,8 +16,7 @@ finish_time_fairness::finish_time_fairness(bool efficiency_stage, double toleran
       max_iterations_(max_iterations) {}
 
 result<allocation> finish_time_fairness::allocate(const snapshot& s) {
-  const std::string name = "finish_time_fairness_perf";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
+  if (auto st = check_snapshot(s); !st) return st.err();
   const int n = static_cast<int>(s.jobs.size());
   const int k = static_cast<int>(s.cl->types.size());
   const matrix t = policy_throughputs(s);
@@ -91,7 +90,7 @@ result<allocation> finish_time_fairness::allocate(const snapshot& s) {
     set_rows(rho);
     auto r = lp_.solve(in, allocation_objective::max_min, ls);
     ++lps_;
-    if (!r) return error{r.err().kind, name + ": " + r.err().message};
+    if (!r) return r.err();
     const double achieved = rho_of(r->x);
     if (achieved < hi) {
       hi = achieved;
@@ -111,7 +110,7 @@ result<allocation> finish_time_fairness::allocate(const snapshot& s) {
     set_rows(hi);
     auto r = lp_.solve(in, allocation_objective::max_min, ls);
     ++lps_;
-    if (!r) return error{r.err().kind, name + ": " + r.err().message};
+    if (!r) return r.err();
     // Take it unless rounding made it (slightly) worse than the bracket's best.
     if (r->value >= 1.0 - 1e-6 && rho_of(r->x) <= hi * (1 + 1e-6)) best.x = std::move(r->x);
   }

@@ -27,7 +27,9 @@ std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t);
 
 /// Wraps an allocation policy and the shared Gavel mechanism (priorities, deficits, lease
 /// extension, consolidated placement) into a policy named `name`. The allocation is
-/// recomputed when the job set changes, or every round if the allocation policy asks.
+/// recomputed when the job set changes, or every round if the allocation policy asks. An
+/// allocation policy does not know its name: its errors reach the caller prefixed with
+/// `name`.
 std::unique_ptr<policy> make_gavel_policy(std::string name,
                                           std::unique_ptr<allocation_policy> alloc);
 

@@ -97,6 +97,7 @@ class hadar_policy final : public policy {
   std::string name() const override { return name_; }
 
   result<round_plan> plan(const snapshot& s) override {
+    if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     const cluster& cl = *s.cl;
     const int n_servers = static_cast<int>(cl.servers.size());
     refresh_cache(s);
@@ -361,13 +362,12 @@ std::unique_ptr<policy> make_hadar_policy(const std::string& name, hadar_params 
   return std::make_unique<hadar_policy>(name, p);
 }
 
-std::unique_ptr<policy> make_hadar(const options& o) {
-  return make_hadar_policy("hadar", params_from(o, 1));
+std::unique_ptr<policy> make_hadar(const std::string& name, const options& o) {
+  return make_hadar_policy(name, params_from(o, 1));
 }
 
-std::unique_ptr<policy> make_hadare(const options& o) {
-  return make_hadar_policy("hadare",
-                           params_from(o, o.integer("max_copies")));
+std::unique_ptr<policy> make_hadare(const std::string& name, const options& o) {
+  return make_hadar_policy(name, params_from(o, o.integer("max_copies")));
 }
 
 }  // namespace tessera

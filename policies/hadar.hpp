@@ -107,10 +107,10 @@ std::vector<option_spec> hadar_options();
 /// HadarE's options: Hadar's plus max_copies (default 3).
 std::vector<option_spec> hadare_options();
 
-/// Builds Hadar (name "hadar"; one copy per job).
-std::unique_ptr<policy> make_hadar(const options& o);
-/// Builds HadarE (name "hadare"; up to max_copies copies per job).
-std::unique_ptr<policy> make_hadare(const options& o);
+/// Builds Hadar (one copy per job) named `name`.
+std::unique_ptr<policy> make_hadar(const std::string& name, const options& o);
+/// Builds HadarE (up to max_copies copies per job) named `name`.
+std::unique_ptr<policy> make_hadare(const std::string& name, const options& o);
 /// Builds either from explicit parameters (`name` is what policy::name returns).
 std::unique_ptr<policy> make_hadar_policy(const std::string& name, hadar_params p);
 

@@ -246,6 +246,7 @@ class hare_ordered_policy final : public policy {
   bool stacks_tasks() const override { return p_.relaxed; }
 
   result<round_plan> plan(const snapshot& s) override {
+    if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     std::vector<double> key(s.jobs.size());
     for (std::size_t i = 0; i < s.jobs.size(); ++i) key[i] = key_(s.jobs[i]);
     std::vector<std::size_t> order(s.jobs.size());
@@ -275,10 +276,10 @@ std::unique_ptr<policy> make_hare_ordered(std::string name,
   return std::make_unique<hare_ordered_policy>(std::move(name), std::move(key), p);
 }
 
-std::unique_ptr<policy> make_hare(const options& o) {
+std::unique_ptr<policy> make_hare(const std::string& name, const options& o) {
   hare_fill_params p;
   p.relaxed = o.flag("relaxed");
-  return make_hare_ordered("hare", hare_service, p);
+  return make_hare_ordered(name, hare_service, p);
 }
 
 }  // namespace tessera

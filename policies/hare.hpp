@@ -114,7 +114,7 @@ std::unique_ptr<policy> make_hare_ordered(std::string name,
 
 /// `hare`'s options: relaxed.
 std::vector<option_spec> hare_options();
-/// Builds `hare`.
-std::unique_ptr<policy> make_hare(const options& o);
+/// Builds `hare` named `name`.
+std::unique_ptr<policy> make_hare(const std::string& name, const options& o);
 
 }  // namespace tessera

@@ -67,7 +67,7 @@ std::vector<double> hare_offline_lower_bound(const cluster& cl, const throughput
 
 /// `hare_offline`'s options: relaxed (as `hare`).
 std::vector<option_spec> hare_offline_options();
-/// Builds `hare_offline`.
-std::unique_ptr<policy> make_hare_offline(const options& o);
+/// Builds `hare_offline` named `name`.
+std::unique_ptr<policy> make_hare_offline(const std::string& name, const options& o);
 
 }  // namespace tessera

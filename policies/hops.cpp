@@ -408,7 +408,7 @@ struct hops::class_rates {
   bool fits_one_server = false;
 };
 
-hops::hops(hops_params p) : p_(p) {}
+hops::hops(std::string name, hops_params p) : name_(std::move(name)), p_(p) {}
 
 hops::~hops() = default;
 
@@ -475,7 +475,7 @@ result<round_plan> hops::plan(const snapshot& s) {
   round_plan out;
   out.start = s.now;
   out.length = s.round_length;
-  if (!s.cl) return error{error_kind::internal, "hops: snapshot without a cluster"};
+  if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
   const cluster& cl = *s.cl;
   stats_.active_jobs = static_cast<int>(s.jobs.size());
   if (s.jobs.empty() || cl.servers.empty()) return out;
@@ -852,7 +852,7 @@ std::vector<option_spec> hops_options() {
   };
 }
 
-std::unique_ptr<policy> make_hops(const options& o) {
+std::unique_ptr<policy> make_hops(const std::string& name, const options& o) {
   hops_params p;
   p.lambda = o.get("lambda");
   p.bias = o.get("bias");
@@ -867,7 +867,7 @@ std::unique_ptr<policy> make_hops(const options& o) {
   p.preempt_margin = o.get("preempt_margin");
   p.critical_slack = o.get("critical_slack");
   p.size_value = o.get("size_value");
-  return std::make_unique<hops>(p);
+  return std::make_unique<hops>(name, p);
 }
 
 }  // namespace tessera

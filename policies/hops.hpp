@@ -171,12 +171,12 @@ struct hops_round_stats {
 /// The Hops policy.
 class hops final : public policy {
  public:
-  /// A policy with the given parameters.
-  explicit hops(hops_params p);
+  /// A policy named `name` (its registry name) with the given parameters.
+  hops(std::string name, hops_params p);
   /// Out of line: the rate cache holds a type complete only in hops.cpp.
   ~hops() override;
-  /// "hops".
-  std::string name() const override { return "hops"; }
+  /// The name it was built with.
+  std::string name() const override { return name_; }
   /// Plans one round (steps 1-6 above).
   result<round_plan> plan(const snapshot& s) override;
   /// Figures of the last round planned.
@@ -189,6 +189,7 @@ class hops final : public policy {
   const class_rates& rates_for(const std::string& job_type, int gpus);
   void refresh_classes(const snapshot& s, const server_throughput& rt);
 
+  std::string name_;
   hops_params p_;
   hops_round_stats stats_;
   hops_ilp_input last_ilp_;
@@ -207,7 +208,7 @@ class hops final : public policy {
 /// stay_bonus, fill_fragments, use_ilp, split_configs.
 std::vector<option_spec> hops_options();
 
-/// Builds Hops from validated options.
-std::unique_ptr<policy> make_hops(const options& o);
+/// Builds Hops named `name` from validated options.
+std::unique_ptr<policy> make_hops(const std::string& name, const options& o);
 
 }  // namespace tessera

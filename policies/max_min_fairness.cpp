@@ -11,22 +11,20 @@ max_min_fairness::max_min_fairness(bool efficiency_stage) {
 }
 
 result<allocation> max_min_fairness::allocate(const snapshot& s) {
-  const char* name = "max_min_fairness_perf";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
+  if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
   const std::vector<double> eq = equal_share_throughputs(s, t);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double w = s.jobs[m].spec->priority_weight;
     if (!(w > 0))
-      return error{error_kind::invalid_input,
-                   std::string(name) + ": job " + std::to_string(s.jobs[m].spec->id) +
-                       ": priority weight must be positive"};
+      return error{error_kind::invalid_input, "job " + std::to_string(s.jobs[m].spec->id) +
+                                                  ": priority weight must be positive"};
     if (eq[m] <= 0) continue;  // runs nowhere: row stays 0
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / (w * eq[m]);
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   return allocation{last_.x};
 }

@@ -8,8 +8,7 @@
 namespace tessera {
 
 result<allocation> max_sum_throughput::allocate(const snapshot& s) {
-  const char* name = "max_sum_throughput_perf";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
+  if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
@@ -18,7 +17,7 @@ result<allocation> max_sum_throughput::allocate(const snapshot& s) {
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / best;
   }
   auto r = lp_.solve(in, allocation_objective::max_sum);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   return allocation{last_.x};
 }

@@ -11,8 +11,7 @@ min_total_duration::min_total_duration(bool efficiency_stage) {
 }
 
 result<allocation> min_total_duration::allocate(const snapshot& s) {
-  const char* name = "min_total_duration_perf";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
+  if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
@@ -21,7 +20,7 @@ result<allocation> min_total_duration::allocate(const snapshot& s) {
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / rem;
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   makespan_ = last_.value > 0 ? 1.0 / last_.value : 0.0;
   return allocation{last_.x};

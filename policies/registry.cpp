@@ -26,7 +26,9 @@ policy_entry gavel(std::string name, std::string summary, std::vector<option_spe
   e.name = name;
   e.summary = std::move(summary);
   e.options = std::move(opts);
-  e.make = [name, make](const options& o) { return make_gavel_policy(name, make(o)); };
+  e.make = [make](const std::string& n, const options& o) {
+    return make_gavel_policy(n, make(o));
+  };
   return e;
 }
 
@@ -79,7 +81,7 @@ result<std::unique_ptr<policy>> make_policy(const std::string& name,
     if (e.name != name) continue;
     auto opts = validate_options(e.options, args, where);
     if (!opts) return opts.err();
-    return e.make(opts.value());
+    return e.make(e.name, opts.value());
   }
   std::string valid;
   for (const auto& e : policy_registry()) valid += (valid.empty() ? "" : ", ") + e.name;

@@ -34,9 +34,20 @@ TEST_CASE("registry: Gavel policies are listed and build", "[policies]") {
   for (const auto& name : gavel) {
     INFO(name);
     CHECK(std::find(listed.begin(), listed.end(), name) != listed.end());
-    auto p = make_policy(name);
+  }
+}
+
+TEST_CASE("registry: every policy reports its registry name and errors under it",
+          "[policies]") {
+  for (const auto& e : policy_registry()) {
+    INFO(e.name);
+    auto p = make_policy(e.name);
     REQUIRE(p.ok());
-    CHECK(p.value()->name() == name);
+    CHECK(p.value()->name() == e.name);
+    snapshot no_cluster;  // a broken snapshot: every policy refuses it, naming itself
+    auto plan = p.value()->plan(no_cluster);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.err().message.rfind(e.name + ": ", 0) == 0);
   }
 }
 
