@@ -52,6 +52,10 @@
 
 namespace tessera {
 
+namespace detail {
+struct ftf_round;
+}  // namespace detail
+
 /// Gavel's finish-time-fairness allocation.
 class finish_time_fairness final : public allocation_policy {
  public:
@@ -67,6 +71,14 @@ class finish_time_fairness final : public allocation_policy {
   int last_lp_count() const { return lps_; }
 
  private:
+  /// Bisection on rho (trials until the bracket is within tolerance or max_iterations LPs);
+  /// narrows `r`'s bracket and keeps the best allocation found in `best`.
+  status bisect(detail::ftf_round& r, allocation_lp_input& in, allocation& best);
+  /// The last LP at rho = hi, maximising the jobs' summed progress rates within it; taken
+  /// into `best` unless rounding made it worse.
+  status efficiency_stage(const detail::ftf_round& r, allocation_lp_input& in,
+                          allocation& best);
+
   bool efficiency_stage_;
   double tolerance_;
   int max_iterations_;
