@@ -56,21 +56,21 @@ status add_config_columns(const hops_ilp_input& in, milp_model& m, config_column
   out.used_class.assign(n_classes, false);
   for (std::size_t i = 0; i < n_jobs; ++i) {
     if (in.value[i].size() != in.configs[i].size())
-      return error{error_kind::invalid_input, "hops ILP: one value per configuration expected"};
+      return error{error_kind::invalid_input, "Hops ILP: one value per configuration expected"};
     for (std::size_t c = 0; c < in.configs[i].size(); ++c) {
       const auto& cf = in.configs[i][c];
       if (cf.cls < 0 || cf.cls >= static_cast<int>(n_classes))
-        return error{error_kind::invalid_input, "hops ILP: configuration names no class"};
+        return error{error_kind::invalid_input, "Hops ILP: configuration names no class"};
       const auto& k = in.classes[cf.cls];
       int gpus = cf.whole_servers * k.capacity;
       for (int d : cf.pieces) {
         if (d <= 0 || d > k.capacity)
-          return error{error_kind::invalid_input, "hops ILP: share size outside the server"};
+          return error{error_kind::invalid_input, "Hops ILP: share size outside the server"};
         out.sizes[cf.cls].insert(d);
         gpus += d;
       }
       if (gpus != cf.gpus || cf.whole_servers < 0)
-        return error{error_kind::invalid_input, "hops ILP: configuration GPUs do not add up"};
+        return error{error_kind::invalid_input, "Hops ILP: configuration GPUs do not add up"};
       out.used_class[cf.cls] = true;
       out.col[i].push_back(m.add_binary(std::max(0.0, in.value[i][c])));
     }
@@ -140,7 +140,7 @@ result<std::vector<class_patterns>> add_capacity_rows(const hops_ilp_input& in,
           fill_patterns(std::vector<int>(cc.sizes[k].begin(), cc.sizes[k].end()), cls.capacity);
       if (cp.patterns.empty())
         return error{error_kind::solver_failed,
-                     "hops ILP: too many fill patterns for servers of " +
+                     "Hops ILP: too many fill patterns for servers of " +
                          std::to_string(cls.capacity) + " GPUs"};
     }
     add_server_row(in, k, cc, m, cp);
@@ -188,7 +188,7 @@ std::vector<std::vector<int>> fill_patterns(const std::vector<int>& sizes_in, in
 
 result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_settings& s) {
   if (in.value.size() != in.configs.size())
-    return error{error_kind::invalid_input, "hops ILP: one value row per job expected"};
+    return error{error_kind::invalid_input, "Hops ILP: one value row per job expected"};
   milp_model m;
   m.set_sense(lp_sense::maximize);
   config_columns cc;
