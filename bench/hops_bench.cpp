@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     }
     hops_params hp;
     hp.ilp_time_limit = time_limit;
-    hops h(hp);
+    hops h("hops", hp);
     std::vector<double> ilp, plan;
     int placed = 0;
     for (int r = 0; r < repeat; ++r) {

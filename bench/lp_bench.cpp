@@ -150,9 +150,9 @@ int round_policies(int n, std::uint64_t seed, int repeat, const throughput_table
         for (const auto& j : round.specs) round.remaining.push_back(j.total_steps);
       std::unique_ptr<allocation_policy> p;
       if (ftf)
-        p = std::make_unique<finish_time_fairness>(true, true, 1e-3, 40);
+        p = std::make_unique<finish_time_fairness>(true, 1e-3, 40);
       else
-        p = std::make_unique<min_total_duration>(true, true);
+        p = std::make_unique<min_total_duration>(true);
       const snapshot s0 = round.snap_for(n);
       auto t0 = clock_type::now();
       auto a = p->allocate(s0);
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
       double t_star = 0;
       for (int r = 0; r < repeat; ++r) {
         {
-          max_min_fairness p(true, true);
+          max_min_fairness p(true);
           auto t0 = clock_type::now();
           auto a = p.allocate(before);
           cold.push_back(ms_since(t0));
@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
           warm_flag = p.last_solve().warm;
         }
         {
-          max_min_fairness p(true, false);
+          max_min_fairness p(false);
           auto t0 = clock_type::now();
           auto a = p.allocate(before);
           cold1.push_back(ms_since(t0));
@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
         int it = 0;
         double value = 0;
         for (int r = 0; r < reps; ++r) {
-          max_min_fairness p(true, false);
+          max_min_fairness p(false);
           p.settings().aggregate = false;
           p.settings().crash = false;
           auto t0 = clock_type::now();

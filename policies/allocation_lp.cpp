@@ -336,6 +336,148 @@ void carry(carried_basis& into, allocation_objective obj, int k, const built_mod
   into.x = std::move(x);
 }
 
+/// The classes of one call's jobs: jobs with identical rows over usable types (a type with
+/// fewer GPUs than the job's scale is not usable) and equal scale share one when
+/// `aggregate`; `class_of` gives each job's class, -1 for a job with no usable coefficient.
+std::vector<job_class> build_classes(const allocation_lp_input& in, bool aggregate,
+                                     std::vector<int>& class_of) {
+  const int n = static_cast<int>(in.rows.size());
+  const int k = static_cast<int>(in.capacity.size());
+  std::vector<job_class> classes;
+  class_of.assign(n, -1);
+  std::unordered_map<std::string, int> index;
+  if (aggregate) index.reserve(static_cast<std::size_t>(n) * 2);
+  std::vector<double> a(k);
+  for (int m = 0; m < n; ++m) {
+    bool any = false;
+    for (int j = 0; j < k; ++j) {
+      const double v = in.rows[m][j];
+      a[j] = (v > 0 && in.capacity[j] >= in.scale[m]) ? v : 0.0;  // also folds -0.0
+      any = any || a[j] > 0;
+    }
+    if (!any) continue;
+    int c = static_cast<int>(classes.size());
+    if (aggregate) {
+      auto [it, fresh] = index.emplace(bytes_key(in.scale[m], a), c);
+      if (fresh) classes.push_back(job_class{a, in.scale[m], 0});
+      c = it->second;
+    } else {
+      classes.push_back(job_class{a, in.scale[m], 0});
+    }
+    ++classes[c].count;
+    class_of[m] = c;
+  }
+  return classes;
+}
+
+/// max_min is invariant to scaling every row by one constant; scales so that the tightest
+/// class's best coefficient is 1, which keeps t* of order 1 for CLP's tolerances. Returns the
+/// factor divided out.
+double normalise_rows(std::vector<job_class>& classes) {
+  double norm = lp_inf;
+  for (const auto& c : classes) norm = std::min(norm, *std::max_element(c.a.begin(), c.a.end()));
+  for (auto& c : classes)
+    for (double& v : c.a) v /= norm;
+  return norm;
+}
+
+/// One call's class LP, loaded into the solver: the input, its classes and the model's
+/// layout.
+struct class_lp {
+  const allocation_lp_input& in;
+  allocation_objective obj;
+  int k = 0;                       ///< GPU types
+  std::vector<int> class_of;       ///< per job, -1 for none
+  std::vector<job_class> classes;
+  built_model bm;                  ///< layout only once loaded
+};
+
+/// Sets the solver's starting basis from `from` (an earlier call's optimum) when warm starts
+/// are on and its classes match some of this call's; false when it did not.
+result<bool> start_from(lp_solver& solver, const carried_basis& from, const class_lp& lp,
+                        bool warm_start) {
+  std::vector<int> src;
+  if (!warm_start || !from.usable(lp.obj, lp.k) ||
+      !match_classes(from, lp.in, lp.class_of, static_cast<int>(lp.classes.size()), src))
+    return false;
+  lp_basis b = map_basis(from.basis, from.x, from.layout, lp.bm, src, solver.num_columns(),
+                         solver.num_rows());
+  if (auto bs = solver.set_basis(b); !bs) return bs.err();
+  return true;
+}
+
+/// Solves from the solver's current basis; an error when CLP fails or stops short of the
+/// optimum.
+result<lp_solution> solve_to_optimum(lp_solver& solver, const lp_settings& ls) {
+  auto r = solver.solve(ls);
+  if (!r) return r.err();
+  if (!r->optimal())
+    return error{error_kind::solver_failed,
+                 std::string("allocation lp: solve ended ") + to_string(r->outcome)};
+  return r;
+}
+
+/// The efficiency stage on the loaded model after the first stage's optimum t*: keeps every
+/// class at t* (1 - slack) and maximises the sum. It starts from the last second-stage
+/// optimum when there is one, else from the crash's basis (dual simplex: the objective barely
+/// moved, but jobs arrived or t* moved), else from the first stage's optimum (primal: still
+/// feasible). On an optimum, `y` takes it and `second` its basis; a stage that stops short
+/// leaves `y` as it is. An error when CLP fails.
+status run_efficiency_stage(lp_solver& solver, carried_basis& second, const class_lp& lp,
+                            double t_star, const lp_basis& crash_second,
+                            const allocation_lp_settings& s, const lp_settings& ls,
+                            std::vector<double>& y, int& iterations) {
+  if (!set_efficiency_stage(solver, lp.bm, lp.classes, t_star, s.efficiency_slack)) return {};
+  bool carried = false;
+  auto warm = start_from(solver, second, lp, s.warm_start);
+  if (!warm) return {};  // the carried basis did not fit: skip the stage
+  if (warm.value()) {
+    carried = true;
+  } else if (!crash_second.empty()) {
+    if (!solver.set_basis(crash_second)) return {};
+    carried = true;
+  }
+  lp_settings ls2 = ls;
+  ls2.algorithm = carried ? lp_algorithm::dual : lp_algorithm::primal;
+  auto r2 = solver.solve(ls2);
+  if (!r2) return r2.err();
+  iterations += r2->iterations;
+  if (r2->optimal()) {
+    y = r2->x;
+    carry(second, lp.obj, lp.k, lp.bm, lp.in, lp.class_of, solver.basis(), r2->x);
+  }
+  return {};
+}
+
+/// Copies each class's solution `y` to its jobs (clamped to [0, 1], tiny values dropped, a
+/// row over 1 scaled to 1), then shrinks any type whose capacity CLP's tolerance overshot
+/// (a few 1e-6 GPUs was seen): the mechanism needs the capacity exactly.
+void jobs_from_classes(const class_lp& lp, const std::vector<double>& y,
+                       std::vector<std::vector<double>>& x) {
+  const int n = static_cast<int>(lp.in.rows.size());
+  for (int m = 0; m < n; ++m) {
+    const int c = lp.class_of[m];
+    if (c < 0) continue;
+    double sum = 0;
+    for (int j = 0; j < lp.k; ++j) {
+      const int col = lp.bm.layout[c].col[j];
+      const double v = col >= 0 ? std::clamp(y[col], 0.0, 1.0) : 0.0;
+      x[m][j] = v < 1e-12 ? 0.0 : v;
+      sum += x[m][j];
+    }
+    if (sum > 1.0)
+      for (double& v : x[m]) v /= sum;
+  }
+  for (int j = 0; j < lp.k; ++j) {
+    double used = 0;
+    for (int m = 0; m < n; ++m) used += lp.in.scale[m] * x[m][j];
+    if (used > lp.in.capacity[j] && used > 0) {
+      const double f = lp.in.capacity[j] / used;
+      for (int m = 0; m < n; ++m) x[m][j] *= f;
+    }
+  }
+}
+
 }  // namespace
 
 struct allocation_lp::state {
@@ -360,177 +502,77 @@ result<allocation_lp_result> allocation_lp::solve(const allocation_lp_input& in,
   const auto t0 = std::chrono::steady_clock::now();
   if (auto st = check_input(in); !st) return st.err();
   auto& st = *state_;
-  const int n = static_cast<int>(in.rows.size());
-  const int k = static_cast<int>(in.capacity.size());
   const bool maxmin = obj == allocation_objective::max_min;
-
+  class_lp lp{in, obj, static_cast<int>(in.capacity.size()), {}, {}, {}};
   allocation_lp_result out;
-  out.x.assign(n, std::vector<double>(k, 0.0));
+  out.x.assign(in.rows.size(), std::vector<double>(lp.k, 0.0));
 
-  // ---- classes ---------------------------------------------------------------------------
-  std::vector<job_class> classes;
-  std::vector<int> class_of(n, -1);
-  {
-    std::unordered_map<std::string, int> index;
-    if (s.aggregate) index.reserve(static_cast<std::size_t>(n) * 2);
-    std::vector<double> a(k);
-    for (int m = 0; m < n; ++m) {
-      bool any = false;
-      for (int j = 0; j < k; ++j) {
-        const double v = in.rows[m][j];
-        a[j] = (v > 0 && in.capacity[j] >= in.scale[m]) ? v : 0.0;  // also folds -0.0
-        any = any || a[j] > 0;
-      }
-      if (!any) continue;
-      int c = static_cast<int>(classes.size());
-      if (s.aggregate) {
-        auto [it, fresh] = index.emplace(bytes_key(in.scale[m], a), c);
-        if (fresh) classes.push_back(job_class{a, in.scale[m], 0});
-        c = it->second;
-      } else {
-        classes.push_back(job_class{a, in.scale[m], 0});
-      }
-      ++classes[c].count;
-      class_of[m] = c;
-    }
-  }
-  const int nclass = static_cast<int>(classes.size());
-  out.classes = nclass;
-  if (nclass == 0) {
+  lp.classes = build_classes(in, s.aggregate, lp.class_of);
+  out.classes = static_cast<int>(lp.classes.size());
+  if (lp.classes.empty()) {
     out.seconds = seconds_since(t0);
     return out;
   }
+  const double norm = maxmin ? normalise_rows(lp.classes) : 1.0;
 
-  // max_min is invariant to scaling every row by one constant; scale so that the tightest
-  // job's best coefficient is 1, which keeps t* of order 1 for CLP's tolerances.
-  double norm = 1.0;
-  if (maxmin) {
-    norm = lp_inf;
-    for (const auto& c : classes) norm = std::min(norm, *std::max_element(c.a.begin(), c.a.end()));
-    for (auto& c : classes)
-      for (double& v : c.a) v /= norm;
-  }
-
-  // ---- model and starting basis ----------------------------------------------------------
-  built_model bm = build_model(classes, in.capacity, maxmin);
-  auto& solver = st.solver;
-  if (auto ls = solver.load(bm.model, false); !ls) return ls.err();
-  bm.model = lp_model{};  // loaded into CLP; only the layout is needed from here on
-
-  std::vector<int> src;
-  if (s.warm_start && st.first.usable(obj, k) &&
-      match_classes(st.first, in, class_of, nclass, src)) {
-    lp_basis b = map_basis(st.first.basis, st.first.x, st.first.layout, bm, src,
-                           solver.num_columns(), solver.num_rows());
-    if (auto bs = solver.set_basis(b); !bs) return bs.err();
-    out.warm = true;
-  }
+  // The model and its starting basis: the last call's optimum, else a crash.
+  lp.bm = build_model(lp.classes, in.capacity, maxmin);
+  if (auto ls = st.solver.load(lp.bm.model, false); !ls) return ls.err();
+  lp.bm.model = lp_model{};  // loaded into CLP; only the layout is needed from here on
+  auto warm = start_from(st.solver, st.first, lp, s.warm_start);
+  if (!warm) return warm.err();
+  out.warm = warm.value();
   lp_basis crash_second;  // crash basis for the efficiency stage
   if (!out.warm && s.crash) {
-    crash_bases cb = crash_basis(classes, bm, solver.num_columns(), solver.num_rows(),
-                                 in.capacity, maxmin, s.crash_min_classes, s.efficiency_stage,
-                                 s.efficiency_slack);
+    crash_bases cb = crash_basis(lp.classes, lp.bm, st.solver.num_columns(),
+                                 st.solver.num_rows(), in.capacity, maxmin,
+                                 s.crash_min_classes, s.efficiency_stage, s.efficiency_slack);
     if (!cb.first.empty()) {
-      if (auto bs = solver.set_basis(cb.first); !bs) return bs.err();
+      if (auto bs = st.solver.set_basis(cb.first); !bs) return bs.err();
       out.crashed = true;
       crash_second = std::move(cb.second);
     }
   }
 
-  // ---- stage 1 ---------------------------------------------------------------------------
+  // Stage 1.
   lp_settings ls;
   ls.algorithm = lp_algorithm::dual;
   ls.time_limit_s = s.time_limit_s;
-  auto r1 = solver.solve(ls);
+  auto r1 = solve_to_optimum(st.solver, ls);
   if (!r1) {
     reset();
     return r1.err();
   }
-  if (!r1->optimal()) {
-    reset();
-    return error{error_kind::solver_failed,
-                 std::string("allocation lp: solve ended ") + to_string(r1->outcome)};
-  }
   out.iterations += r1->iterations;
   std::vector<double> y = r1->x;
-  const double t_star = maxmin ? r1->x[bm.t_col] : 0.0;
+  const double t_star = maxmin ? r1->x[lp.bm.t_col] : 0.0;
   out.value = maxmin ? t_star * norm : r1->objective;
-  carry(st.first, obj, k, bm, in, class_of, solver.basis(), r1->x);
+  carry(st.first, obj, lp.k, lp.bm, in, lp.class_of, st.solver.basis(), r1->x);
 
-  // ---- stage 2: efficiency ---------------------------------------------------------------
+  // Stage 2: efficiency.
   if (maxmin && s.efficiency_stage) {
-    bool ok = set_efficiency_stage(solver, bm, classes, t_star, s.efficiency_slack);
-    // Start from the last second-stage optimum when there is one (else the crash's): the
-    // second stage moves little from call to call, while it can be far from the first
-    // stage's vertex.
-    bool carried = false;
-    if (ok && s.warm_start && st.second.usable(obj, k) &&
-        match_classes(st.second, in, class_of, nclass, src)) {
-      ok = static_cast<bool>(solver.set_basis(
-          map_basis(st.second.basis, st.second.x, st.second.layout, bm, src,
-                    solver.num_columns(), solver.num_rows())));
-      carried = true;
-    } else if (ok && !crash_second.empty()) {
-      ok = static_cast<bool>(solver.set_basis(crash_second));
-      carried = true;
-    }
-    if (ok) {
-      lp_settings ls2 = ls;
-      // From the first stage's optimum the basis is primal feasible: primal simplex. From a
-      // carried-over second-stage basis it is nearly dual feasible (the objective barely
-      // moved) but primal infeasible where jobs arrived or t* moved: dual simplex.
-      ls2.algorithm = carried ? lp_algorithm::dual : lp_algorithm::primal;
-      auto r2 = solver.solve(ls2);
-      if (!r2) {
-        reset();
-        return r2.err();
-      }
-      out.iterations += r2->iterations;
-      if (r2->optimal()) {
-        y = r2->x;  // otherwise keep the first stage's optimum
-        carry(st.second, obj, k, bm, in, class_of, solver.basis(), r2->x);
-      }
+    if (auto e = run_efficiency_stage(st.solver, st.second, lp, t_star, crash_second, s, ls, y,
+                                      out.iterations);
+        !e) {
+      reset();
+      return e.err();
     }
   }
 
-  // ---- copy class solutions to jobs ------------------------------------------------------
-  for (int m = 0; m < n; ++m) {
-    const int c = class_of[m];
-    if (c < 0) continue;
-    double sum = 0;
-    for (int j = 0; j < k; ++j) {
-      const int col = bm.layout[c].col[j];
-      const double v = col >= 0 ? std::clamp(y[col], 0.0, 1.0) : 0.0;
-      out.x[m][j] = v < 1e-12 ? 0.0 : v;
-      sum += out.x[m][j];
-    }
-    if (sum > 1.0)
-      for (double& v : out.x[m]) v /= sum;
-  }
-  // CLP meets rows to its tolerance in the scaled model (a few 1e-6 GPUs over on a capacity
-  // row was seen); the mechanism needs the capacity exactly, so shrink an overfull type.
-  for (int j = 0; j < k; ++j) {
-    double used = 0;
-    for (int m = 0; m < n; ++m) used += in.scale[m] * out.x[m][j];
-    if (used > in.capacity[j] && used > 0) {
-      const double f = in.capacity[j] / used;
-      for (int m = 0; m < n; ++m) out.x[m][j] *= f;
-    }
-  }
+  jobs_from_classes(lp, y, out.x);
   out.seconds = seconds_since(t0);
   return out;
 }
 
-status check_snapshot(const snapshot& s, const std::string& policy) {
-  if (!s.cl) return error{error_kind::internal, policy + ": snapshot has no cluster"};
+status check_snapshot(const snapshot& s) {
+  if (!s.cl) return error{error_kind::internal, "snapshot has no cluster"};
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const auto* spec = s.jobs[m].spec;
     if (!spec)
-      return error{error_kind::internal,
-                   policy + ": snapshot job " + std::to_string(m) + " has no spec"};
+      return error{error_kind::internal, "snapshot job " + std::to_string(m) + " has no spec"};
     if (spec->scale_factor < 1)
-      return error{error_kind::invalid_input, policy + ": job " + std::to_string(spec->id) +
-                                                  ": scale factor must be >= 1"};
+      return error{error_kind::invalid_input,
+                   "job " + std::to_string(spec->id) + ": scale factor must be >= 1"};
   }
   return {};
 }
@@ -548,11 +590,6 @@ allocation_lp_input lp_input_for(const snapshot& s) {
   in.capacity.resize(k);
   for (std::size_t j = 0; j < k; ++j) in.capacity[j] = s.cl->types[j].gpus;
   return in;
-}
-
-double option_or(const options& o, const std::string& name, double fallback) {
-  auto it = o.values().find(name);
-  return it == o.values().end() ? fallback : it->second;
 }
 
 }  // namespace tessera

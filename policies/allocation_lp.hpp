@@ -66,7 +66,6 @@
 #include <string>
 #include <vector>
 
-#include "policies/options.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/result.hpp"
@@ -141,15 +140,12 @@ class allocation_lp {
 };
 
 /// Checks what every allocation policy needs of a snapshot (a cluster, a spec per job, and a
-/// positive scale factor); errors name `policy`.
-status check_snapshot(const snapshot& s, const std::string& policy);
+/// positive scale factor). The messages do not name the policy; the Gavel adapter
+/// (make_gavel_policy) prefixes its name.
+status check_snapshot(const snapshot& s);
 
 /// An LP input for the snapshot's jobs: ids, scale factors and GPUs per type, with every row
 /// sized to the cluster's types and set to 0 for the policy to fill.
 allocation_lp_input lp_input_for(const snapshot& s);
-
-/// The value of option `name`, or `fallback` when `o` does not hold it (e.g. a policy built
-/// directly with default-constructed options rather than through the registry).
-double option_or(const options& o, const std::string& name, double fallback);
 
 }  // namespace tessera

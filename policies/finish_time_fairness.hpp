@@ -2,11 +2,12 @@
 /// @file finish_time_fairness.hpp
 /// Finish-time fairness (Themis, NSDI'20) as Gavel computes it over time fractions (Gavel,
 /// OSDI'20, section 4.2 "Other Policies as Optimization Problems", finish-time fairness;
-/// `aware` = the heterogeneity-aware `_perf` variant).
+/// heterogeneity-aware, the agnostic variant runs it on the type-blind view,
+/// policies/type_blind.hpp).
 ///
 /// Objective: minimise max_m rho_m with
 ///   rho_m = (t_m + rem_m / efftput_m) / iso_m,  efftput_m = sum_j T[m][j] x[m][j],
-/// where T = policy_throughputs(s, aware), t_m = s.now - arrival (time since the job
+/// where T = policy_throughputs(s), t_m = s.now - arrival (time since the job
 /// arrived), rem_m = remaining_steps, and iso_m = total_steps / T_equal_m is the time the
 /// whole job would take alone on an equal 1/M share of the cluster (T_equal_m from
 /// equal_share_throughputs; M counts the snapshot's active jobs). rho_m < 1 means the job
@@ -51,12 +52,15 @@
 
 namespace tessera {
 
+namespace detail {
+struct ftf_round;
+}  // namespace detail
+
 /// Gavel's finish-time-fairness allocation.
 class finish_time_fairness final : public allocation_policy {
  public:
   /// Bisection stops at relative bracket width `tolerance` or after `max_iterations` LPs.
-  finish_time_fairness(bool aware, bool efficiency_stage, double tolerance,
-                       int max_iterations);
+  finish_time_fairness(bool efficiency_stage, double tolerance, int max_iterations);
   /// Time fractions minimising the largest finish-time fairness ratio rho.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress and time change rho, so the allocation is recomputed every round.
@@ -67,7 +71,14 @@ class finish_time_fairness final : public allocation_policy {
   int last_lp_count() const { return lps_; }
 
  private:
-  bool aware_;
+  /// Bisection on rho (trials until the bracket is within tolerance or max_iterations LPs);
+  /// narrows `r`'s bracket and keeps the best allocation found in `best`.
+  status bisect(detail::ftf_round& r, allocation_lp_input& in, allocation& best);
+  /// The last LP at rho = hi, maximising the jobs' summed progress rates within it; taken
+  /// into `best` unless rounding made it worse.
+  status efficiency_stage(const detail::ftf_round& r, allocation_lp_input& in,
+                          allocation& best);
+
   bool efficiency_stage_;
   double tolerance_;
   int max_iterations_;
@@ -79,7 +90,7 @@ class finish_time_fairness final : public allocation_policy {
 /// Options of finish_time_fairness: `efficiency_stage`, `tolerance`, `max_iterations`.
 std::vector<option_spec> finish_time_fairness_options();
 
-/// Builds finish-time fairness (aware = heterogeneity-aware `_perf` variant).
-std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o, bool aware);
+/// Builds finish-time fairness from validated options.
+std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o);
 
 }  // namespace tessera

@@ -20,7 +20,7 @@ class gavel_policy final : public policy {
     const bool new_set = !have_ || s.job_set_version != version_;
     if (new_set || alloc_->recompute_every_round()) {
       auto a = alloc_->allocate(s);
-      if (!a) return a.err();
+      if (!a) return error{a.err().kind, name_ + ": " + a.err().message};
       if (a->x.size() != s.jobs.size())
         return error{error_kind::internal, name_ + ": allocation has " +
                                                std::to_string(a->x.size()) + " rows for " +

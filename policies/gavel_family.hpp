@@ -1,9 +1,8 @@
 #pragma once
 /// @file gavel_family.hpp
 /// Pieces shared by Gavel's policies (OSDI'20, section 4): the throughput matrix a policy
-/// optimises over (heterogeneity-aware or -agnostic), the equal-share throughput used to
-/// normalise fairness objectives, and the adapter that runs an allocation policy through the
-/// shared round mechanism.
+/// optimises over, the equal-share throughput used to normalise fairness objectives, and the
+/// adapter that runs an allocation policy through the shared round mechanism.
 
 #include <memory>
 #include <string>
@@ -16,11 +15,10 @@ namespace tessera {
 /// Row-major dense matrix of jobs x GPU types.
 using matrix = std::vector<std::vector<double>>;
 
-/// Throughputs the policy sees. Aware: the snapshot's per-type values. Agnostic: every GPU
-/// looks the same, so each job's row is replaced by its mean over the types it can run on
-/// (for max-min fairness this is the same as Gavel's "all throughputs = 1"; for makespan it
-/// keeps the steps-per-second scale that the objective needs).
-matrix policy_throughputs(const snapshot& s, bool aware);
+/// Throughputs the policy sees: the snapshot's per-type values (negatives read as 0). The
+/// heterogeneity-agnostic variants see them through the type-blind pooled view
+/// (policies/type_blind.hpp), i.e. one type holding each job's mean.
+matrix policy_throughputs(const snapshot& s);
 
 /// Throughput of each job under an equal 1/M share of the cluster: time fraction
 /// f = min(1, G / sum_m scale_m) spread over the types in proportion to their GPU counts,
@@ -29,7 +27,9 @@ std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t);
 
 /// Wraps an allocation policy and the shared Gavel mechanism (priorities, deficits, lease
 /// extension, consolidated placement) into a policy named `name`. The allocation is
-/// recomputed when the job set changes, or every round if the allocation policy asks.
+/// recomputed when the job set changes, or every round if the allocation policy asks. An
+/// allocation policy does not know its name: its errors reach the caller prefixed with
+/// `name`.
 std::unique_ptr<policy> make_gavel_policy(std::string name,
                                           std::unique_ptr<allocation_policy> alloc);
 

@@ -5,25 +5,12 @@
 
 namespace tessera {
 
-matrix policy_throughputs(const snapshot& s, bool aware) {
+matrix policy_throughputs(const snapshot& s) {
   const std::size_t k = s.cl ? s.cl->types.size() : 0;
   matrix t(s.jobs.size(), std::vector<double>(k, 0.0));
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const auto& tp = s.jobs[m].throughput;
     for (std::size_t j = 0; j < k && j < tp.size(); ++j) t[m][j] = std::max(0.0, tp[j]);
-    if (aware) continue;
-    // Agnostic: every type the job can run on looks the same, at the job's mean speed.
-    double sum = 0;
-    int runnable = 0;
-    for (double v : t[m])
-      if (v > 0) {
-        sum += v;
-        ++runnable;
-      }
-    if (runnable == 0) continue;
-    const double mean = sum / runnable;
-    for (double& v : t[m])
-      if (v > 0) v = mean;
   }
   return t;
 }

@@ -31,11 +31,13 @@ std::vector<option_spec> hadar_options() {
       {"price_high",
        "U: per-GPU price of a full pool (utility per GPU of a fresh job on its fastest type)",
        1.0, 1e-6, 1e3},
-      {"mixed_types",
-       "1: one copy's GPUs may span GPU types (task-level heterogeneity); 0: one type", 1, 0, 1},
-      {"value_prices",
-       "1: scale a pool's prices by its value (mean rate/best of the active jobs there); 0: off",
-       1, 0, 1},
+      bool_option("mixed_types",
+                  "1: one copy's GPUs may span GPU types (task-level heterogeneity); 0: one type",
+                  true),
+      bool_option(
+          "value_prices",
+          "1: scale a pool's prices by its value (mean rate/best of the active jobs there); 0: off",
+          true),
       {"critical_share",
        "jobs whose remaining time is at least this x the cluster's drain time go first (0: off)",
        2.0, 0, 100},
@@ -44,7 +46,8 @@ std::vector<option_spec> hadar_options() {
 
 std::vector<option_spec> hadare_options() {
   auto o = hadar_options();
-  o.push_back({"max_copies", "most copies a job is forked into, on distinct servers", 3, 1, 16});
+  o.push_back(
+      int_option("max_copies", "most copies a job is forked into, on distinct servers", 3, 1, 16));
   return o;
 }
 
@@ -84,6 +87,97 @@ struct candidate {
   double payoff = -std::numeric_limits<double>::infinity();
 };
 
+/// One round's planning: the pools and their prices, the free GPUs, the jobs in order, and
+/// the plan with each job's copies so far.
+struct hadar_round {
+  std::vector<int> pool_of;  ///< per server
+  std::vector<gpu_pool> pools;
+  std::vector<int> free;     ///< per server
+  std::vector<job_info> info;
+  std::unordered_map<job_id, int> previous_server;  ///< single-server placements, last round
+  round_plan plan;
+  std::vector<std::vector<int>> copy_servers;  ///< per job: servers of its copies
+  std::vector<double> copy_rate;               ///< per job: sum of its copies' rates
+  std::vector<int> copies;                     ///< per job: copies placed
+};
+
+/// A server the job may use: its GPU type has a throughput for the job.
+bool usable(const job_view& jv, const server& sv) {
+  return sv.type_index >= 0 && sv.type_index < static_cast<int>(jv.throughput.size()) &&
+         jv.throughput[sv.type_index] > 0;
+}
+
+/// The job's rate on server u: one-server when a server of u's size holds its k GPUs, else
+/// spanning.
+double rate_on(const cluster& cl, const job_info& in, int u) {
+  const bool fits = cl.servers[u].gpus >= in.k;
+  return fits ? in.rates->single[u] : in.rates->multi[u];
+}
+
+/// Pools (servers of one type and speed factor) with their capacities, every GPU free.
+void make_pools(const cluster& cl, hadar_round& rd) {
+  rd.pool_of.assign(cl.servers.size(), 0);
+  std::map<std::pair<int, double>, int> index;
+  for (const auto& sv : cl.servers) {
+    auto [it, fresh] =
+        index.emplace(std::make_pair(sv.type_index, sv.speed), static_cast<int>(rd.pools.size()));
+    if (fresh) rd.pools.emplace_back();
+    rd.pool_of[sv.id] = it->second;
+    rd.pools[it->second].capacity += sv.gpus;
+  }
+  rd.free.assign(cl.servers.size(), 0);
+  for (const auto& sv : cl.servers) rd.free[sv.id] = sv.gpus;
+}
+
+/// Adds the job's value to each pool it can use: its best rate there over its best rate.
+void add_pool_values(const snapshot& s, const job_info& in, hadar_round& rd) {
+  const cluster& cl = *s.cl;
+  std::vector<double> pool_rate(rd.pools.size(), 0.0);
+  for (int u = 0; u < static_cast<int>(cl.servers.size()); ++u) {
+    if (!usable(s.jobs[in.index], cl.servers[u])) continue;
+    pool_rate[rd.pool_of[u]] = std::max(pool_rate[rd.pool_of[u]], rate_on(cl, in, u));
+  }
+  for (std::size_t c = 0; c < rd.pools.size(); ++c)
+    if (pool_rate[c] > 0) {
+      rd.pools[c].value_sum += pool_rate[c] / in.best;
+      ++rd.pools[c].value_jobs;
+    }
+}
+
+/// Critical jobs first, then the weight descending, then remaining time, arrival, id.
+void order_jobs(const snapshot& s, double critical_share, double work, hadar_round& rd) {
+  const double drain = work / std::max(1, s.cl->total_gpus());
+  for (auto& in : rd.info) in.critical = critical_share > 0 && in.rem >= critical_share * drain;
+  std::sort(rd.info.begin(), rd.info.end(), [&](const job_info& a, const job_info& b) {
+    if (a.critical != b.critical) return a.critical;
+    if (a.weight != b.weight) return a.weight > b.weight;
+    if (a.rem != b.rem) return a.rem < b.rem;
+    const job& ja = *s.jobs[a.index].spec;
+    const job& jb = *s.jobs[b.index].spec;
+    if (ja.arrival != jb.arrival) return ja.arrival < jb.arrival;
+    return ja.id < jb.id;
+  });
+}
+
+/// Adds a copy's placement to the plan and takes its GPUs.
+void admit(const snapshot& s, std::size_t o, const candidate& c, hadar_round& rd) {
+  const cluster& cl = *s.cl;
+  assignment as;
+  as.job = s.jobs[rd.info[o].index].spec->id;
+  as.copy = rd.copies[o];
+  as.shares = c.shares;
+  as.type = cl.servers[c.shares.front().server].type_index;
+  for (const auto& sh : c.shares) {
+    rd.free[sh.server] -= sh.gpus;
+    rd.pools[rd.pool_of[sh.server]].used += sh.gpus;
+    rd.copy_servers[o].push_back(sh.server);
+    if (cl.servers[sh.server].type_index != as.type) as.type = -1;
+  }
+  rd.plan.assignments.push_back(std::move(as));
+  rd.copy_rate[o] += c.rate;
+  ++rd.copies[o];
+}
+
 class hadar_policy final : public policy {
  public:
   hadar_policy(std::string name, hadar_params p) : name_(std::move(name)), p_(p) {
@@ -94,199 +188,172 @@ class hadar_policy final : public policy {
   std::string name() const override { return name_; }
 
   result<round_plan> plan(const snapshot& s) override {
-    const cluster& cl = *s.cl;
-    const int n_servers = static_cast<int>(cl.servers.size());
+    if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     refresh_cache(s);
+    hadar_round rd;
+    make_pools(*s.cl, rd);
+    order_jobs(s, p_.critical_share, job_infos(s, rd), rd);
+    if (s.last_plan)
+      for (const auto& as : s.last_plan->assignments)
+        if (as.copy == 0 && as.shares.size() == 1)
+          rd.previous_server[as.job] = as.shares[0].server;
+    rd.plan.start = s.now;
+    rd.plan.length = s.round_length;
+    rd.copy_servers.assign(rd.info.size(), {});
+    rd.copy_rate.assign(rd.info.size(), 0.0);
+    rd.copies.assign(rd.info.size(), 0);
 
-    // Pools: servers of one type and speed factor.
-    std::vector<int> pool_of(n_servers, 0);
-    std::vector<gpu_pool> pools;
-    {
-      std::map<std::pair<int, double>, int> index;
-      for (const auto& sv : cl.servers) {
-        auto [it, fresh] = index.emplace(std::make_pair(sv.type_index, sv.speed),
-                                         static_cast<int>(pools.size()));
-        if (fresh) pools.emplace_back();
-        pool_of[sv.id] = it->second;
-        pools[it->second].capacity += sv.gpus;
-      }
+    const std::vector<char> none(s.cl->servers.size(), 0);
+    for (std::size_t o = 0; o < rd.info.size(); ++o) {
+      const candidate c = dual(s, rd.info[o], none, rd);
+      if (c.payoff > 0) admit(s, o, c, rd);
     }
-    std::vector<int> free(n_servers, 0);
-    for (const auto& sv : cl.servers) free[sv.id] = sv.gpus;
+    fork_copies(s, rd);
+    return std::move(rd.plan);
+  }
 
-    // Job weights, remaining times and the order.
-    std::vector<job_info> info;
-    info.reserve(s.jobs.size());
-    double work = 0;  // GPU-seconds of remaining work at every job's best rate
+ private:
+  /// The job infos of every job with an estimate somewhere (pool values added when prices
+  /// are valued); returns the remaining work, in GPU-seconds at every job's best rate.
+  double job_infos(const snapshot& s, hadar_round& rd) {
+    const cluster& cl = *s.cl;
+    double work = 0;
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       const job_view& jv = s.jobs[i];
       job_info in;
       in.index = i;
       in.k = jv.spec->scale_factor;
       in.rates = &rates_for(s, jv);
-      for (int u = 0; u < n_servers; ++u) {
-        if (!usable(jv, cl.servers[u])) continue;
-        const bool fits = cl.servers[u].gpus >= in.k;
-        in.best = std::max(in.best, fits ? in.rates->single[u] : in.rates->multi[u]);
-      }
+      for (int u = 0; u < static_cast<int>(cl.servers.size()); ++u)
+        if (usable(jv, cl.servers[u])) in.best = std::max(in.best, rate_on(cl, in, u));
       if (in.best <= 0) continue;  // no estimate anywhere: cannot be placed
-      if (p_.value_prices) {
-        std::vector<double> pool_rate(pools.size(), 0.0);
-        for (int u = 0; u < n_servers; ++u) {
-          if (!usable(jv, cl.servers[u])) continue;
-          const bool fits = cl.servers[u].gpus >= in.k;
-          const double r = fits ? in.rates->single[u] : in.rates->multi[u];
-          pool_rate[pool_of[u]] = std::max(pool_rate[pool_of[u]], r);
-        }
-        for (std::size_t c = 0; c < pools.size(); ++c)
-          if (pool_rate[c] > 0) {
-            pools[c].value_sum += pool_rate[c] / in.best;
-            ++pools[c].value_jobs;
-          }
-      }
+      if (p_.value_prices) add_pool_values(s, in, rd);
       in.rem = std::max(0.0, jv.remaining_steps) / in.best;
       const double wait = std::max(0.0, s.now - jv.spec->arrival - jv.run_time);
       in.weight = jv.spec->priority_weight * (1.0 + wait / std::max(in.rem, s.round_length));
       work += in.k * in.rem;
-      info.push_back(in);
+      rd.info.push_back(in);
     }
-    for (auto& pl : pools)
+    for (auto& pl : rd.pools)
       if (pl.value_jobs > 0) pl.value = pl.value_sum / pl.value_jobs;
-    const double drain = work / std::max(1, cl.total_gpus());
-    for (auto& in : info)
-      in.critical = p_.critical_share > 0 && in.rem >= p_.critical_share * drain;
-    std::sort(info.begin(), info.end(), [&](const job_info& a, const job_info& b) {
-      if (a.critical != b.critical) return a.critical;
-      if (a.weight != b.weight) return a.weight > b.weight;
-      if (a.rem != b.rem) return a.rem < b.rem;
-      const job& ja = *s.jobs[a.index].spec;
-      const job& jb = *s.jobs[b.index].spec;
-      if (ja.arrival != jb.arrival) return ja.arrival < jb.arrival;
-      return ja.id < jb.id;
-    });
-
-    // Previous single-server placements, for lease extension among equal-cost servers.
-    std::unordered_map<job_id, int> previous_server;
-    if (s.last_plan)
-      for (const auto& as : s.last_plan->assignments)
-        if (as.copy == 0 && as.shares.size() == 1) previous_server[as.job] = as.shares[0].server;
-
-    // The dual subroutine: the best-payoff placement of one copy given free GPUs and prices.
-    auto dual = [&](const job_info& in, const std::vector<char>& banned) {
-      const job_view& jv = s.jobs[in.index];
-      const int k = in.k;
-      candidate best;
-      auto consider = [&](std::vector<server_share> shares) {
-        const bool multi = shares.size() > 1;
-        double r = std::numeric_limits<double>::infinity();
-        std::map<int, int> take;  // pool -> GPUs
-        for (const auto& sh : shares) {
-          r = std::min(r, multi ? in.rates->multi[sh.server] : in.rates->single[sh.server]);
-          take[pool_of[sh.server]] += sh.gpus;
-        }
-        if (!(r > 0)) return;
-        double cost = 0;
-        for (const auto& [pl, g] : take)
-          cost += pools[pl].value *
-                  hadar_cost(p_.price_low, p_.price_high, pools[pl].used, pools[pl].capacity, g);
-        const double payoff = in.weight * k * r / in.best - cost;
-        if (payoff > best.payoff + 1e-12) best = candidate{std::move(shares), r, payoff};
-      };
-      std::vector<int> open;  // servers this copy may use
-      for (int u = 0; u < n_servers; ++u)
-        if (!banned[u] && free[u] > 0 && usable(jv, cl.servers[u])) open.push_back(u);
-      // (a) one server per pool: the previous server when it has room, else best fit.
-      std::vector<int> pick(pools.size(), -1);
-      for (const int u : open) {
-        if (free[u] < k) continue;
-        int& cur = pick[pool_of[u]];
-        if (cur < 0 || free[u] < free[cur]) cur = u;
-      }
-      if (const auto prev = previous_server.find(jv.spec->id); prev != previous_server.end()) {
-        const int u = prev->second;
-        if (u >= 0 && u < n_servers && !banned[u] && free[u] >= k && usable(jv, cl.servers[u]))
-          pick[pool_of[u]] = u;
-      }
-      for (const int u : pick)
-        if (u >= 0) consider({server_share{u, k}});
-      // (b) spanning servers, fastest first then most free; one candidate per speed threshold.
-      std::vector<int> by_speed = open;
-      std::sort(by_speed.begin(), by_speed.end(), [&](int a, int b) {
-        const double ra = in.rates->multi[a], rb = in.rates->multi[b];
-        if (ra != rb) return ra > rb;
-        if (free[a] != free[b]) return free[a] > free[b];
-        return a < b;
-      });
-      double last_threshold = -1;
-      for (const int t : by_speed) {
-        const double threshold = in.rates->multi[t];
-        if (threshold <= 0 || threshold == last_threshold) continue;
-        last_threshold = threshold;
-        std::vector<server_share> shares;
-        int got = 0;
-        for (const int u : by_speed) {
-          if (got == k) break;
-          if (in.rates->multi[u] < threshold) break;
-          if (!p_.mixed_types && cl.servers[u].type_index != cl.servers[t].type_index) continue;
-          const int g = std::min(free[u], k - got);
-          shares.push_back(server_share{u, g});
-          got += g;
-        }
-        if (got == k && shares.size() > 1) consider(std::move(shares));
-      }
-      return best;
-    };
-
-    round_plan plan;
-    plan.start = s.now;
-    plan.length = s.round_length;
-    std::vector<std::vector<int>> copy_servers(info.size());  // servers of each job's copies
-    std::vector<double> copy_rate(info.size(), 0.0);          // sum of its copies' rates
-    std::vector<int> copies(info.size(), 0);
-    auto admit = [&](std::size_t o, const candidate& c) {
-      const job_info& in = info[o];
-      assignment as;
-      as.job = s.jobs[in.index].spec->id;
-      as.copy = copies[o];
-      as.shares = c.shares;
-      as.type = cl.servers[c.shares.front().server].type_index;
-      for (const auto& sh : c.shares) {
-        free[sh.server] -= sh.gpus;
-        pools[pool_of[sh.server]].used += sh.gpus;
-        copy_servers[o].push_back(sh.server);
-        if (cl.servers[sh.server].type_index != as.type) as.type = -1;
-      }
-      plan.assignments.push_back(std::move(as));
-      copy_rate[o] += c.rate;
-      ++copies[o];
-    };
-
-    std::vector<char> none(n_servers, 0);
-    for (std::size_t o = 0; o < info.size(); ++o) {
-      const candidate c = dual(info[o], none);
-      if (c.payoff > 0) admit(o, c);
-    }
-    // HadarE: further copies, round robin, on servers the job's other copies do not use.
-    const int copy_cap = s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
-    for (int copy = 1; copy < copy_cap; ++copy) {
-      for (std::size_t o = 0; o < info.size(); ++o) {
-        if (copies[o] != copy) continue;
-        const job_view& jv = s.jobs[info[o].index];
-        if (copy_rate[o] * s.round_length >= jv.remaining_steps) continue;  // ends this round
-        std::vector<char> banned(n_servers, 0);
-        for (const int u : copy_servers[o]) banned[u] = 1;
-        const candidate c = dual(info[o], banned);
-        if (c.payoff > 0) admit(o, c);
-      }
-    }
-    return plan;
+    return work;
   }
 
- private:
-  /// A server the job may use: its GPU type has a throughput for the job.
-  static bool usable(const job_view& jv, const server& sv) {
-    return sv.type_index >= 0 && sv.type_index < static_cast<int>(jv.throughput.size()) &&
-           jv.throughput[sv.type_index] > 0;
+  /// The placement `shares` of one copy of the job, valued: its rate (the slowest server's,
+  /// spanning entries when it spans servers) and its payoff, utility minus the pools' prices
+  /// for the GPUs it takes. Payoff -infinity when it would not run.
+  candidate priced(const job_info& in, std::vector<server_share> shares,
+                   const hadar_round& rd) const {
+    const bool multi = shares.size() > 1;
+    double r = std::numeric_limits<double>::infinity();
+    std::map<int, int> take;  // pool -> GPUs
+    for (const auto& sh : shares) {
+      r = std::min(r, multi ? in.rates->multi[sh.server] : in.rates->single[sh.server]);
+      take[rd.pool_of[sh.server]] += sh.gpus;
+    }
+    if (!(r > 0)) return {};
+    double cost = 0;
+    for (const auto& [pl, g] : take)
+      cost += rd.pools[pl].value * hadar_cost(p_.price_low, p_.price_high, rd.pools[pl].used,
+                                              rd.pools[pl].capacity, g);
+    const double payoff = in.weight * in.k * r / in.best - cost;
+    return candidate{std::move(shares), r, payoff};
+  }
+
+  /// The dual subroutine: the best-payoff placement of one copy of the job on the servers in
+  /// `open` (free GPUs it may use), given the prices.
+  candidate dual(const snapshot& s, const job_info& in, const std::vector<char>& banned,
+                 const hadar_round& rd) const {
+    const job_view& jv = s.jobs[in.index];
+    std::vector<int> open;
+    for (int u = 0; u < static_cast<int>(s.cl->servers.size()); ++u)
+      if (!banned[u] && rd.free[u] > 0 && usable(jv, s.cl->servers[u])) open.push_back(u);
+    candidate best;
+    auto consider = [&](std::vector<server_share> shares) {
+      candidate c = priced(in, std::move(shares), rd);
+      if (c.payoff > best.payoff + 1e-12) best = std::move(c);
+    };
+    for (const int u : single_server_picks(s, in, open, banned, rd))
+      if (u >= 0) consider({server_share{u, in.k}});
+    for (auto& shares : spanning_placements(s, in, open, rd)) consider(std::move(shares));
+    return best;
+  }
+
+  /// Candidates (a): one server per pool with room for the copy, the best fit, or the job's
+  /// previous server when it has room; -1 for a pool without one.
+  static std::vector<int> single_server_picks(const snapshot& s, const job_info& in,
+                                              const std::vector<int>& open,
+                                              const std::vector<char>& banned,
+                                              const hadar_round& rd) {
+    const int k = in.k;
+    std::vector<int> pick(rd.pools.size(), -1);
+    for (const int u : open) {
+      if (rd.free[u] < k) continue;
+      int& cur = pick[rd.pool_of[u]];
+      if (cur < 0 || rd.free[u] < rd.free[cur]) cur = u;
+    }
+    const job_view& jv = s.jobs[in.index];
+    if (const auto prev = rd.previous_server.find(jv.spec->id); prev != rd.previous_server.end()) {
+      const int u = prev->second;
+      if (u >= 0 && u < static_cast<int>(s.cl->servers.size()) && !banned[u] && rd.free[u] >= k &&
+          usable(jv, s.cl->servers[u]))
+        pick[rd.pool_of[u]] = u;
+    }
+    return pick;
+  }
+
+  /// Candidates (b): for each speed threshold, k GPUs from the open servers (`by_speed`,
+  /// sorted here) at least that fast (spanning rates), fastest first then most free; only
+  /// those spanning servers.
+  std::vector<std::vector<server_share>> spanning_placements(const snapshot& s,
+                                                            const job_info& in,
+                                                            std::vector<int> by_speed,
+                                                            const hadar_round& rd) const {
+    const cluster& cl = *s.cl;
+    const int k = in.k;
+    std::sort(by_speed.begin(), by_speed.end(), [&](int a, int b) {
+      const double ra = in.rates->multi[a], rb = in.rates->multi[b];
+      if (ra != rb) return ra > rb;
+      if (rd.free[a] != rd.free[b]) return rd.free[a] > rd.free[b];
+      return a < b;
+    });
+    std::vector<std::vector<server_share>> out;
+    double last_threshold = -1;
+    for (const int t : by_speed) {
+      const double threshold = in.rates->multi[t];
+      if (threshold <= 0 || threshold == last_threshold) continue;
+      last_threshold = threshold;
+      std::vector<server_share> shares;
+      int got = 0;
+      for (const int u : by_speed) {
+        if (got == k) break;
+        if (in.rates->multi[u] < threshold) break;
+        if (!p_.mixed_types && cl.servers[u].type_index != cl.servers[t].type_index) continue;
+        const int g = std::min(rd.free[u], k - got);
+        shares.push_back(server_share{u, g});
+        got += g;
+      }
+      if (got == k && shares.size() > 1) out.push_back(std::move(shares));
+    }
+    return out;
+  }
+
+  /// HadarE: further copies, round robin, on servers the job's other copies do not use, while
+  /// its copies so far could not finish it within the round.
+  void fork_copies(const snapshot& s, hadar_round& rd) const {
+    const int copy_cap =
+        s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
+    for (int copy = 1; copy < copy_cap; ++copy) {
+      for (std::size_t o = 0; o < rd.info.size(); ++o) {
+        if (rd.copies[o] != copy) continue;
+        const job_view& jv = s.jobs[rd.info[o].index];
+        if (rd.copy_rate[o] * s.round_length >= jv.remaining_steps) continue;  // ends this round
+        std::vector<char> banned(s.cl->servers.size(), 0);
+        for (const int u : rd.copy_servers[o]) banned[u] = 1;
+        const candidate c = dual(s, rd.info[o], banned, rd);
+        if (c.payoff > 0) admit(s, o, c, rd);
+      }
+    }
   }
 
   /// Drops cached rates when the throughput model changed.
@@ -346,8 +413,8 @@ hadar_params params_from(const options& o, int max_copies) {
   p.price_low = o.get("price_low");
   p.price_high = o.get("price_high");
   p.critical_share = o.get("critical_share");
-  p.mixed_types = o.get("mixed_types") != 0;
-  p.value_prices = o.get("value_prices") != 0;
+  p.mixed_types = o.flag("mixed_types");
+  p.value_prices = o.flag("value_prices");
   p.max_copies = max_copies;
   return p;
 }
@@ -358,13 +425,12 @@ std::unique_ptr<policy> make_hadar_policy(const std::string& name, hadar_params 
   return std::make_unique<hadar_policy>(name, p);
 }
 
-std::unique_ptr<policy> make_hadar(const options& o) {
-  return make_hadar_policy("hadar", params_from(o, 1));
+std::unique_ptr<policy> make_hadar(const std::string& name, const options& o) {
+  return make_hadar_policy(name, params_from(o, 1));
 }
 
-std::unique_ptr<policy> make_hadare(const options& o) {
-  return make_hadar_policy("hadare",
-                           params_from(o, static_cast<int>(std::lround(o.get("max_copies")))));
+std::unique_ptr<policy> make_hadare(const std::string& name, const options& o) {
+  return make_hadar_policy(name, params_from(o, o.integer("max_copies")));
 }
 
 }  // namespace tessera

@@ -1,9 +1,8 @@
 #pragma once
 /// @file hadar.hpp
 /// Hadar (IPDPS'24) and HadarE (arXiv'25): task-level heterogeneity-aware online primal-dual
-/// scheduling, and its forking variant. Built from ../shared/docs/papers.md ("Hadar /
-/// HadarE"); the published text gives the framework, not the constants, so the choices below
-/// are ours.
+/// scheduling, and its forking variant. Built from summaries of the two papers; the
+/// published text gives the framework, not the constants, so the choices below are ours.
 ///
 /// Objective (per round, online): maximise the total utility of the admitted schedules,
 ///   sum_m u_m(P_m),  u_m(P) = w_m * k_m * rate_m(P) / best_m,
@@ -41,7 +40,7 @@
 /// U = 1 (`price_high`): a full pool asks the utility per GPU of a fresh job at full speed;
 /// L = 0.3 (`price_low`): on an empty pool a fresh job must reach 30% of its best speed per
 /// unit of pool value. (L = 0.05 admits more slow mixed placements: 25.4 h instead of
-/// 24.5 h average JCT on the online seed-1 trace of docs/benchmarks.md, issue 4.) Pooling
+/// 24.5 h average JCT on the online seed-1 trace of docs/benchmarks.md, "Hadar".) Pooling
 /// the servers of a type (rather than pricing each 4-GPU server apart) is deliberate: with
 /// per-server prices the exponential spreads one-GPU jobs over every server and leaves no
 /// whole server for gang jobs; within a pool placement is best-fit.
@@ -107,10 +106,10 @@ std::vector<option_spec> hadar_options();
 /// HadarE's options: Hadar's plus max_copies (default 3).
 std::vector<option_spec> hadare_options();
 
-/// Builds Hadar (name "hadar"; one copy per job).
-std::unique_ptr<policy> make_hadar(const options& o);
-/// Builds HadarE (name "hadare"; up to max_copies copies per job).
-std::unique_ptr<policy> make_hadare(const options& o);
+/// Builds Hadar (one copy per job) named `name`.
+std::unique_ptr<policy> make_hadar(const std::string& name, const options& o);
+/// Builds HadarE (up to max_copies copies per job) named `name`.
+std::unique_ptr<policy> make_hadare(const std::string& name, const options& o);
 /// Builds either from explicit parameters (`name` is what policy::name returns).
 std::unique_ptr<policy> make_hadar_policy(const std::string& name, hadar_params p);
 

@@ -103,24 +103,136 @@ bool better(const candidate& a, const candidate& b) {
   return a.lease && !b.lease;
 }
 
+/// Candidates (a): for each server, all K tasks spread evenly over as few of its free GPUs as
+/// give the shortest step; the best of them.
+candidate best_one_server(const std::vector<int>& servers, int k, const hare_fill_params& p,
+                          const std::vector<int>& free, const std::vector<double>& single,
+                          const std::vector<double>& multi, const std::set<int>& prev) {
+  candidate best;
+  for (const int u : servers) {
+    if (!std::isfinite(single[u])) continue;
+    if (!p.relaxed && free[u] < k) continue;
+    const int g = std::min(k, free[u]);
+    const int per = (k + g - 1) / g;        // tasks on the busiest GPU
+    const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
+    const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
+    candidate c;
+    for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
+    score(c, single, multi, prev);
+    if (better(c, best)) best = std::move(c);
+  }
+  return best;
+}
+
+/// Candidate (b), spanning servers: each of the K tasks in turn where it would finish
+/// earliest, one more task on a GPU of the job's (relaxed only) or a free GPU, with spanning
+/// task times; ties reuse a GPU before taking a new one, then prefer a server the job already
+/// uses. Its step is infinite when some task finds no GPU.
+candidate earliest_finish_spread(const std::vector<int>& servers, int k,
+                                 const hare_fill_params& p, const std::vector<int>& free,
+                                 const std::vector<double>& single,
+                                 const std::vector<double>& multi, const std::set<int>& prev) {
+  std::vector<std::vector<int>> on(free.size());  // tasks per GPU of this job, per server
+  candidate c;
+  for (int task = 0; task < k; ++task) {
+    int pick = -1;
+    bool pick_new = false;
+    double pick_finish = std::numeric_limits<double>::infinity();
+    auto consider = [&](int u, bool fresh, double finish) {
+      bool take = false;
+      if (pick < 0 || finish < pick_finish) {
+        take = true;
+      } else if (finish == pick_finish) {
+        if (fresh != pick_new) take = !fresh;  // reuse a GPU before taking a new one
+        else if (on[u].empty() != on[pick].empty()) take = !on[u].empty();
+      }
+      if (take) {
+        pick = u;
+        pick_new = fresh;
+        pick_finish = finish;
+      }
+    };
+    for (const int u : servers) {
+      if (!std::isfinite(multi[u])) continue;
+      if (p.relaxed && !on[u].empty()) {
+        const int least = *std::min_element(on[u].begin(), on[u].end());
+        consider(u, false, (least + 1) * multi[u]);
+      }
+      if (free[u] > static_cast<int>(on[u].size())) consider(u, true, multi[u]);
+    }
+    if (pick < 0) return c;
+    if (pick_new) {
+      on[pick].push_back(1);
+    } else {
+      ++*std::min_element(on[pick].begin(), on[pick].end());
+    }
+  }
+  for (std::size_t u = 0; u < on.size(); ++u)
+    for (const int n : on[u]) c.gpus.emplace_back(static_cast<int>(u), n);
+  score(c, single, multi, prev);
+  return c;
+}
+
+/// The servers with free GPUs the job may use, in tie-break order: fastest (single-server
+/// task time), best fit, id.
+std::vector<int> open_servers(const snapshot& s, const job_view& jv, const std::vector<int>& free,
+                              const std::vector<double>& single,
+                              const std::vector<double>& multi) {
+  std::vector<int> servers;
+  for (int u = 0; u < static_cast<int>(free.size()); ++u)
+    if (free[u] > 0 && split_runs_on(s, jv, u) &&
+        (std::isfinite(single[u]) || std::isfinite(multi[u])))
+      servers.push_back(u);
+  std::sort(servers.begin(), servers.end(), [&](int a, int b) {
+    if (single[a] != single[b]) return single[a] < single[b];
+    if (free[a] != free[b]) return free[a] < free[b];
+    return a < b;
+  });
+  return servers;
+}
+
+/// The servers of each job's first copy in the last round.
+std::map<job_id, std::set<int>> previous_servers(const snapshot& s) {
+  std::map<job_id, std::set<int>> previous;
+  if (s.last_plan)
+    for (const auto& as : s.last_plan->assignments)
+      if (as.copy == 0)
+        for (const auto& sh : as.shares) previous[as.job].insert(sh.server);
+  return previous;
+}
+
+/// Adds the placement `best` of job jv to the plan, one assignment per (server, tasks per
+/// GPU), and takes its GPUs.
+void add_placement(const cluster& cl, const job_view& jv, const candidate& best,
+                   round_plan& plan, std::vector<int>& free, int& free_total) {
+  std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
+  for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
+  for (const auto& [key, g] : groups) {
+    const int u = key.first, per = -key.second;
+    assignment as;
+    as.job = jv.spec->id;
+    as.type = cl.servers[u].type_index;
+    as.shares = {server_share{u, g}};
+    as.tasks = per * g;
+    plan.assignments.push_back(std::move(as));
+    free[u] -= g;
+    free_total -= g;
+  }
+}
+
 }  // namespace
 
 round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
                      const hare_fill_params& p, hare_task_times& times) {
   times.refresh(s);
   const cluster& cl = *s.cl;
-  const int n_servers = static_cast<int>(cl.servers.size());
-  std::vector<int> free(n_servers, 0);
+  std::vector<int> free(cl.servers.size(), 0);
   int free_total = 0;
   for (const auto& sv : cl.servers) {
     free[sv.id] = sv.gpus;
     free_total += sv.gpus;
   }
-  std::map<job_id, std::set<int>> previous;
-  if (s.last_plan)
-    for (const auto& as : s.last_plan->assignments)
-      if (as.copy == 0)
-        for (const auto& sh : as.shares) previous[as.job].insert(sh.server);
+  const auto previous = previous_servers(s);
   const std::set<int> none;
 
   round_plan plan;
@@ -133,104 +245,24 @@ round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
     const auto& [single, multi] = times.get(s, jv);
     auto prev_it = previous.find(jv.spec->id);
     const std::set<int>& prev = prev_it == previous.end() ? none : prev_it->second;
-    auto usable = [&](int u) { return free[u] > 0 && split_runs_on(s, jv, u); };
-    // Servers in tie-break order: fastest (single-server task time), best fit, id.
-    std::vector<int> servers;
-    for (int u = 0; u < n_servers; ++u)
-      if (usable(u) && (std::isfinite(single[u]) || std::isfinite(multi[u])))
-        servers.push_back(u);
-    std::sort(servers.begin(), servers.end(), [&](int a, int b) {
-      if (single[a] != single[b]) return single[a] < single[b];
-      if (free[a] != free[b]) return free[a] < free[b];
-      return a < b;
-    });
-    candidate best;
-    // (a) all K tasks on one server, spread evenly over as few GPUs as give the step time.
-    for (const int u : servers) {
-      if (!std::isfinite(single[u])) continue;
-      if (!p.relaxed && free[u] < k) continue;
-      const int g = std::min(k, free[u]);
-      const int per = (k + g - 1) / g;        // tasks on the busiest GPU
-      const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
-      const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
-      candidate c;
-      for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
-      score(c, single, multi, prev);
+    const std::vector<int> servers = open_servers(s, jv, free, single, multi);
+    candidate best = best_one_server(servers, k, p, free, single, multi, prev);
+    if (k > 1) {
+      candidate c = earliest_finish_spread(servers, k, p, free, single, multi, prev);
       if (better(c, best)) best = std::move(c);
     }
-    // (b) spanning servers: each task where it would finish earliest.
-    if (k > 1) {
-      std::vector<std::vector<int>> on(n_servers);  // tasks per GPU of this job, per server
-      candidate c;
-      bool ok = true;
-      for (int task = 0; task < k && ok; ++task) {
-        int pick = -1;
-        bool pick_new = false;
-        double pick_finish = std::numeric_limits<double>::infinity();
-        auto consider = [&](int u, bool fresh, double finish) {
-          bool take = false;
-          if (pick < 0 || finish < pick_finish) {
-            take = true;
-          } else if (finish == pick_finish) {
-            if (fresh != pick_new) take = !fresh;  // reuse a GPU before taking a new one
-            else if (on[u].empty() != on[pick].empty()) take = !on[u].empty();
-          }
-          if (take) {
-            pick = u;
-            pick_new = fresh;
-            pick_finish = finish;
-          }
-        };
-        for (const int u : servers) {
-          if (!std::isfinite(multi[u])) continue;
-          if (p.relaxed && !on[u].empty()) {
-            const int least = *std::min_element(on[u].begin(), on[u].end());
-            consider(u, false, (least + 1) * multi[u]);
-          }
-          if (free[u] > static_cast<int>(on[u].size())) consider(u, true, multi[u]);
-        }
-        if (pick < 0) {
-          ok = false;
-          break;
-        }
-        if (pick_new) {
-          on[pick].push_back(1);
-        } else {
-          ++*std::min_element(on[pick].begin(), on[pick].end());
-        }
-      }
-      if (ok) {
-        for (int u = 0; u < n_servers; ++u)
-          for (const int n : on[u]) c.gpus.emplace_back(u, n);
-        score(c, single, multi, prev);
-        if (better(c, best)) best = std::move(c);
-      }
-    }
     if (!std::isfinite(best.step)) continue;  // no free GPU this job can use
-    // One assignment per (server, tasks per GPU).
-    std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
-    for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
-    for (const auto& [key, g] : groups) {
-      const int u = key.first, per = -key.second;
-      assignment as;
-      as.job = jv.spec->id;
-      as.type = cl.servers[u].type_index;
-      as.shares = {server_share{u, g}};
-      as.tasks = per * g;
-      plan.assignments.push_back(std::move(as));
-      free[u] -= g;
-      free_total -= g;
-    }
+    add_placement(cl, jv, best, plan, free, free_total);
   }
   return plan;
 }
 
 std::vector<option_spec> hare_options() {
   return {
-      {"relaxed",
-       "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one task per "
-       "GPU",
-       1, 0, 1},
+      bool_option("relaxed",
+                  "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one "
+                  "task per GPU",
+                  true),
   };
 }
 
@@ -246,6 +278,7 @@ class hare_ordered_policy final : public policy {
   bool stacks_tasks() const override { return p_.relaxed; }
 
   result<round_plan> plan(const snapshot& s) override {
+    if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     std::vector<double> key(s.jobs.size());
     for (std::size_t i = 0; i < s.jobs.size(); ++i) key[i] = key_(s.jobs[i]);
     std::vector<std::size_t> order(s.jobs.size());
@@ -275,10 +308,10 @@ std::unique_ptr<policy> make_hare_ordered(std::string name,
   return std::make_unique<hare_ordered_policy>(std::move(name), std::move(key), p);
 }
 
-std::unique_ptr<policy> make_hare(const options& o) {
+std::unique_ptr<policy> make_hare(const std::string& name, const options& o) {
   hare_fill_params p;
-  p.relaxed = o.get("relaxed") != 0;
-  return make_hare_ordered("hare", hare_service, p);
+  p.relaxed = o.flag("relaxed");
+  return make_hare_ordered(name, hare_service, p);
 }
 
 }  // namespace tessera

@@ -3,8 +3,8 @@
 /// Hare (Chen, Li, Wu, Guo: HPDC'22; "Non-clairvoyant scheduling of distributed machine
 /// learning with inter-job and intra-job parallelism on heterogeneous GPUs", IEEE TCC'24),
 /// online policy `hare`: HLAS, heterogeneity-aware least attained service, over task splits.
-/// Built from ../shared/docs/papers.md ("Hare") and issue 5; the published text we could read
-/// names the policy, not its details, so the formulation below is ours.
+/// Built from summaries of the papers; the published text we could read names the policy,
+/// not its details, so the formulation below is ours.
 ///
 /// Relaxed fixed-scale synchronisation. A job of scale K runs each step as K independent tasks
 /// and synchronises when all K are done, so within a round its K tasks may go on any GPUs:
@@ -114,7 +114,7 @@ std::unique_ptr<policy> make_hare_ordered(std::string name,
 
 /// `hare`'s options: relaxed.
 std::vector<option_spec> hare_options();
-/// Builds `hare`.
-std::unique_ptr<policy> make_hare(const options& o);
+/// Builds `hare` named `name`.
+std::unique_ptr<policy> make_hare(const std::string& name, const options& o);
 
 }  // namespace tessera

@@ -33,10 +33,10 @@ std::vector<double> hare_offline_lower_bound(const cluster& cl, const throughput
 
 std::vector<option_spec> hare_offline_options() { return hare_options(); }
 
-std::unique_ptr<policy> make_hare_offline(const options& o) {
+std::unique_ptr<policy> make_hare_offline(const std::string& name, const options& o) {
   hare_fill_params p;
-  p.relaxed = o.get("relaxed") != 0;
-  return make_hare_ordered("hare_offline", hare_remaining_work, p);
+  p.relaxed = o.flag("relaxed");
+  return make_hare_ordered(name, hare_remaining_work, p);
 }
 
 }  // namespace tessera

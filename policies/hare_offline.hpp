@@ -2,9 +2,9 @@
 /// @file hare_offline.hpp
 /// Hare's clairvoyant policy `hare_offline`: job sizes known, minimise average JCT. Hare
 /// (HPDC'22, IEEE TCC'24) gives "a fast heuristic ... and derives its theoretical bound" for
-/// known arrivals and sizes; the text we could read (../shared/docs/papers.md and the papers'
-/// abstracts) does not state the heuristic or the bound, so the heuristic below is ours and
-/// we do not quote the paper's bound for it.
+/// known arrivals and sizes; the text we could read (summaries and the papers' abstracts)
+/// does not state the heuristic or the bound, so the heuristic below is ours and we do not
+/// quote the paper's bound for it.
 ///
 /// Heuristic: shortest remaining work first, heterogeneity-normalised, over task splits.
 ///  - Remaining work of job m, in ideal GPU-seconds over its priority weight:
@@ -41,7 +41,7 @@
 ///     leaves its GPUs idle). Rounds alone cost up to one round per job (arrival to the next
 ///     boundary) plus the idle tail of the round in which a job finishes; the measured ratio
 ///     of average JCT to the bound of (1) is measured by bench/hare_bound_bench.cpp and
-///     reported in docs/benchmarks.md (Hare, issue 5), not claimed as a theorem.
+///     reported in docs/benchmarks.md ("Hare"), not claimed as a theorem.
 ///
 /// Complexity per round: as `hare` (O(M log M + M (S + K (S + K)))).
 
@@ -67,7 +67,7 @@ std::vector<double> hare_offline_lower_bound(const cluster& cl, const throughput
 
 /// `hare_offline`'s options: relaxed (as `hare`).
 std::vector<option_spec> hare_offline_options();
-/// Builds `hare_offline`.
-std::unique_ptr<policy> make_hare_offline(const options& o);
+/// Builds `hare_offline` named `name`.
+std::unique_ptr<policy> make_hare_offline(const std::string& name, const options& o);
 
 }  // namespace tessera

@@ -2,9 +2,9 @@
 /// @file hops.hpp
 /// Hops (Wang, Wang, Zheng, SoCC'24: "Hops: Fine-grained Heterogeneous Sensing, Efficient and
 /// Fair Deep Learning Cluster Scheduling System"): server-level heterogeneity, latency-ratio
-/// fairness, a priority-weighted ILP per round and fragment filling. Built from the summary in
-/// ../shared/docs/papers.md, section "Hops (SoCC 2024)" (the paper's own section numbers are
-/// not in it); where it is silent the choice is ours, see docs/hops.md.
+/// fairness, a priority-weighted ILP per round and fragment filling. Built from a summary of
+/// the paper (without its section numbers); where it is silent the choice is ours, see
+/// docs/hops.md.
 ///
 /// Each round:
 ///  1. Throughputs per server entity (runtime/server_throughput.hpp, `snapshot::rates`):
@@ -57,22 +57,34 @@
 ///  CBC failing, or stopping without a solution, falls back to a greedy pass in queue order
 ///  (each job's best-valued configuration that fits) before fragment filling.
 ///
+/// Sources: hops.cpp (the round: steps 1-3 and the plan), hops_classes.cpp (server classes and
+/// their cached rates), hops_ilp.hpp (step 4), hops_packing.hpp (step 5; the greedy pass and
+/// fragment filling of step 6 are in hops_packing.cpp); hops_internal.hpp declares what they
+/// share.
+///
 /// Complexity per round, M active jobs, W window jobs, K classes, A acceptable counts, P
 /// patterns per class: O(M log M) queue, O(M K A) throughput look-ups (cached per job type),
 /// an ILP with at most W*K*A*3 binary and K*P integer columns and W + K*(|D|+1) rows, and
 /// O((M + S) S) fragment filling for S servers.
 
+#include <cstddef>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "policies/hops_ilp.hpp"
+#include "policies/hops_packing.hpp"
 #include "policies/options.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/solver/milp.hpp"
 
 namespace tessera {
+
+namespace detail {
+class hops_server_classes;
+struct hops_round_state;
+}  // namespace detail
 
 /// Hops' parameters (see hops_options for the defaults and bounds).
 struct hops_params {
@@ -100,56 +112,6 @@ double latency_ratio(double now, const job_view& jv, double expected_run_time);
 /// when the two-server rate is 0.
 double placement_sensitivity(int gpus, double single_rate, double multi_rate);
 
-// ---- the ILP, exposed for tests and the bench ----------------------------------------------
-
-/// Servers that are interchangeable for every job: same GPU type, speed factor and size.
-struct hops_class {
-  std::vector<int> servers;  ///< server ids, ascending
-  int capacity = 0;          ///< GPUs per server
-};
-
-/// One configuration of one job.
-struct hops_config {
-  int cls = 0;                 ///< index into the class list
-  int gpus = 0;                ///< GPUs in total
-  int whole_servers = 0;       ///< servers it fills entirely
-  std::vector<int> pieces;     ///< sizes of its partial-server shares (each <= capacity)
-  double throughput = 0;       ///< steps/s (estimate)
-  bool stay = false;           ///< matches the job's placement in the previous round
-};
-
-/// An ILP instance: classes, and per job its configurations and objective weights (already
-/// including G and the stay bonus).
-struct hops_ilp_input {
-  std::vector<hops_class> classes;
-  std::vector<std::vector<hops_config>> configs;  ///< per job
-  std::vector<std::vector<double>> value;         ///< per job and configuration, > 0
-};
-
-/// An ILP answer.
-struct hops_ilp_result {
-  std::vector<int> choice;                          ///< configuration per job, -1 = none
-  /// Per class: the chosen fill patterns, one multiset of share sizes per pattern copy.
-  std::vector<std::vector<std::vector<int>>> patterns;
-  milp_solution solution;                           ///< CBC's outcome and figures
-  int columns = 0, rows = 0, integers = 0;          ///< model size
-};
-
-/// Maximal multisets of `sizes` (distinct, positive) summing to at most `capacity`, each
-/// sorted descending; empty when there are more than `limit`.
-std::vector<std::vector<int>> fill_patterns(const std::vector<int>& sizes, int capacity,
-                                            std::size_t limit = 5000);
-
-/// Builds and solves the ILP. An error when CBC fails or a class needs too many patterns.
-result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_settings& s);
-
-/// Places the chosen configurations on servers: one share list per job (empty = not
-/// placed). `previous[i]` is job i's shares in the last round (may be empty); a job keeps
-/// its previous servers where the patterns allow. Respects per-server capacity.
-std::vector<std::vector<server_share>> pack_hops_solution(
-    const hops_ilp_input& in, const hops_ilp_result& r,
-    const std::vector<std::vector<server_share>>& previous);
-
 // ---- the policy ------------------------------------------------------------------------------
 
 /// Figures of the last planned round, for the bench and tests.
@@ -171,12 +133,12 @@ struct hops_round_stats {
 /// The Hops policy.
 class hops final : public policy {
  public:
-  /// A policy with the given parameters.
-  explicit hops(hops_params p);
-  /// Out of line: the rate cache holds a type complete only in hops.cpp.
+  /// A policy named `name` (its registry name) with the given parameters.
+  hops(std::string name, hops_params p);
+  /// Out of line: the server classes are a type complete only in the policy's sources.
   ~hops() override;
-  /// "hops".
-  std::string name() const override { return "hops"; }
+  /// The name it was built with.
+  std::string name() const override { return name_; }
   /// Plans one round (steps 1-6 above).
   result<round_plan> plan(const snapshot& s) override;
   /// Figures of the last round planned.
@@ -185,29 +147,27 @@ class hops final : public policy {
   const hops_ilp_input& last_ilp() const { return last_ilp_; }
 
  private:
-  struct class_rates;
-  const class_rates& rates_for(const std::string& job_type, int gpus);
-  void refresh_classes(const snapshot& s, const server_throughput& rt);
+  /// Step 1: the executor's throughput model, else one built from the snapshot's per-type
+  /// rows.
+  const server_throughput& throughputs(const snapshot& s);
+  /// Steps 4-5: the ILP over the first `window` queue jobs (objective `value` per job and
+  /// configuration) and its packing into `st.placed`; false when CBC failed or found nothing.
+  bool place_by_ilp(const std::vector<std::vector<double>>& value, std::size_t window,
+                    detail::hops_round_state& st);
 
+  std::string name_;
   hops_params p_;
   hops_round_stats stats_;
   hops_ilp_input last_ilp_;
   std::unique_ptr<server_throughput> fallback_;  ///< when the snapshot carries no rates
-  const void* fallback_for_ = nullptr;           ///< cluster the fallback was built for
-  std::vector<hops_class> classes_;
-  std::vector<int> class_of_;                    ///< per server
-  const server_throughput* rt_ = nullptr;
-  std::uint64_t rt_version_ = 0;
-  const void* classes_for_ = nullptr;
-  /// (job type, GPUs) -> per-class rates, cleared when the classes or measurements change.
-  std::unordered_map<std::string, std::unique_ptr<class_rates>> cache_;
+  std::unique_ptr<detail::hops_server_classes> classes_;
 };
 
 /// Hops' options: lambda, bias, window, sensitivity_threshold, ilp_time_limit, ilp_gap,
 /// stay_bonus, fill_fragments, use_ilp, split_configs.
 std::vector<option_spec> hops_options();
 
-/// Builds Hops from validated options.
-std::unique_ptr<policy> make_hops(const options& o);
+/// Builds Hops named `name` from validated options.
+std::unique_ptr<policy> make_hops(const std::string& name, const options& o);
 
 }  // namespace tessera

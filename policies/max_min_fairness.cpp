@@ -6,40 +6,39 @@
 
 namespace tessera {
 
-max_min_fairness::max_min_fairness(bool aware, bool efficiency_stage) : aware_(aware) {
+max_min_fairness::max_min_fairness(bool efficiency_stage) {
   settings_.efficiency_stage = efficiency_stage;
 }
 
 result<allocation> max_min_fairness::allocate(const snapshot& s) {
-  const char* name = aware_ ? "max_min_fairness_perf" : "max_min_fairness";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  if (auto st = check_snapshot(s); !st) return st.err();
+  const matrix t = policy_throughputs(s);
   const std::vector<double> eq = equal_share_throughputs(s, t);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double w = s.jobs[m].spec->priority_weight;
     if (!(w > 0))
-      return error{error_kind::invalid_input,
-                   std::string(name) + ": job " + std::to_string(s.jobs[m].spec->id) +
-                       ": priority weight must be positive"};
+      return error{error_kind::invalid_input, "job " + std::to_string(s.jobs[m].spec->id) +
+                                                  ": priority weight must be positive"};
     if (eq[m] <= 0) continue;  // runs nowhere: row stays 0
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / (w * eq[m]);
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   return allocation{last_.x};
 }
 
 std::vector<option_spec> max_min_fairness_options() {
-  return {{"efficiency_stage",
-           "1: after the max-min optimum, maximise the sum of normalised throughputs keeping "
-           "every job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
-           1, 0, 1}};
+  return {bool_option(
+      "efficiency_stage",
+      "1: after the max-min optimum, maximise the sum of normalised throughputs keeping every "
+      "job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
+      true)};
 }
 
-std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o, bool aware) {
-  return std::make_unique<max_min_fairness>(aware, option_or(o, "efficiency_stage", 1) != 0);
+std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o) {
+  return std::make_unique<max_min_fairness>(o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera

@@ -2,13 +2,13 @@
 /// @file max_min_fairness.hpp
 /// Max-min fairness, i.e. least attained service (LAS), as an LP over time fractions
 /// (Gavel, OSDI'20, section 4.1 "Max-Min Fairness as an Optimization Problem"; effective
-/// throughput and the allocation matrix are section 3.1; the `_perf` variant is Gavel's
-/// heterogeneity-aware LAS, the plain one its heterogeneity-agnostic baseline).
+/// throughput and the allocation matrix are section 3.1). This is Gavel's
+/// heterogeneity-aware LAS; its heterogeneity-agnostic baseline is the same policy on the
+/// type-blind pooled view (policies/type_blind.hpp).
 ///
 /// Objective: maximise min_m (1 / w_m) * sum_j T[m][j] x[m][j] / T_equal_m, where T is
-/// `policy_throughputs(s, aware)` (agnostic: each job's row flattened to its mean, which is
-/// Gavel's "all throughputs = 1" after normalisation), T_equal_m is the job's throughput
-/// under an equal 1/M share (`equal_share_throughputs`) and w_m its priority weight.
+/// `policy_throughputs(s)`, T_equal_m is the job's throughput under an equal 1/M share
+/// (`equal_share_throughputs`) and w_m its priority weight.
 /// Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1; sum_m scale_m x[m][j] <= gpus_j;
 /// x[m][j] = 0 where T[m][j] = 0 or gpus_j < scale_m (a gang cannot fit on that type).
 /// Jobs that can run nowhere get x = 0 and are left out of the min.
@@ -37,11 +37,11 @@
 
 namespace tessera {
 
-/// Gavel's max-min fairness (LAS) allocation; `aware` selects the `_perf` variant.
+/// Gavel's max-min fairness (LAS) allocation.
 class max_min_fairness final : public allocation_policy {
  public:
   /// `efficiency_stage`: run the second, efficiency-maximising LP.
-  max_min_fairness(bool aware, bool efficiency_stage);
+  explicit max_min_fairness(bool efficiency_stage);
   /// Time fractions maximising the minimum normalised, weighted throughput.
   result<allocation> allocate(const snapshot& s) override;
   /// Statistics of the last LP solve (classes, iterations, warm, seconds, t*).
@@ -50,7 +50,6 @@ class max_min_fairness final : public allocation_policy {
   allocation_lp_settings& settings() { return settings_; }
 
  private:
-  bool aware_;
   allocation_lp_settings settings_;
   allocation_lp lp_;
   allocation_lp_result last_;
@@ -59,7 +58,7 @@ class max_min_fairness final : public allocation_policy {
 /// Options of max_min_fairness: `efficiency_stage` (0 or 1, default 1).
 std::vector<option_spec> max_min_fairness_options();
 
-/// Builds max-min fairness (aware = heterogeneity-aware `_perf` variant).
-std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o, bool aware);
+/// Builds max-min fairness from validated options.
+std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o);
 
 }  // namespace tessera

@@ -8,9 +8,8 @@
 namespace tessera {
 
 result<allocation> max_sum_throughput::allocate(const snapshot& s) {
-  const char* name = aware_ ? "max_sum_throughput_perf" : "max_sum_throughput";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  if (auto st = check_snapshot(s); !st) return st.err();
+  const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double best = t[m].empty() ? 0.0 : *std::max_element(t[m].begin(), t[m].end());
@@ -18,15 +17,15 @@ result<allocation> max_sum_throughput::allocate(const snapshot& s) {
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / best;
   }
   auto r = lp_.solve(in, allocation_objective::max_sum);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   return allocation{last_.x};
 }
 
 std::vector<option_spec> max_sum_throughput_options() { return {}; }
 
-std::unique_ptr<allocation_policy> make_max_sum_throughput(const options&, bool aware) {
-  return std::make_unique<max_sum_throughput>(aware);
+std::unique_ptr<allocation_policy> make_max_sum_throughput(const options&) {
+  return std::make_unique<max_sum_throughput>();
 }
 
 }  // namespace tessera

@@ -1,11 +1,11 @@
 #pragma once
 /// @file max_sum_throughput.hpp
 /// Maximum total throughput as an LP over time fractions (Gavel, OSDI'20, section 4.2 "Other
-/// Policies as Optimization Problems", maximize total throughput; `aware` = the
-/// heterogeneity-aware `_perf` variant).
+/// Policies as Optimization Problems", maximize total throughput; heterogeneity-aware, the
+/// agnostic variant runs it on the type-blind view, policies/type_blind.hpp).
 ///
-/// Objective: maximise sum_m sum_j T[m][j] x[m][j] / T_norm_m with T = policy_throughputs(s,
-/// aware) and T_norm_m = max_j T[m][j], the job's best throughput. Raw steps/s are not
+/// Objective: maximise sum_m sum_j T[m][j] x[m][j] / T_norm_m with T = policy_throughputs(s)
+/// and T_norm_m = max_j T[m][j], the job's best throughput. Raw steps/s are not
 /// comparable across models (a step of one model is not a step of another), so each job's
 /// throughput is normalised by its own best: the objective counts "best-GPU-equivalents" of
 /// progress. Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1; sum_m scale_m x[m][j] <=
@@ -13,8 +13,8 @@
 ///
 /// Solution: `allocation_lp` with the max_sum objective over job classes (exact: the
 /// objective is linear, so averaging over a class keeps it). Ties among optimal allocations
-/// are left to the simplex method. Agnostic: every type looks the same, so the LP maximises
-/// the GPU time handed out.
+/// are left to the simplex method. On the type-blind view every type looks the same, so the
+/// LP maximises the GPU time handed out.
 ///
 /// Complexity: one LP of C*K columns and C + K rows (C classes <= M jobs, K types) plus
 /// O(M K); recomputed only when the job set changes.
@@ -31,15 +31,12 @@ namespace tessera {
 /// Gavel's maximum-total-throughput allocation.
 class max_sum_throughput final : public allocation_policy {
  public:
-  /// `aware`: optimise over the measured per-type throughputs (else their per-job mean).
-  explicit max_sum_throughput(bool aware) : aware_(aware) {}
   /// Time fractions maximising the sum of normalised throughputs.
   result<allocation> allocate(const snapshot& s) override;
   /// Statistics of the last LP solve; `value` is the optimal normalised sum.
   const allocation_lp_result& last_solve() const { return last_; }
 
  private:
-  bool aware_;
   allocation_lp lp_;
   allocation_lp_result last_;
 };
@@ -47,7 +44,7 @@ class max_sum_throughput final : public allocation_policy {
 /// Options of max_sum_throughput (none).
 std::vector<option_spec> max_sum_throughput_options();
 
-/// Builds max total throughput (aware = heterogeneity-aware `_perf` variant).
-std::unique_ptr<allocation_policy> make_max_sum_throughput(const options& o, bool aware);
+/// Builds max total throughput (it has no options).
+std::unique_ptr<allocation_policy> make_max_sum_throughput(const options& o);
 
 }  // namespace tessera

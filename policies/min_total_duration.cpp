@@ -6,14 +6,13 @@
 
 namespace tessera {
 
-min_total_duration::min_total_duration(bool aware, bool efficiency_stage) : aware_(aware) {
+min_total_duration::min_total_duration(bool efficiency_stage) {
   settings_.efficiency_stage = efficiency_stage;
 }
 
 result<allocation> min_total_duration::allocate(const snapshot& s) {
-  const char* name = aware_ ? "min_total_duration_perf" : "min_total_duration";
-  if (auto st = check_snapshot(s, name); !st) return st.err();
-  const matrix t = policy_throughputs(s, aware_);
+  if (auto st = check_snapshot(s); !st) return st.err();
+  const matrix t = policy_throughputs(s);
   allocation_lp_input in = lp_input_for(s);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double rem = s.jobs[m].remaining_steps;
@@ -21,21 +20,21 @@ result<allocation> min_total_duration::allocate(const snapshot& s) {
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / rem;
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
-  if (!r) return error{r.err().kind, std::string(name) + ": " + r.err().message};
+  if (!r) return r.err();
   last_ = std::move(r.value());
   makespan_ = last_.value > 0 ? 1.0 / last_.value : 0.0;
   return allocation{last_.x};
 }
 
 std::vector<option_spec> min_total_duration_options() {
-  return {{"efficiency_stage",
-           "1: with the makespan fixed, maximise the rate at which the other jobs shrink; "
-           "0: stop at the makespan optimum",
-           1, 0, 1}};
+  return {bool_option("efficiency_stage",
+                      "1: with the makespan fixed, maximise the rate at which the other jobs "
+                      "shrink; 0: stop at the makespan optimum",
+                      true)};
 }
 
-std::unique_ptr<allocation_policy> make_min_total_duration(const options& o, bool aware) {
-  return std::make_unique<min_total_duration>(aware, option_or(o, "efficiency_stage", 1) != 0);
+std::unique_ptr<allocation_policy> make_min_total_duration(const options& o) {
+  return std::make_unique<min_total_duration>(o.flag("efficiency_stage"));
 }
 
 }  // namespace tessera

@@ -1,12 +1,12 @@
 #pragma once
 /// @file min_total_duration.hpp
 /// Minimum makespan ("total duration") as one LP over time fractions (Gavel, OSDI'20,
-/// section 4.2 "Other Policies as Optimization Problems", minimize makespan; `aware` = the
-/// heterogeneity-aware `_perf` variant).
+/// section 4.2 "Other Policies as Optimization Problems", minimize makespan; heterogeneity-
+/// aware, the agnostic variant runs it on the type-blind view, policies/type_blind.hpp).
 ///
 /// Objective: the smallest C such that every active job can finish its remaining steps by
 /// now + C at its effective throughput: sum_j T[m][j] x[m][j] * C >= rem_m for all m, with
-/// T = policy_throughputs(s, aware) and rem_m = remaining_steps. Gavel bisects over C with a
+/// T = policy_throughputs(s) and rem_m = remaining_steps. Gavel bisects over C with a
 /// feasibility LP per step; with z = 1/C the condition is linear in (x, z), so one LP is
 /// exact: maximise z s.t. sum_j T[m][j] x[m][j] >= rem_m z, i.e. a max-min over
 /// sum_j (T[m][j] / rem_m) x[m][j]. Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1;
@@ -34,7 +34,7 @@ namespace tessera {
 class min_total_duration final : public allocation_policy {
  public:
   /// `efficiency_stage`: run the second LP that uses capacity off the critical path.
-  min_total_duration(bool aware, bool efficiency_stage);
+  explicit min_total_duration(bool efficiency_stage);
   /// Time fractions minimising the time by which every active job can finish.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress changes rem, so the allocation is recomputed every round.
@@ -46,7 +46,6 @@ class min_total_duration final : public allocation_policy {
   const allocation_lp_result& last_solve() const { return last_; }
 
  private:
-  bool aware_;
   allocation_lp_settings settings_;
   allocation_lp lp_;
   allocation_lp_result last_;
@@ -56,7 +55,7 @@ class min_total_duration final : public allocation_policy {
 /// Options of min_total_duration: `efficiency_stage` (0 or 1, default 1).
 std::vector<option_spec> min_total_duration_options();
 
-/// Builds makespan minimisation (aware = heterogeneity-aware `_perf` variant).
-std::unique_ptr<allocation_policy> make_min_total_duration(const options& o, bool aware);
+/// Builds makespan minimisation from validated options.
+std::unique_ptr<allocation_policy> make_min_total_duration(const options& o);
 
 }  // namespace tessera

@@ -16,48 +16,48 @@ namespace tessera {
 
 namespace {
 
+/// Builds an allocation policy from validated options.
+using allocation_factory = std::function<std::unique_ptr<allocation_policy>(const options&)>;
+
 /// A registry entry for a Gavel allocation policy run through the shared mechanism.
-template <class Make>
 policy_entry gavel(std::string name, std::string summary, std::vector<option_spec> opts,
-                   bool aware, Make make) {
+                   allocation_factory make) {
   policy_entry e;
   e.name = name;
   e.summary = std::move(summary);
   e.options = std::move(opts);
-  e.make = [name, aware, make](const options& o) {
-    return make_gavel_policy(name, make(o, aware));
+  e.make = [make](const std::string& n, const options& o) {
+    return make_gavel_policy(n, make(o));
   };
   return e;
 }
 
 /// A registry entry for the heterogeneity-agnostic variant of an LP policy: the same policy on
 /// the type-blind pooled view of the cluster (policies/type_blind.hpp).
-template <class Make>
 policy_entry blind(std::string name, std::string summary, std::vector<option_spec> opts,
-                   Make make) {
-  policy_entry e;
-  e.name = name;
-  e.summary = std::move(summary);
-  e.options = std::move(opts);
-  e.make = [name, make](const options& o) {
-    return make_gavel_policy(name, make_type_blind(make(o, true)));
-  };
-  return e;
+                   allocation_factory make) {
+  return gavel(std::move(name), std::move(summary), std::move(opts),
+               [make](const options& o) { return make_type_blind(make(o)); });
+}
+
+/// FIFO choosing each job's type by `choice`.
+allocation_factory fifo_by(fifo_choice choice) {
+  return [choice](const options& o) { return make_fifo(o, choice); };
 }
 
 std::vector<policy_entry> build_registry() {
   std::vector<policy_entry> r;
   // clang-format off
-  r.push_back(gavel("fifo", "Gavel FIFO: whole GPU types in arrival order, most free type first", fifo_options(), false, make_fifo));
-  r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), true, make_fifo));
+  r.push_back(gavel("fifo", "Gavel FIFO: whole GPU types in arrival order, most free type first", fifo_options(), fifo_by(fifo_choice::most_free)));
+  r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), fifo_by(fifo_choice::fastest)));
   r.push_back(blind("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), make_max_min_fairness));
-  r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), true, make_max_min_fairness));
+  r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), make_max_min_fairness));
   r.push_back(blind("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), make_finish_time_fairness));
-  r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), true, make_finish_time_fairness));
+  r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), make_finish_time_fairness));
   r.push_back(blind("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), make_min_total_duration));
-  r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), true, make_min_total_duration));
+  r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), make_min_total_duration));
   r.push_back(blind("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), make_max_sum_throughput));
-  r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), true, make_max_sum_throughput));
+  r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), make_max_sum_throughput));
   r.push_back({"hops", "Hops: latency-ratio window, priority-weighted placement ILP (CBC) per server class, fragment filling", hops_options(), make_hops});
   r.push_back({"hadar", "Hadar: online primal-dual, exponential GPU-pool prices, one job's GPUs may span types and servers", hadar_options(), make_hadar});
   r.push_back({"hadare", "HadarE: Hadar plus forking each job into up to max_copies copies on distinct servers", hadare_options(), make_hadare});
@@ -81,7 +81,7 @@ result<std::unique_ptr<policy>> make_policy(const std::string& name,
     if (e.name != name) continue;
     auto opts = validate_options(e.options, args, where);
     if (!opts) return opts.err();
-    return e.make(opts.value());
+    return e.make(e.name, opts.value());
   }
   std::string valid;
   for (const auto& e : policy_registry()) valid += (valid.empty() ? "" : ", ") + e.name;

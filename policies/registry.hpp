@@ -1,7 +1,9 @@
 #pragma once
 /// @file registry.hpp
-/// The one place that maps policy names to factories. Adding a policy = its header, its
-/// source, its test and one line in registry.cpp.
+/// The one place that maps policy names to factories, and the one place a policy's name is
+/// spelled: the entry hands its name to the factory, and the policy reports it (`name()`) and
+/// uses it in its errors. Adding a policy = its header, its source, its test and one line in
+/// registry.cpp.
 
 #include <functional>
 #include <map>
@@ -19,7 +21,9 @@ struct policy_entry {
   std::string name;
   std::string summary;                  ///< one line for `tessera policies`
   std::vector<option_spec> options;     ///< accepted [policy.args]
-  std::function<std::unique_ptr<policy>(const ::tessera::options&)> make;
+  /// Builds the policy named `name` (the entry's) from validated options.
+  std::function<std::unique_ptr<policy>(const std::string& name, const ::tessera::options&)>
+      make;
 };
 
 /// Every registered policy, in listing order.

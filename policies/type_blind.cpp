@@ -13,7 +13,7 @@ class type_blind final : public allocation_policy {
   bool recompute_every_round() const override { return inner_->recompute_every_round(); }
 
   result<allocation> allocate(const snapshot& s) override {
-    if (!s.cl) return error{error_kind::internal, "type_blind: snapshot without a cluster"};
+    if (!s.cl) return error{error_kind::internal, "snapshot has no cluster"};
     const std::size_t k = s.cl->types.size();
     if (pooled_servers_ != s.cl->servers.size()) {
       std::vector<server> servers = s.cl->servers;

@@ -14,25 +14,45 @@
 #include "policies/max_min_fairness.hpp"
 #include "policies/max_sum_throughput.hpp"
 #include "policies/min_total_duration.hpp"
+#include "policies/type_blind.hpp"
 
 using namespace tessera;
 using tessera::test::gavel_fixture;
 
 namespace {
 
+/// A Gavel allocation policy in both variants: make(true) heterogeneity-aware, make(false)
+/// agnostic (FIFO's most-free rule, an LP on the type-blind view).
 struct named_factory {
   std::string name;
   std::function<std::unique_ptr<allocation_policy>(bool)> make;
 };
 
+/// The options of `specs` at their defaults.
+options defaults(const std::vector<option_spec>& specs) {
+  return validate_options(specs, {}, "test").value();
+}
+
+/// An LP policy built with default options, on the type-blind view unless `aware`.
+template <class Make>
+named_factory lp(std::string name, const std::vector<option_spec>& specs, Make make) {
+  const options o = defaults(specs);
+  return {std::move(name), [o, make](bool aware) {
+            auto p = make(o);
+            return aware ? std::move(p) : make_type_blind(std::move(p));
+          }};
+}
+
 std::vector<named_factory> factories() {
-  const options none;
   return {
-      {"fifo", [none](bool a) { return make_fifo(none, a); }},
-      {"max_min_fairness", [none](bool a) { return make_max_min_fairness(none, a); }},
-      {"finish_time_fairness", [none](bool a) { return make_finish_time_fairness(none, a); }},
-      {"min_total_duration", [none](bool a) { return make_min_total_duration(none, a); }},
-      {"max_sum_throughput", [none](bool a) { return make_max_sum_throughput(none, a); }},
+      {"fifo",
+       [](bool aware) {
+         return make_fifo(options{}, aware ? fifo_choice::fastest : fifo_choice::most_free);
+       }},
+      lp("max_min_fairness", max_min_fairness_options(), make_max_min_fairness),
+      lp("finish_time_fairness", finish_time_fairness_options(), make_finish_time_fairness),
+      lp("min_total_duration", min_total_duration_options(), make_min_total_duration),
+      lp("max_sum_throughput", max_sum_throughput_options(), make_max_sum_throughput),
   };
 }
 
@@ -60,8 +80,8 @@ void check_properties(const snapshot& s, const allocation& a, const std::string&
 }
 
 /// min over jobs of (1/w) T.x / T_equal, the max-min fairness objective, on jobs that can run.
-double maxmin_value(const snapshot& s, const allocation& a, bool aware) {
-  const matrix t = policy_throughputs(s, aware);
+double maxmin_value(const snapshot& s, const allocation& a) {
+  const matrix t = policy_throughputs(s);
   const auto eq = equal_share_throughputs(s, t);
   double v = 1e300;
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
@@ -92,12 +112,11 @@ TEST_CASE("gavel allocations: properties on random small clusters", "[policies]"
 }
 
 TEST_CASE("gavel allocations: recompute flags", "[policies]") {
-  const options none;
-  CHECK_FALSE(make_fifo(none, true)->recompute_every_round());
-  CHECK_FALSE(make_max_min_fairness(none, true)->recompute_every_round());
-  CHECK_FALSE(make_max_sum_throughput(none, true)->recompute_every_round());
-  CHECK(make_finish_time_fairness(none, true)->recompute_every_round());
-  CHECK(make_min_total_duration(none, true)->recompute_every_round());
+  for (const auto& f : factories()) {
+    INFO(f.name);
+    const bool progress = f.name == "finish_time_fairness" || f.name == "min_total_duration";
+    CHECK(f.make(true)->recompute_every_round() == progress);
+  }
 }
 
 TEST_CASE("gavel allocations: empty snapshot and jobs that cannot run", "[policies]") {
@@ -128,7 +147,7 @@ TEST_CASE("gavel allocations: empty snapshot and jobs that cannot run", "[polici
   }
 }
 
-TEST_CASE("gavel throughputs: aware, agnostic and equal share", "[policies]") {
+TEST_CASE("gavel throughputs: the snapshot's rows and equal share", "[policies]") {
   gavel_fixture fx;
   fx.add_type("a", 1);
   fx.add_type("b", 3);
@@ -136,11 +155,9 @@ TEST_CASE("gavel throughputs: aware, agnostic and equal share", "[policies]") {
   fx.add_job({4.0, 0.0}, 2);
   fx.add_job({1.0, 3.0}, 4);
   const auto& s = fx.finish();
-  const matrix aware = policy_throughputs(s, true);
+  const matrix aware = policy_throughputs(s);
+  CHECK(aware[0] == std::vector<double>{2.0, 1.0});
   CHECK(aware[1] == std::vector<double>{4.0, 0.0});
-  const matrix agnostic = policy_throughputs(s, false);
-  CHECK(agnostic[0] == std::vector<double>{1.5, 1.5});  // mean over runnable types
-  CHECK(agnostic[1] == std::vector<double>{4.0, 0.0});  // zeros stay zero
   // G = 4 GPUs, demand = 1 + 2 + 4 = 7 > G, so f = 4/7 and T_equal = f * sum_j T n_j / G:
   // job 0: 4/7 * (2*1 + 1*3) / 4 = 5/7.
   const auto eq = equal_share_throughputs(s, aware);
@@ -162,7 +179,7 @@ TEST_CASE("max_min_fairness: golden, heterogeneity-aware", "[policies]") {
   fx.add_job({1.0, 0.0});
   const auto& s = fx.finish();
   for (bool efficiency : {false, true}) {
-    max_min_fairness p(true, efficiency);
+    max_min_fairness p(efficiency);
     auto a = p.allocate(s);
     REQUIRE(a.ok());
     CHECK(p.last_solve().value == Approx(1.0));
@@ -170,18 +187,20 @@ TEST_CASE("max_min_fairness: golden, heterogeneity-aware", "[policies]") {
     CHECK(a->x[0][1] == Approx(0.5));
     CHECK(a->x[1][0] == Approx(0.5));
     CHECK(a->x[1][1] == 0.0);
-    CHECK(maxmin_value(s, *a, true) == Approx(1.0));
+    CHECK(maxmin_value(s, *a) == Approx(1.0));
   }
-  // Agnostic: rows become (1.5, 1.5) and (1, 0); normalised (1, 1) and (2, 0). Job 1 can
-  // reach at most 1 (its row sum), so t* = 1; the efficiency stage then maximises
-  // (a1 + b1) + 2 a2 with both >= 1: job 2 takes all of A, job 1 all of B.
-  max_min_fairness agn(false, true);
-  auto b = agn.allocate(s);
+  // Agnostic, on the type-blind view: one pooled type of 2 GPUs, job 1 at its mean 1.5, job 2
+  // at 1 (it runs on A only). G = demand = 2, so T_equal = 1.5 and 1, both rows normalise to
+  // 1 and the pooled optimum is y1 = y2 = 1. Spread over the usable types by GPU count: job 1
+  // (1/2, 1/2), job 2 (1, 0); A is then 1.5 GPUs over its 1, so its column is scaled by 2/3:
+  // job 1 (1/3, 1/2), job 2 (2/3, 0).
+  auto agn = make_type_blind(std::make_unique<max_min_fairness>(true));
+  auto b = agn->allocate(s);
   REQUIRE(b.ok());
-  CHECK(agn.last_solve().value == Approx(1.0));
-  CHECK(b->x[0][0] == Approx(0.0).margin(1e-9));
-  CHECK(b->x[0][1] == Approx(1.0));
-  CHECK(b->x[1][0] == Approx(1.0));
+  CHECK(b->x[0][0] == Approx(1.0 / 3.0));
+  CHECK(b->x[0][1] == Approx(0.5));
+  CHECK(b->x[1][0] == Approx(2.0 / 3.0));
+  CHECK(b->x[1][1] == 0.0);
 }
 
 TEST_CASE("max_min_fairness: golden, priority weights", "[policies]") {
@@ -193,7 +212,7 @@ TEST_CASE("max_min_fairness: golden, priority weights", "[policies]") {
   fx.add_job({2.0}, 1, 1000, -1, 0, 1.0);
   fx.add_job({1.0}, 1, 1000, -1, 0, 2.0);
   const auto& s = fx.finish();
-  max_min_fairness p(true, true);
+  max_min_fairness p(true);
   auto a = p.allocate(s);
   REQUIRE(a.ok());
   CHECK(a->x[0][0] == Approx(1.0 / 3.0));
@@ -212,7 +231,7 @@ TEST_CASE("min_total_duration: golden", "[policies]") {
   fx.add_job({2.0, 1.0}, 1, 400, 100);
   fx.add_job({1.0, 0.0}, 1, 400, 50);
   const auto& s = fx.finish(1000);
-  min_total_duration p(true, true);
+  min_total_duration p(true);
   auto a = p.allocate(s);
   REQUIRE(a.ok());
   CHECK(p.last_makespan() == Approx(75.0));
@@ -232,7 +251,7 @@ TEST_CASE("finish_time_fairness: golden", "[policies]") {
     fx.add_job({2.0, 1.0});
     fx.add_job({1.0, 0.0});
     const auto& s = fx.finish(0);
-    finish_time_fairness p(true, true, 1e-7, 100);
+    finish_time_fairness p(true, 1e-7, 100);
     auto a = p.allocate(s);
     REQUIRE(a.ok());
     CHECK(p.last_rho() == Approx(1.0).epsilon(1e-5));
@@ -253,7 +272,7 @@ TEST_CASE("finish_time_fairness: golden", "[policies]") {
     fx.add_job({1.0}, 1, 100, 100, 100);
     const auto& s = fx.finish(100);
     const double x1 = (-0.2 + std::sqrt(0.84)) / 2;
-    finish_time_fairness p(true, true, 1e-7, 100);
+    finish_time_fairness p(true, 1e-7, 100);
     auto a = p.allocate(s);
     REQUIRE(a.ok());
     CHECK(a->x[0][0] == Approx(x1).epsilon(1e-4));
@@ -274,7 +293,7 @@ TEST_CASE("max_sum_throughput: golden", "[policies]") {
   fx.add_job({4.0, 2.0});
   fx.add_job({3.0, 1.0});
   const auto& s = fx.finish();
-  max_sum_throughput p(true);
+  max_sum_throughput p;
   auto a = p.allocate(s);
   REQUIRE(a.ok());
   CHECK(p.last_solve().value == Approx(1.5));
@@ -298,10 +317,10 @@ TEST_CASE("fifo: golden", "[policies]") {
   fx.add_job({5.0, 4.0}, 4);
   fx.add_job({1.0, 1.0}, 1);
   const auto& s = fx.finish();
-  auto aware = fifo(true).allocate(s);
+  auto aware = fifo(fifo_choice::fastest).allocate(s);
   REQUIRE(aware.ok());
   CHECK(aware->x == std::vector<std::vector<double>>{{1, 0}, {0, 1}, {0, 0}, {0, 0}});
-  auto agnostic = fifo(false).allocate(s);
+  auto agnostic = fifo(fifo_choice::most_free).allocate(s);
   REQUIRE(agnostic.ok());
   CHECK(agnostic->x == std::vector<std::vector<double>>{{0, 1}, {1, 0}, {0, 0}, {0, 0}});
 
@@ -311,7 +330,7 @@ TEST_CASE("fifo: golden", "[policies]") {
   fy.add_type("b", 4);
   fy.add_job({1.0, 1.0}, 8);
   fy.add_job({1.0, 1.0}, 4);
-  auto skip = fifo(true).allocate(fy.finish());
+  auto skip = fifo(fifo_choice::fastest).allocate(fy.finish());
   REQUIRE(skip.ok());
   CHECK(skip->x == std::vector<std::vector<double>>{{0, 0}, {0, 1}});
 }

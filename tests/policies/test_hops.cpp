@@ -316,7 +316,7 @@ TEST_CASE("hops: the window takes the highest latency ratios first", "[policies]
   SECTION("latency ratio alone (critical_slack = 0, the paper's rule)") {
     hops_params hp;
     hp.critical_slack = 0;
-    hops h(hp);
+    hops h("hops", hp);
     auto p = h.plan(make_snapshot(cl, rt, jobs, 500));
     REQUIRE(p);
     REQUIRE(p->assignments.size() == 1);
@@ -329,7 +329,7 @@ TEST_CASE("hops: the window takes the highest latency ratios first", "[policies]
     // Remaining work 4 x 1000 + 4 x 100 GPU-s over 4 GPUs drains in 1100 s; the longest job
     // needs 1000 s. L = max(1100, 1000) = 1100 and job 0's 1000 s is within 10% of it:
     // delaying job 0 by a round (360 s) would end the queue at 1360 s instead of ~1100 s.
-    hops h(hops_params{});
+    hops h("hops", hops_params{});
     auto p = h.plan(make_snapshot(cl, rt, jobs, 500));
     REQUIRE(p);
     REQUIRE(p->assignments.size() == 1);
@@ -351,7 +351,7 @@ TEST_CASE("hops: the higher latency ratio gets the faster server of one GPU type
   hops_params hp;
   hp.critical_slack = 0;  // both would be makespan-critical in so small a queue
   hp.size_value = 0;      // the paper's objective, as computed above
-  hops h(hp);
+  hops h("hops", hp);
   auto p = h.plan(make_snapshot(cl, rt, jobs, 200));
   REQUIRE(p);
   REQUIRE(p->assignments.size() == 2);
@@ -384,7 +384,7 @@ TEST_CASE("hops: fragments go to low-sensitivity jobs beyond the window", "[poli
       std::vector<job> jobs = {test::make_job(0, "S", 3, 1000, 0),
                                test::make_job(1, "S", 3, 1000, 0),
                                test::make_job(2, c_type, 2, 1000, 100)};
-      hops h(hp);
+      hops h("hops", hp);
       auto p = h.plan(make_snapshot(cl, rt, jobs, 200));
       REQUIRE(p);
       CHECK(h.last_round().window_jobs == 2);
@@ -408,7 +408,7 @@ TEST_CASE("hops: fragments go to low-sensitivity jobs beyond the window", "[poli
     off.fill_fragments = false;
     std::vector<job> jobs = {test::make_job(0, "S", 3, 1000, 0), test::make_job(1, "S", 3, 1000, 0),
                              test::make_job(2, "L", 2, 1000, 100)};
-    hops h(off);
+    hops h("hops", off);
     auto p = h.plan(make_snapshot(cl, rt, jobs, 200));
     REQUIRE(p);
     CHECK_FALSE(find(*p, 2));
@@ -454,7 +454,7 @@ TEST_CASE("hops: plans without executor rates and with the greedy pass", "[polic
     INFO("mode " << mode);
     hops_params hp;
     hp.use_ilp = mode != 2;
-    hops h(hp);
+    hops h("hops", hp);
     snapshot s = make_snapshot(cl, rt, jobs, 100);
     if (mode == 1) s.rates = nullptr;
     auto p = h.plan(s);

@@ -1,0 +1,63 @@
+#pragma once
+/// @file hops_ilp.hpp
+/// Hops' per-round placement ILP (step 4 of policies/hops.hpp), exposed for tests and the
+/// bench: the instance (server classes, each window job's configurations and their values),
+/// the fill patterns that enforce per-server capacity, and the CBC solve.
+///
+/// Model: one binary column per (job, configuration) with the configuration's value as its
+/// objective; one integer column n[k][p] in [0, servers of class k] per class k and fill
+/// pattern p. Rows: sum_c y[i][c] <= 1 per job; per class, whole servers used plus
+/// sum_p n[k][p] <= servers of k; per class and share size d, shares of size d minus
+/// sum_p mult_p(d) n[k][p] <= 0. Classes no configuration uses get no rows.
+
+#include <cstddef>
+#include <vector>
+
+#include "runtime/result.hpp"
+#include "runtime/solver/milp.hpp"
+
+namespace tessera {
+
+/// Servers that are interchangeable for every job: same GPU type, speed factor and size.
+struct hops_class {
+  std::vector<int> servers;  ///< server ids, ascending
+  int capacity = 0;          ///< GPUs per server
+};
+
+/// One configuration of one job.
+struct hops_config {
+  int cls = 0;                 ///< index into the class list
+  int gpus = 0;                ///< GPUs in total
+  int whole_servers = 0;       ///< servers it fills entirely
+  std::vector<int> pieces;     ///< sizes of its partial-server shares (each <= capacity)
+  double throughput = 0;       ///< steps/s (estimate)
+  bool stay = false;           ///< matches the job's placement in the previous round
+};
+
+/// An ILP instance: classes, and per job its configurations and objective weights (already
+/// including G and the stay bonus).
+struct hops_ilp_input {
+  std::vector<hops_class> classes;
+  std::vector<std::vector<hops_config>> configs;  ///< per job
+  std::vector<std::vector<double>> value;         ///< per job and configuration, > 0
+};
+
+/// An ILP answer.
+struct hops_ilp_result {
+  std::vector<int> choice;                          ///< configuration per job, -1 = none
+  /// Per class: the chosen fill patterns, one multiset of share sizes per pattern copy.
+  std::vector<std::vector<std::vector<int>>> patterns;
+  milp_solution solution;                           ///< CBC's outcome and figures
+  int columns = 0, rows = 0, integers = 0;          ///< model size
+};
+
+/// Maximal multisets of `sizes` (distinct, positive) summing to at most `capacity`, each
+/// sorted descending; empty when there are more than `limit`.
+std::vector<std::vector<int>> fill_patterns(const std::vector<int>& sizes, int capacity,
+                                            std::size_t limit = 5000);
+
+/// Builds and solves the ILP. An error when the instance is inconsistent, CBC fails or a
+/// class needs too many patterns.
+result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_settings& s);
+
+}  // namespace tessera
