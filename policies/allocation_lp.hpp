@@ -56,11 +56,9 @@
 /// distinct Gavel-like jobs: ~3200 pivots cold, ~25 crashed).
 ///
 /// Complexity: one LP with C*K + 1 columns and 2C + K rows (C classes, K types), two with the
-/// efficiency stage; building the classes is O(M K) expected (hashing). Measured with
-/// bench/lp_bench.cpp (heterogeneity-aware max-min fairness, both stages, medians, N jobs on
-/// 3 x N/4 GPUs): Gavel rows (~80 classes) 1.2 ms cold and 0.56 ms after one arrival at
-/// N = 2048, 2.7 / 2.1 ms at N = 10,000; every row distinct 23 ms / 11 ms at 2048 and
-/// 345 / 125 ms at 10,000, against 0.34 s and 9.0 s for CLP's dual simplex on the plain LP.
+/// efficiency stage; building the classes is O(M K) expected (hashing). bench/lp_bench.cpp
+/// times it against CLP's dual simplex on the plain LP (docs/benchmarks.md, "Design
+/// figures").
 
 #include <memory>
 #include <string>

@@ -39,8 +39,8 @@
 /// of the utility per GPU, w * rate / best, which is at most 1 for a fresh job (w = 1):
 /// U = 1 (`price_high`): a full pool asks the utility per GPU of a fresh job at full speed;
 /// L = 0.3 (`price_low`): on an empty pool a fresh job must reach 30% of its best speed per
-/// unit of pool value. (L = 0.05 admits more slow mixed placements: 25.4 h instead of
-/// 24.5 h average JCT on the online seed-1 trace of docs/benchmarks.md, "Hadar".) Pooling
+/// unit of pool value (a lower L admits more slow mixed placements and raised the average
+/// JCT: docs/benchmarks.md, "Design figures"). Pooling
 /// the servers of a type (rather than pricing each 4-GPU server apart) is deliberate: with
 /// per-server prices the exponential spreads one-GPU jobs over every server and leaves no
 /// whole server for gang jobs; within a pool placement is best-fit.
@@ -55,9 +55,8 @@
 ///
 /// Order: "critical" jobs first, i.e. jobs whose remaining time alone (rem_m) is at least
 /// `critical_share` (default 2) x the time the cluster needs to drain all remaining work
-/// (sum_m k_m rem_m / GPUs): they bound the total time whatever else runs. (On the online
-/// seed-1 trace: 1 gives the same total time, 689.8 h, at 27.8 h average JCT instead of
-/// 24.5 h; 0, no critical jobs, gives 21.8 h average JCT but 773.6 h total time.) Then w_m
+/// (sum_m k_m rem_m / GPUs): they bound the total time whatever else runs (the default trades
+/// total time against average JCT: docs/benchmarks.md, "Design figures"). Then w_m
 /// descending, then remaining time, arrival, id. Starvation-freedom: a waiting job's w grows
 /// linearly in time while a new job starts near 1, so after a finite time the job heads the
 /// order (only critical jobs, which finish, stay ahead), sees an empty cluster and is

@@ -28,9 +28,8 @@
 ///     Addition (option `size_value` s, default 1; 0 = the paper's objective): the value is
 ///     (LR_i + bias)^lambda * (G[i][c] + s * GPUs of c). With G alone a multi-GPU job is worth
 ///     no more than a one-GPU job, so whenever types or packing force the ILP to leave
-///     something out it leaves out the big job, however high its LR (one 8-GPU job waited
-///     65 h, LR 7.2, on Gavel's cluster); the GPU term weighs who runs per GPU, while G still
-///     decides where.
+///     something out it leaves out the big job, however high its LR (docs/benchmarks.md,
+///     "Design figures"); the GPU term weighs who runs per GPU, while G still decides where.
 ///     A configuration is (server class, GPU count from the job's acceptable set, shape):
 ///     one server; or, for a count above the class's server size, whole servers plus one
 ///     remainder share ("adjacent, filled servers"); or, for jobs with low placement
@@ -43,9 +42,8 @@
 ///     size d, shares of size d <= sum_p mult_p(d) n[k][p], and whole-server use plus
 ///     sum_p n[k][p] <= servers of k. Any per-server packing induces such patterns and any
 ///     pattern solution packs, so the feasible set is the same as the per-server ILP's,
-///     without its symmetric copies (on the 512-GPU window, one-server configurations only,
-///     CBC stops the per-server ILP at a 10 s limit 0.07% short of the optimum it proves for
-///     this one in 0.28 s: bench_hops_bench --compare).
+///     without its symmetric copies, which CBC proves optimal far sooner than the per-server
+///     ILP (bench_hops_bench --compare; docs/benchmarks.md).
 ///  5. Packing: whole-server shares first (on the job's previous servers when possible,
 ///     else consecutive servers), then patterns to servers (a running job's previous server
 ///     gets a pattern holding its share when possible), then shares to pattern slots.

@@ -15,8 +15,7 @@
 ///
 /// Solution: `allocation_lp` (see allocation_lp.hpp) over job classes (identical normalised
 /// row and scale factor), an exact reduction: Gavel's traces have ~80 (job type, scale)
-/// pairs, so 2048 jobs make an LP of ~80 x 3 variables (1.2 ms cold, 0.6 ms warm, both
-/// stages, measured by bench/lp_bench.cpp).
+/// pairs, so 2048 jobs make an LP of ~80 x 3 variables (bench/lp_bench.cpp times it).
 /// The CLP model is kept between calls and re-solved from the previous basis (classes are
 /// matched by job id), and cold solves of many distinct rows start from a crash basis.
 /// Efficiency stage (option `efficiency_stage`, default on): Gavel's single LP leaves the
