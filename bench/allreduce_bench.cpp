@@ -41,6 +41,7 @@
 #include <sched.h>
 
 #include "runtime/comm/mpi_aggregator.hpp"
+#include "runtime/comm/work_queue.hpp"
 
 using namespace tessera::comm;
 
@@ -63,11 +64,7 @@ class worker {
  public:
   worker() : thread_([this] { loop(); }) {}
   ~worker() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    queue_.stop();
     thread_.join();
   }
   /// Runs `fn` on the worker and waits for it; `pin` first moves the worker onto this CPU.
@@ -80,32 +77,15 @@ class worker {
     }
     auto task = std::make_shared<std::packaged_task<void()>>(fn);
     auto done = task->get_future();
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      queue_.push_back([task] { (*task)(); });
-    }
-    cv_.notify_all();
+    queue_.push([task] { (*task)(); });
     done.wait();
   }
 
  private:
   void loop() {
-    for (;;) {
-      std::function<void()> next;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        next = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      next();
-    }
+    while (auto next = queue_.pop()) next();
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
+  tessera::comm::work_queue queue_;
   std::thread thread_;
 };
 

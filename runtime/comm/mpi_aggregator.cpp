@@ -1,13 +1,14 @@
 #include "runtime/comm/mpi_aggregator.hpp"
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <limits>
 #include <thread>
 
 #include <mpi.h>
+
+#include "runtime/comm/work_queue.hpp"
 
 namespace tessera::comm {
 
@@ -39,11 +40,7 @@ class mpi_channel {
   }
 
   ~mpi_channel() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
+    queue_.stop();
     if (broken_.load()) {
       thread_.detach();  // may be stuck in MPI forever; the graveyard keeps buffers alive
       leak_graveyard();
@@ -63,16 +60,12 @@ class mpi_channel {
     auto job = std::make_shared<std::packaged_task<status()>>(
         [this, t, abandon] { return t(comm_, *abandon); });
     auto fut = job->get_future();
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      queue_.push_back([job, abandon] { (*job)(); });
-    }
-    cv_.notify_all();
+    queue_.push([job, abandon] { (*job)(); });
     if (fut.wait_for(timeout) == std::future_status::ready) return fut.get();
     abandon->store(true);
     broken_.store(true);
     {
-      std::lock_guard<std::mutex> g(mu_);
+      std::lock_guard<std::mutex> g(graveyard_mu_);
       if (keep_alive) {
         graveyard_.push_back(std::move(*keep_alive));
         keep_alive->assign(graveyard_.back().size(), std::numeric_limits<float>::quiet_NaN());
@@ -88,15 +81,7 @@ class mpi_channel {
 
  private:
   void loop() {
-    for (;;) {
-      std::function<void()> next;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stop requested and nothing left
-        next = std::move(queue_.front());
-        queue_.pop_front();
-      }
+    while (auto next = queue_.pop()) {  // empty once stopped and drained
       if (comm_ == MPI_COMM_NULL && !create_failed_) create();
       next();
     }
@@ -127,11 +112,9 @@ class mpi_channel {
   int tag_;
   MPI_Comm comm_ = MPI_COMM_NULL;  // owned by the thread
   bool create_failed_ = false;     // owned by the thread
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
+  work_queue queue_;
   std::atomic<bool> broken_{false};
+  std::mutex graveyard_mu_;
   std::deque<std::vector<float>> graveyard_;
   std::thread thread_;
 };

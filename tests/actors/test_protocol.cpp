@@ -123,15 +123,32 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   js.busy_gpu_seconds = {1.0, 2.0};
   js.regressions = 0;
   js.lost_rounds = 1;
+  js.job_type = "mlp";
+  js.scale = 4;
+  js.total_steps = 90;
+  js.first_start = 1.5;
+  js.run_time = 7.25;
   s.jobs = {js};
   s.failed_ranks = {2};
   s.dispatch_latency = {0.001};
+  s.round_records = {tessera::round_record{2.0, 3, 1, 4, 2}};
   auto s2 = round_trip(sys, s);
   CHECK(s2.ok);
   REQUIRE(s2.jobs.size() == 1);
   CHECK(s2.jobs[0].busy_gpu_seconds == js.busy_gpu_seconds);
   CHECK(s2.jobs[0].lost_rounds == 1);
+  CHECK(s2.jobs[0].job_type == "mlp");
+  CHECK(s2.jobs[0].scale == 4);
+  CHECK(s2.jobs[0].total_steps == 90);
+  CHECK(s2.jobs[0].first_start == 1.5);
+  CHECK(s2.jobs[0].run_time == 7.25);
   CHECK(s2.failed_ranks == std::vector<std::int32_t>{2});
+  REQUIRE(s2.round_records.size() == 1);
+  CHECK(s2.round_records[0].start == 2.0);
+  CHECK(s2.round_records[0].busy_gpus == 3);
+  CHECK(s2.round_records[0].idle_gpus == 1);
+  CHECK(s2.round_records[0].active_jobs == 4);
+  CHECK(s2.round_records[0].waiting_jobs == 2);
 }
 
 TEST_CASE("run errors carry their message", "[actors][protocol]") {
