@@ -10,11 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:-1}
-bin=${TESSERA_BIN:-build/tessera}
-out=docs/results
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
+source scripts/reproduce_common.sh
 for rate in 0.4 2.8 4.8 5.6; do
   $bin trace generate --jobs 7000 --rate "$rate" --seed "$seed" -o "$tmp/single_$rate.trace"
   echo "== single-GPU, $rate jobs/h, seed $seed"

@@ -11,20 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:-1}
-bin=${TESSERA_BIN:-build/tessera}
-out=docs/results
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
+source scripts/reproduce_common.sh
 run() {  # run NAME TRACE [compare options...]
   local name=$1 trace=$2
   shift 2
   $bin compare --trace "$trace" -q --parallel 1 --json "$tmp/$name.json" "$@"
-}
-merge() {  # merge OUTPUT INPUTS...
-  local dst=$1
-  shift
-  python3 -c 'import json,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:]), []), indent=1))' "$@" > "$dst"
 }
 $bin trace generate --jobs 1000 --rate 2.8 --multi-gpu --seed "$seed" -o "$tmp/online.trace"
 echo "== online, 1000 multi-GPU jobs at 2.8 jobs/h, window 500-999, seed $seed"

@@ -14,16 +14,7 @@ cd "$(dirname "$0")/.."
 seed=${1:-1}
 shift || true
 rates=${*:-1.4 2.8 4.2 5.6}
-bin=${TESSERA_BIN:-build/tessera}
-out=docs/results
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
-merge() {  # merge OUTPUT INPUTS...
-  local dst=$1
-  shift
-  python3 -c 'import json,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:]), []), indent=1))' "$@" > "$dst"
-}
+source scripts/reproduce_common.sh
 for rate in $rates; do
   $bin trace generate --jobs 1000 --rate "$rate" --multi-gpu --seed "$seed" -o "$tmp/multi.trace"
   echo "== multi-GPU, 1000 jobs at $rate jobs/h, window 500-999, seed $seed"

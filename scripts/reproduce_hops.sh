@@ -30,11 +30,7 @@ for w in "${@:2}"; do
     *) echo "reproduce_hops.sh: unknown word '$w' (full, sweep, only512)" >&2; exit 2 ;;
   esac
 done
-bin=${TESSERA_BIN:-build/tessera}
-out=docs/results
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
+source scripts/reproduce_common.sh
 all=fifo,fifo_perf,max_min_fairness,max_min_fairness_perf,finish_time_fairness
 all=$all,finish_time_fairness_perf,min_total_duration,min_total_duration_perf
 all=$all,max_sum_throughput,max_sum_throughput_perf,hadar,hadare,hops
@@ -48,11 +44,6 @@ ablate() {  # ablate NAME TRACE KEY=VALUE [compare options...]: hops with one op
   shift 3
   run "$name" "$trace" --policies hops --policy-arg "$kv" "$@"
   sed -i "s/\"policy\": *\"hops\"/\"policy\": \"hops_$kv\"/" "$tmp/$name.json"
-}
-merge() {  # merge OUTPUT INPUTS...
-  local dst=$1
-  shift
-  python3 -c 'import json,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:]), []), indent=1))' "$@" > "$dst"
 }
 annotate() {  # annotate FILE ROUND_LENGTH_S DURATION_SCALE: label each entry with its setting
   python3 - "$@" <<'PY'

@@ -10,7 +10,7 @@ bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)")
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != "1" ]; then
   BUILD_DIR=build-asan bash scripts/build.sh -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF \
-    -DCMAKE_BUILD_TYPE=Debug
+    -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_MPI_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -L unit -j"$(nproc)")
 fi

@@ -10,10 +10,7 @@
 #include "tests/support.hpp"
 
 using namespace tessera;
-using tessera::test::config_file;
-using tessera::test::has;
-using tessera::test::input_error_message;
-using tessera::test::temp_file;
+using namespace tessera::test;
 
 namespace {
 
