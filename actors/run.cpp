@@ -1,5 +1,6 @@
 #include "actors/run.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -458,6 +459,28 @@ int run_node_process(const run_settings& s, const node_process& p,
   return connect_and_run_node(s, *in, p.rank, p.host, p.port, kinds, setup, nullptr);
 }
 
+/// MPI_Finalize, bounded: it is collective, and after a rank died (or while a communicator
+/// thread is stuck in a collective with it) it can wait forever. The run's outcome is known by
+/// then, so past `grace` seconds the process flushes its output and exits with `code`.
+int finalize_mpi(int code, double grace) {
+  std::atomic<bool> done{false};
+  std::thread watchdog([&done, code, grace] {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<long>(grace * 1000));
+    while (!done.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (done.load()) return;
+    std::cout.flush();
+    std::cerr << "tessera: MPI_Finalize did not return within " << grace
+              << " s (a lost rank's collectives); exiting with the run's status\n";
+    std::_Exit(code);
+  });
+  MPI_Finalize();
+  done.store(true);
+  watchdog.join();
+  return code;
+}
+
 int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
             const node_setup& setup) {
   int provided = 0;
@@ -491,9 +514,8 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
   } else {
     code = run_mpi_node(s, *st.in, rank, kinds, setup, st.agg);
   }
-  st.agg.reset();  // its communicator threads end before MPI does
-  MPI_Finalize();
-  return code;
+  st.agg.reset();  // its communicator threads end (or are left stuck) before MPI does
+  return finalize_mpi(code, 10);
 }
 
 }  // namespace tessera::actors

@@ -4,7 +4,6 @@
 // checks the JSON summary and the jobs' final checkpoints. Injected faults (a node killing
 // itself, a node claiming another protocol version) use tessera_faulty, `tessera run` with
 // test hooks (tests/tessera_faulty.cpp).
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <fstream>
