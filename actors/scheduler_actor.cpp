@@ -192,10 +192,12 @@ void book_round(scheduler_state& st, const round_plan& p,
   }
   st.started = 0;
   st.expected_starts = 0;
+  std::map<std::int64_t, tracked_job*> by_id;
+  for (auto& j : st.jobs) by_id[j.spec.spec.id] = &j;
   std::map<std::int64_t, int> copies;  // per job: copies this round
   for (const auto& [rank, o] : orders)
     for (const auto& c : o.copies) {
-      auto* j = find_job(st, c.job);
+      auto* j = by_id.at(c.job);
       const bool leader = c.part_ranks.empty() || c.part_ranks.front() == rank;
       j->pieces.push_back(copy_piece{c.copy, rank, c.gpus, leader, c.part_ranks.size() > 1});
       j->round_gpus += c.gpus;
@@ -208,7 +210,7 @@ void book_round(scheduler_state& st, const round_plan& p,
       }
     }
   for (const auto& [id, n] : copies) {
-    auto* j = find_job(st, id);
+    auto* j = by_id.at(id);
     j->last_busy = 0;
     ++j->rounds;
     j->max_copies = std::max(j->max_copies, n);
@@ -217,7 +219,7 @@ void book_round(scheduler_state& st, const round_plan& p,
   std::map<std::int64_t, int> copy0_type;  // per job: GPU type of copy 0's first placement
   for (const auto& as : p.assignments) {
     if (!copies.count(as.job)) continue;
-    auto* j = find_job(st, as.job);
+    auto* j = by_id.at(as.job);
     for (const auto& sh : as.shares) j->planned[st.live_ranks[sh.server]] += sh.gpus * p.length;
     if (as.copy == 0) copy0_type.emplace(as.job, as.type);
   }

@@ -150,6 +150,16 @@ struct virtual_run {
   }
 };
 
+/// Registers node 0 (reports at once) and node 1 (holds its reports back until told), runs
+/// round 0's dispatch and returns node 1.
+caf::actor start_with_silent_node(virtual_run& run) {
+  run.node(0);
+  auto slow = run.node(1, script{false, true});
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  return slow;
+}
+
 std::vector<run_job> long_jobs(int n) {
   std::vector<run_job> jobs;
   for (int i = 0; i < n; ++i) jobs.push_back(make_run_job(i, "mlp", 1000000, 0.01, i + 1));
@@ -191,10 +201,7 @@ TEST_CASE("running: a round starts when the last node registers and the next one
 TEST_CASE("draining: past its time a round waits for the last report, then moves on at once",
           "[actors][scheduler][clock]") {
   virtual_run run({1.0, 1.0}, long_jobs(2));
-  run.node(0);
-  auto slow = run.node(1, script{false, true});
-  run.advance(0);
-  CHECK(run.rounds_ordered().size() == 2);
+  auto slow = start_with_silent_node(run);
   run.advance(2.5);  // past the round's length, within its deadline
   CHECK(run.rounds_ordered().empty());
   caf::anon_send(slow, report_atom::value);
@@ -206,10 +213,7 @@ TEST_CASE("draining: past its time a round waits for the last report, then moves
 TEST_CASE("draining: a node that misses the report deadline is lost and the round moves on",
           "[actors][scheduler][clock]") {
   virtual_run run({1.0, 1.0}, long_jobs(2));
-  run.node(0);
-  run.node(1, script{false, true});
-  run.advance(0);
-  CHECK(run.rounds_ordered().size() == 2);
+  start_with_silent_node(run);
   run.advance(4.9);  // round length 1 + grace 4: not yet
   CHECK(run.rounds_ordered().empty());
   run.advance(0.2);
