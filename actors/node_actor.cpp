@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "actors/admission.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 namespace tessera::actors {
@@ -15,6 +16,8 @@ namespace {
 
 /// Heartbeat timer tick.
 using hb_tick_atom = caf::atom_constant<caf::atom("hbtick")>;
+
+using self_ptr = caf::stateful_actor<node_state>*;
 
 caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
@@ -29,29 +32,35 @@ node_state::~node_state() {
   }
 }
 
-caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
-                         caf::actor scheduler) {
-  auto& st = self->state;
-  st.cfg = std::move(cfg);
-  st.scheduler = scheduler;
-  self->monitor(scheduler);
-  self->set_down_handler([=](caf::down_msg& d) {
-    if (d.source != self->state.scheduler.address()) return;
-    self->quit(make_run_error(run_errc::unknown_node,
-                              "node rank " + std::to_string(self->state.cfg.rank) +
-                                  " lost the scheduler: " + describe(self->system(), d.reason)));
-  });
+namespace {
 
+/// Ends the node with a run error of `code` and `text`, stopping its copies.
+void fail(self_ptr self, run_errc code, const std::string& text) {
+  for (auto& [key, slot] : self->state.slots) slot->stop = true;
+  self->quit(make_run_error(code, "node rank " + std::to_string(self->state.cfg.rank) + " " + text));
+}
+
+/// The hello this node sends, with its proof over the exchange's nonces.
+node_hello make_hello(const node_config& cfg, const nonce_pair& n) {
   node_hello hello;
-  hello.version = st.cfg.version;
-  hello.rank = st.cfg.rank;
-  hello.name = st.cfg.srv.name;
-  hello.gpu_type = st.cfg.srv.gpu_type;
-  hello.gpus = st.cfg.srv.gpus;
-  hello.speed = st.cfg.srv.speed;
-  hello.host = st.cfg.host;
+  hello.version = cfg.version;
+  hello.rank = cfg.rank;
+  hello.name = cfg.srv.name;
+  hello.gpu_type = cfg.srv.gpu_type;
+  hello.gpus = cfg.srv.gpus;
+  hello.speed = cfg.srv.speed;
+  hello.host = cfg.host;
   hello.pid = static_cast<std::int32_t>(::getpid());
-  self->request(scheduler, seconds(st.cfg.register_timeout), hello)
+  hello.proof = proof_of(cfg.secret, hello_proof_parts(hello, n));
+  return hello;
+}
+
+caf::behavior serving(self_ptr self);
+
+/// Sends the hello once the scheduler proved the secret; serving once welcomed.
+void send_hello(self_ptr self, const nonce_pair& n) {
+  const auto& cfg = self->state.cfg;
+  self->request(self->state.scheduler, seconds(cfg.register_timeout), make_hello(cfg, n))
       .then(
           [=](const node_welcome& w) {
             self->state.registered = true;
@@ -59,97 +68,139 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
             if (const auto& hook = self->state.cfg.hooks.on_registered)
               hook(self, self->state.scheduler);
             self->send(self, hb_tick_atom::value);
+            self->become(serving(self));
           },
           [=](caf::error& e) {
-            self->quit(make_run_error(run_errc::protocol_mismatch,
-                                      "node rank " + std::to_string(self->state.cfg.rank) +
-                                          " was refused by the scheduler: " +
-                                          describe(self->system(), e)));
+            fail(self, run_errc::protocol_mismatch,
+                 "was refused by the scheduler: " + describe(self->system(), e));
           });
+}
 
+/// Registering: the auth exchange (actors/auth.hpp), then the hello.
+caf::behavior registering(self_ptr self) {
+  auto nonce = random_bytes(nonce_bytes);
+  if (!nonce) {
+    fail(self, run_errc::unauthenticated, nonce.err().message);
+    return {};
+  }
+  const auto& cfg = self->state.cfg;
+  self->request(self->state.scheduler, seconds(cfg.register_timeout), auth_request{*nonce})
+      .then(
+          [=](const auth_challenge& c) {
+            const nonce_pair n{*nonce, c.nonce};
+            if (!same_proof(c.proof, proof_of(self->state.cfg.secret, scheduler_proof_parts(n))))
+              return fail(self, run_errc::unauthenticated,
+                          "refuses the scheduler: it did not prove the cluster secret");
+            send_hello(self, n);
+          },
+          [=](caf::error& e) {
+            fail(self, run_errc::unauthenticated,
+                 "could not open its registration: " + describe(self->system(), e));
+          });
+  return {
+      [=](shutdown_atom, std::int32_t) { self->quit(); },
+      [=](leave_atom) { self->quit(); },
+  };
+}
+
+/// Starts the copies of a round's orders, each on its worker thread; copies the orders do
+/// not list are dropped (their state is checkpointed).
+void run_orders(self_ptr self, const round_orders& o) {
+  auto& s = self->state;
+  s.round = o.round;
+  // Copies not continued this round are dropped (their state is checkpointed).
+  for (auto it = s.slots.begin(); it != s.slots.end();) {
+    bool listed = false;
+    for (const auto& c : o.copies) listed = listed || c.id() == it->first;
+    if (!listed && !it->second->worker.joinable())
+      it = s.slots.erase(it);
+    else
+      ++it;
+  }
+  s.pending = static_cast<int>(o.copies.size());
+  if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
+  for (const auto& c : o.copies) {
+    auto& slot = s.slots[c.id()];
+    if (!slot) slot = std::make_shared<copy_slot>();
+    if (slot->worker.joinable()) slot->worker.join();  // finished in an earlier round
+    slot->order = c;
+    slot->round = o.round;
+    slot->stop = false;
+    auto me = caf::actor_cast<caf::actor>(self);
+    auto sched = s.scheduler;
+    const auto* kinds = s.cfg.kinds;
+    const double speed = s.cfg.srv.speed;
+    const auto rank = s.cfg.rank;
+    const auto round = o.round;
+    const double length = o.length;
+    copy_slot* raw = slot.get();
+    comm::aggregator* agg = s.cfg.agg.get();
+    slot->worker = std::thread([=] {
+      run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
+        // As the node actor: the scheduler attributes messages to their sender.
+        caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step});
+      }, agg, rank);
+      caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
+    });
+  }
+  if (s.pending == 0) self->send(s.scheduler, round_done{o.round});
+}
+
+/// Reports a copy whose round is over: progress, checkpoint, completion, and the node's
+/// round_done when it was the round's last copy.
+void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_t round) {
+  auto& s = self->state;
+  auto it = s.slots.find(copy_id{job, copy});
+  if (it == s.slots.end()) return;
+  auto& slot = *it->second;
+  if (slot.worker.joinable()) slot.worker.join();
+  progress_report r;
+  r.round = round;
+  r.job = slot.order.job;
+  r.copy = slot.order.copy;
+  r.step = slot.model ? slot.model->step() : slot.order.resume_step;
+  r.steps = slot.steps;
+  r.busy_seconds = slot.busy_seconds;
+  r.throughput = slot.ema_throughput;
+  r.loss = slot.loss;
+  r.error = slot.error;
+  r.retry = slot.retry;
+  r.task_times = slot.order.task_times;
+  self->send(s.scheduler, r);
+  if (slot.checkpointed)
+    self->send(s.scheduler, checkpoint_done{round, slot.order.job,
+                                            slot.order.copy, r.step,
+                                            slot.order.checkpoint_path});
+  if (slot.finished && slot.error.empty()) {
+    // One report per job, also when forked or spread over nodes.
+    if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
+      self->send(s.scheduler, job_finished{slot.order.job, r.step, slot.loss,
+                                           slot.accuracy, slot.reached_target});
+    s.slots.erase(it);
+  }
+  if (round == s.round && --s.pending == 0)
+    self->send(s.scheduler, round_done{round});
+}
+
+/// Serving: heartbeats and rounds until the scheduler ends the run (or fences the node).
+caf::behavior serving(self_ptr self) {
   return {
       [=](hb_tick_atom) {
         auto& s = self->state;
-        self->send(s.scheduler, heartbeat{s.cfg.rank, s.heartbeat_seq++});
+        self->send(s.scheduler, heartbeat{s.heartbeat_seq++});
         self->delayed_send(self, seconds(s.heartbeat_interval), hb_tick_atom::value);
       },
-      [=](const round_orders& o) {
-        auto& s = self->state;
-        s.round = o.round;
-        // Copies not continued this round are dropped (their state is checkpointed).
-        for (auto it = s.slots.begin(); it != s.slots.end();) {
-          bool listed = false;
-          for (const auto& c : o.copies) listed = listed || c.id() == it->first;
-          if (!listed && !it->second->worker.joinable())
-            it = s.slots.erase(it);
-          else
-            ++it;
-        }
-        s.pending = static_cast<int>(o.copies.size());
-        if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
-        for (const auto& c : o.copies) {
-          auto& slot = s.slots[c.id()];
-          if (!slot) slot = std::make_shared<copy_slot>();
-          if (slot->worker.joinable()) slot->worker.join();  // finished in an earlier round
-          slot->order = c;
-          slot->round = o.round;
-          slot->stop = false;
-          auto me = caf::actor_cast<caf::actor>(self);
-          auto sched = s.scheduler;
-          const auto* kinds = s.cfg.kinds;
-          const double speed = s.cfg.srv.speed;
-          const auto rank = s.cfg.rank;
-          const auto round = o.round;
-          const double length = o.length;
-          copy_slot* raw = slot.get();
-          comm::aggregator* agg = s.cfg.agg.get();
-          slot->worker = std::thread([=] {
-            run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
-              caf::anon_send(sched, copy_started{rank, round, raw->order.job, raw->order.copy,
-                                                 step});
-            }, agg, rank);
-            caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
-          });
-        }
-        if (s.pending == 0) self->send(s.scheduler, round_done{s.cfg.rank, o.round});
-      },
+      [=](const round_orders& o) { run_orders(self, o); },
       [=](copy_done_atom, std::int64_t job, std::int32_t copy, std::int64_t round) {
-        auto& s = self->state;
-        auto it = s.slots.find(copy_id{job, copy});
-        if (it == s.slots.end()) return;
-        auto& slot = *it->second;
-        if (slot.worker.joinable()) slot.worker.join();
-        progress_report r;
-        r.rank = s.cfg.rank;
-        r.round = round;
-        r.job = slot.order.job;
-        r.copy = slot.order.copy;
-        r.step = slot.model ? slot.model->step() : slot.order.resume_step;
-        r.steps = slot.steps;
-        r.busy_seconds = slot.busy_seconds;
-        r.throughput = slot.ema_throughput;
-        r.loss = slot.loss;
-        r.error = slot.error;
-        r.retry = slot.retry;
-        r.task_times = slot.order.task_times;
-        self->send(s.scheduler, r);
-        if (slot.checkpointed)
-          self->send(s.scheduler, checkpoint_done{s.cfg.rank, round, slot.order.job,
-                                                  slot.order.copy, r.step,
-                                                  slot.order.checkpoint_path});
-        if (slot.finished && slot.error.empty()) {
-          // One report per job, also when forked or spread over nodes.
-          if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
-            self->send(s.scheduler, job_finished{s.cfg.rank, slot.order.job, r.step, slot.loss,
-                                                 slot.accuracy, slot.reached_target});
-          s.slots.erase(it);
-        }
-        if (round == s.round && --s.pending == 0)
-          self->send(s.scheduler, round_done{s.cfg.rank, round});
+        report_copy(self, job, copy, round);
       },
       [=](const stop_copy& sc) {
         auto it = self->state.slots.find(sc.id());
         if (it != self->state.slots.end()) it->second->stop = true;
+      },
+      [=](leave_atom) { self->send(self->state.scheduler, leave_atom::value); },
+      [=](fenced_atom, const std::string& why) {
+        fail(self, run_errc::fenced, "was fenced by the scheduler (" + why + ")");
       },
       [=](shutdown_atom, std::int32_t code) {
         for (auto& [key, slot] : self->state.slots) slot->stop = true;
@@ -161,6 +212,21 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
                                         std::to_string(code)));
       },
   };
+}
+
+}  // namespace
+
+caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
+                         caf::actor scheduler) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.scheduler = scheduler;
+  self->monitor(scheduler);
+  self->set_down_handler([=](caf::down_msg& d) {
+    if (d.source != self->state.scheduler.address()) return;
+    fail(self, run_errc::unknown_node, "lost the scheduler: " + describe(self->system(), d.reason));
+  });
+  return registering(self);
 }
 
 }  // namespace tessera::actors

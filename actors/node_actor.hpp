@@ -1,7 +1,12 @@
 #pragma once
 /// @file node_actor.hpp
 /// The node actor: one per server of the cluster (one per process under mpirun). It registers
-/// with the scheduler, sends heartbeats, and runs the job copies of each round it is given.
+/// with the scheduler (proving the cluster secret, actors/auth.hpp, and checking the
+/// scheduler's proof), sends heartbeats, and runs the job copies of each round it is given.
+/// Its phases are named behaviours: `registering` (the auth exchange, then node_hello) and
+/// `serving` (rounds). `leave_atom` from its own process (the launcher, on SIGTERM) asks the
+/// scheduler to let it go after the current round; `fenced_atom` from the scheduler (it was
+/// declared lost) stops its copies and ends it with a run_errc::fenced error.
 ///
 /// Each copy of a round runs on its own worker thread (never on a CAF scheduler thread) through
 /// run_copy_round (actors/copy_round.hpp): it brings the job's state to the step the
@@ -21,6 +26,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/auth.hpp"
 #include "actors/copy_round.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
@@ -47,6 +53,7 @@ struct node_config {
   std::uint32_t version = protocol_version;          ///< version it claims in its hello
   const train::trainable_registry* kinds = nullptr;  ///< must outlive the actor
   double register_timeout = 10;                      ///< seconds to wait for a welcome
+  secret_key secret;                                 ///< the cluster secret it proves
   /// Merges forked copies (MPI backend under mpirun, local backend in one process); null when
   /// the launch has none, and then the scheduler does not fork jobs.
   std::shared_ptr<comm::aggregator> agg;

@@ -15,6 +15,8 @@ std::string describe(const caf::actor_system& sys, const caf::error& e) {
 }
 
 void register_protocol(caf::actor_system_config& cfg) {
+  cfg.add_message_type<auth_request>("tessera::auth_request");
+  cfg.add_message_type<auth_challenge>("tessera::auth_challenge");
   cfg.add_message_type<node_hello>("tessera::node_hello");
   cfg.add_message_type<node_welcome>("tessera::node_welcome");
   cfg.add_message_type<heartbeat>("tessera::heartbeat");

@@ -5,9 +5,15 @@
 /// serialisation, so every process of a run must call it on its actor_system_config.
 ///
 /// Messages (sender -> receiver: message [-> reply]):
-///   node -> scheduler:   node_hello               -> node_welcome | error (protocol mismatch,
-///                                                     a node the cluster file does not list)
+///   node -> scheduler:   auth_request             -> auth_challenge (actors/auth.hpp)
+///   node -> scheduler:   node_hello               -> node_welcome | error (no valid proof of
+///                                                     the cluster secret, protocol mismatch,
+///                                                     a server the cluster file does not list,
+///                                                     a rank held by a live node)
 ///   node -> scheduler:   heartbeat                   every heartbeat interval
+///   node -> scheduler:   leave_atom                  drain: finish the round, then leave
+///   scheduler -> node:   fenced_atom, reason         the node was declared lost: its copies
+///                                                     stop, its reports are refused
 ///   scheduler -> node:   round_orders                the node's part of one round plan: the
 ///                                                     start_copy of every copy it runs
 ///   scheduler -> node:   stop_copy                   stop a running copy now (cancel_job)
@@ -21,6 +27,11 @@
 ///   scheduler -> node:   shutdown_atom, exit code    the run is over
 ///   scheduler -> client: run_summary                 once, when the run ends
 /// A node is a server of the cluster file, identified by its rank (its index in the file).
+/// Trust: a node proves the cluster secret when it registers; from then on the scheduler
+/// attributes every message to the actor (hence the connection) it came from, never to a rank
+/// the message claims, so node -> scheduler messages carry no rank. Messages from actors that
+/// are not live registered nodes are dropped (and counted); clients must run in the
+/// scheduler's own process. Every process of a run must call register_protocol.
 
 #include <cstdint>
 #include <map>
@@ -47,10 +58,26 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 4;
+constexpr std::uint32_t protocol_version = 5;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+/// A node asks to leave after the current round (drain; node -> scheduler).
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
+/// The node was declared lost and may no longer report: `fenced_atom, std::string reason`
+/// (scheduler -> node).
+using fenced_atom = caf::atom_constant<caf::atom("fenced")>;
+
+/// Opens a registration: the node's fresh nonce (actors/auth.hpp).
+struct auth_request {
+  std::vector<std::uint8_t> nonce;  ///< nonce_bytes random bytes
+};
+
+/// The scheduler's answer: its fresh nonce and its proof of the secret over both nonces.
+struct auth_challenge {
+  std::vector<std::uint8_t> nonce;  ///< nonce_bytes random bytes
+  std::vector<std::uint8_t> proof;  ///< proof_of(secret, {"scheduler", client, server nonce})
+};
 
 /// Registration: who a node is and what it has.
 struct node_hello {
@@ -62,6 +89,8 @@ struct node_hello {
   double speed = 1.0;                        ///< speed factor throttling its executor
   std::string host;                          ///< host name of the node process
   std::int32_t pid = 0;                      ///< process id of the node process
+  /// proof_of(secret, hello_proof_parts(...)) over the nonces of its auth exchange.
+  std::vector<std::uint8_t> proof;
 };
 
 /// Accepted registration.
@@ -73,7 +102,6 @@ struct node_welcome {
 
 /// A node is alive (sent every heartbeat interval).
 struct heartbeat {
-  std::int32_t rank = 0;  ///< sender
   std::int64_t seq = 0;   ///< counts up from 0
 };
 
@@ -131,7 +159,6 @@ struct stop_copy {
 
 /// A copy has loaded its state and is stepping.
 struct copy_started {
-  std::int32_t rank = 0;   ///< node
   std::int64_t round = 0;  ///< round
   std::int64_t job = 0;    ///< job id
   std::int32_t copy = 0;   ///< copy index
@@ -140,7 +167,6 @@ struct copy_started {
 
 /// What a copy did in one round.
 struct progress_report {
-  std::int32_t rank = 0;         ///< node
   std::int64_t round = 0;        ///< round
   std::int64_t job = 0;          ///< job id
   std::int32_t copy = 0;         ///< copy index
@@ -158,7 +184,6 @@ struct progress_report {
 
 /// A copy's state is saved at a round boundary.
 struct checkpoint_done {
-  std::int32_t rank = 0;   ///< node
   std::int64_t round = 0;  ///< round at whose end it was written
   std::int64_t job = 0;    ///< job id
   std::int32_t copy = 0;   ///< copy index
@@ -168,7 +193,6 @@ struct checkpoint_done {
 
 /// A job reached its total steps (its final state is checkpointed).
 struct job_finished {
-  std::int32_t rank = 0;   ///< node that ran the last step
   std::int64_t job = 0;    ///< job id
   std::int64_t step = 0;   ///< final step counter
   double loss = 0;         ///< final training loss
@@ -178,7 +202,6 @@ struct job_finished {
 
 /// A node has reported every copy of a round.
 struct round_done {
-  std::int32_t rank = 0;   ///< node
   std::int64_t round = 0;  ///< round
 };
 
@@ -246,15 +269,28 @@ struct run_summary {
   std::vector<double> dispatch_latency;     ///< per round: start -> every copy running (s)
   std::vector<round_record> round_records;  ///< per round: GPUs busy and idle, jobs waiting
   std::int64_t messages = 0;                ///< messages the scheduler handled
+  std::int64_t dropped = 0;                 ///< messages from actors that are not live nodes
+  std::int32_t refused = 0;                 ///< registrations refused
+  std::int32_t joins = 0;                   ///< nodes that registered after the run started
 };
 
 // ---- serialisation ------------------------------------------------------------------------
 
+/// Serialises auth_request.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, auth_request& x) {
+  return f(caf::meta::type_name("auth_request"), x.nonce);
+}
+/// Serialises auth_challenge.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, auth_challenge& x) {
+  return f(caf::meta::type_name("auth_challenge"), x.nonce, x.proof);
+}
 /// Serialises node_hello.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
   return f(caf::meta::type_name("node_hello"), x.version, x.rank, x.name, x.gpu_type, x.gpus,
-           x.speed, x.host, x.pid);
+           x.speed, x.host, x.pid, x.proof);
 }
 /// Serialises node_welcome.
 template <class Inspector>
@@ -264,7 +300,7 @@ typename Inspector::result_type inspect(Inspector& f, node_welcome& x) {
 /// Serialises heartbeat.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
-  return f(caf::meta::type_name("heartbeat"), x.rank, x.seq);
+  return f(caf::meta::type_name("heartbeat"), x.seq);
 }
 /// Serialises start_copy.
 template <class Inspector>
@@ -287,30 +323,30 @@ typename Inspector::result_type inspect(Inspector& f, stop_copy& x) {
 /// Serialises copy_started.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
-  return f(caf::meta::type_name("copy_started"), x.rank, x.round, x.job, x.copy, x.step);
+  return f(caf::meta::type_name("copy_started"), x.round, x.job, x.copy, x.step);
 }
 /// Serialises progress_report.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.rank, x.round, x.job, x.copy, x.step,
+  return f(caf::meta::type_name("progress_report"), x.round, x.job, x.copy, x.step,
            x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_done& x) {
-  return f(caf::meta::type_name("checkpoint_done"), x.rank, x.round, x.job, x.copy, x.step,
+  return f(caf::meta::type_name("checkpoint_done"), x.round, x.job, x.copy, x.step,
            x.path);
 }
 /// Serialises job_finished.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
-  return f(caf::meta::type_name("job_finished"), x.rank, x.job, x.step, x.loss, x.accuracy,
+  return f(caf::meta::type_name("job_finished"), x.job, x.step, x.loss, x.accuracy,
            x.reached_target);
 }
 /// Serialises round_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_done& x) {
-  return f(caf::meta::type_name("round_done"), x.rank, x.round);
+  return f(caf::meta::type_name("round_done"), x.round);
 }
 /// Serialises job_desc.
 template <class Inspector>
@@ -341,7 +377,8 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.ok, x.error, x.rounds, x.seconds, x.jobs,
-           x.failed_ranks, x.dispatch_latency, x.round_records, x.messages);
+           x.failed_ranks, x.dispatch_latency, x.round_records, x.messages, x.dropped,
+           x.refused, x.joins);
 }
 
 // ---- errors -------------------------------------------------------------------------------
@@ -351,6 +388,8 @@ enum class run_errc : std::uint8_t {
   protocol_mismatch = 1,  ///< a node speaks another protocol version
   unknown_node,           ///< a node the cluster file does not list, or listed differently
   duplicate_node,         ///< a rank registered twice
+  unauthenticated,        ///< no valid proof of the cluster secret
+  fenced,                 ///< the node was declared lost
   bad_job,                ///< a submitted job is invalid (e.g. unknown kind)
 };
 

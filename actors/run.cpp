@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -15,10 +18,14 @@
 #include <caf/io/all.hpp>
 #include <mpi.h>
 #include <nlohmann/json.hpp>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "actors/auth.hpp"
+#include "actors/gate.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -75,6 +82,7 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
   auto cl = load_cluster(o.cluster_file);
   if (!cl) return cl.err();
   in.cl = std::move(*cl);
+  if (o.jobs_file.empty()) return in;  // a joining node: it runs what the scheduler sends
   auto jobs = load_run_jobs(o.jobs_file, &in.kinds);
   if (!jobs) return jobs.err();
   in.jobs = std::move(*jobs);
@@ -108,9 +116,11 @@ std::optional<std::string> check_size(const run_settings& o, const cluster& cl, 
 }
 
 node_config make_node_config(const run_settings& o, const run_inputs& in, int rank,
-                             const train::trainable_registry& kinds, const node_setup& setup) {
+                             const train::trainable_registry& kinds, const node_setup& setup,
+                             const secret_key& key) {
   node_config nc;
   nc.rank = rank;
+  nc.secret = key;
   nc.srv = in.cl.servers[rank];
   nc.host = host_name();
   nc.kinds = &kinds;
@@ -119,8 +129,10 @@ node_config make_node_config(const run_settings& o, const run_inputs& in, int ra
   return nc;
 }
 
-scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& in) {
+scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& in,
+                                       const secret_key& key) {
   scheduler_config sc;
+  sc.secret = key;
   sc.cl = in.cl;
   sc.jobs = in.jobs;
   sc.pol = in.pol;
@@ -136,25 +148,48 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   return sc;
 }
 
-/// Runs a node until the scheduler shuts it down; returns the exit code.
+/// Set by SIGTERM in a node process: drain (finish the round, checkpoint, leave). A signal
+/// handler can only reach process-wide state.
+volatile std::sig_atomic_t drain_requested = 0;
+
+void on_sigterm(int) { drain_requested = 1; }
+
+/// Runs a node until the scheduler shuts it down; returns the exit code. On SIGTERM the node
+/// asks the scheduler to let it leave after the current round.
 int run_node(caf::actor_system& sys, const node_config& nc, const caf::actor& scheduler,
              double limit) {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  ::sigaction(SIGTERM, &sa, nullptr);
   auto node = sys.spawn(node_actor, nc, scheduler);
   caf::scoped_actor waiter{sys};
   waiter->monitor(node);
   int code = ok;
-  waiter->receive(
-      [&](const caf::down_msg& d) {
-        if (d.reason && d.reason != caf::exit_reason::normal) {
-          std::cerr << "tessera: " << describe(sys, d.reason) << '\n';
-          code = failed;
-        }
-      },
-      caf::after(seconds(limit)) >> [&] {
-        std::cerr << "tessera: node rank " << nc.rank << " gave up after " << limit << " s\n";
-        caf::anon_send_exit(node, caf::exit_reason::kill);
-        code = failed;
-      });
+  bool down = false, drain_sent = false;
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(limit));
+  while (!down && std::chrono::steady_clock::now() < until) {
+    if (drain_requested && !drain_sent) {
+      std::cerr << "tessera: node rank " << nc.rank << " drains: it leaves after this round\n";
+      caf::anon_send(node, leave_atom::value);
+      drain_sent = true;
+    }
+    waiter->receive(
+        [&](const caf::down_msg& d) {
+          down = true;
+          if (d.reason && d.reason != caf::exit_reason::normal) {
+            std::cerr << "tessera: " << describe(sys, d.reason) << '\n';
+            code = failed;
+          }
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [] {});
+  }
+  if (!down) {
+    std::cerr << "tessera: node rank " << nc.rank << " gave up after " << limit << " s\n";
+    caf::anon_send_exit(node, caf::exit_reason::kill);
+    code = failed;
+  }
   return code;
 }
 
@@ -258,33 +293,34 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
   return j;
 }
 
-/// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
-/// port is known (fork/exec or MPI_Bcast) and returns false when it could not.
-/// `agg` merges forked copies (the MPI backend); null when the launch has none, and then the
-/// scheduler does not fork.
-int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
-              const node_setup& setup, const std::function<bool(int port)>& launch,
-              std::shared_ptr<comm::aggregator> agg = nullptr) {
-  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor listener{sys};
-  auto sc = make_scheduler_config(o, in);
-  sc.can_sync = agg != nullptr;
-  auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
-  auto port = sys.middleman().publish(sched, 0, nullptr, true);
-  if (!port) {
-    std::cerr << "tessera: cannot publish the scheduler: " << sys.render(port.error()) << '\n';
-    launch(0);
-    caf::anon_send_exit(sched, caf::exit_reason::kill);
-    return failed;
+/// Opens the scheduler to the network: CAF publishes it on loopback only, and the gate
+/// (actors/gate.hpp) listens on `bind`:`o.port` and relays to it. Null (after printing why)
+/// when either fails.
+std::unique_ptr<gate> open_scheduler(caf::actor_system& sys, const caf::actor& sched,
+                                     const run_settings& o, const std::string& bind,
+                                     std::size_t nodes) {
+  auto caf_port = sys.middleman().publish(sched, 0, "127.0.0.1", true);
+  if (!caf_port) {
+    std::cerr << "tessera: cannot publish the scheduler: " << sys.render(caf_port.error()) << '\n';
+    return nullptr;
   }
-  if (!launch(*port)) {
-    caf::anon_send_exit(sched, caf::exit_reason::kill);
-    return failed;
+  gate_limits limits;
+  limits.max_message = o.max_message;
+  limits.max_connections = static_cast<int>(2 * nodes + 16);
+  limits.idle_timeout = std::max(10.0, 3 * o.heartbeat_timeout);
+  auto g = gate::open(bind, o.port, *caf_port, sys.node(), limits);
+  if (!g) {
+    std::cerr << "tessera: " << g.err().message << '\n';
+    return nullptr;
   }
-  auto node0 = make_node_config(o, in, 0, kinds, setup);
-  node0.agg = agg;
-  auto node = sys.spawn(node_actor, node0, sched);
+  if (o.verbose || !o.secret_file.empty())
+    std::cerr << "tessera: scheduler listening on " << bind << ':' << (*g)->port() << '\n';
+  return std::move(*g);
+}
+
+/// Waits for the run's summary, prints it and writes its JSON; the run's exit code.
+int report_run(caf::scoped_actor& listener, const run_settings& o, const run_inputs& in,
+               const caf::actor& sched, const caf::actor& node) {
   std::optional<run_summary> sum;
   const double limit = o.timeout + o.connect_timeout + 30;
   listener->receive([&](run_summary& s) { sum = std::move(s); },
@@ -305,11 +341,40 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
   return sum->ok ? ok : failed;
 }
 
+/// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
+/// gate's port is known (fork/exec or MPI_Bcast) and returns false when it could not (it is
+/// called with port 0 when the scheduler could not open). `agg` merges forked copies (the
+/// MPI backend); null when the launch has none, and then the scheduler does not fork.
+int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
+              const node_setup& setup, const std::function<bool(int port)>& launch,
+              const secret_key& key, const std::string& bind,
+              std::shared_ptr<comm::aggregator> agg = nullptr) {
+  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor listener{sys};
+  auto sc = make_scheduler_config(o, in, key);
+  sc.can_sync = agg != nullptr;
+  auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
+  auto door = open_scheduler(sys, sched, o, bind, in.cl.servers.size());
+  if (!door || !launch(door->port())) {
+    if (!door) launch(0);
+    caf::anon_send_exit(sched, caf::exit_reason::kill);
+    return failed;
+  }
+  auto node0 = make_node_config(o, in, 0, kinds, setup, key);
+  node0.agg = agg;
+  auto node = sys.spawn(node_actor, node0, sched);
+  const int code = report_run(listener, o, in, sched, node);
+  door->wait_closed(5);
+  return code;
+}
+
 /// Starts node processes 1 .. n-1 of a local run with the command lines `start_node` gives.
-std::vector<pid_t> spawn_children(const node_command& start_node, int n, int port) {
+std::vector<pid_t> spawn_children(const node_command& start_node, int n, int port,
+                                  const std::string& secret_file) {
   std::vector<pid_t> pids;
   for (int r = 1; r < n; ++r) {
-    std::vector<std::string> a = start_node(r, port);
+    std::vector<std::string> a = start_node(r, port, secret_file);
     std::vector<char*> argv;
     for (auto& s : a) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -369,7 +434,7 @@ std::optional<run_inputs> inputs_or_report(const run_settings& s,
 int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
                          const std::string& host, int port,
                          const train::trainable_registry& kinds, const node_setup& setup,
-                         std::shared_ptr<comm::aggregator> agg) {
+                         std::shared_ptr<comm::aggregator> agg, const secret_key& key) {
   run_actor_config cfg(s.heartbeat_interval, s.heartbeat_timeout);
   caf::actor_system sys{cfg};
   auto sched = connect(sys, host, port, s.connect_timeout);
@@ -377,9 +442,57 @@ int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
     std::cerr << "tessera: node rank " << rank << ": " << sched.err().message << '\n';
     return failed;
   }
-  auto nc = make_node_config(s, in, rank, kinds, setup);
+  auto nc = make_node_config(s, in, rank, kinds, setup, key);
   nc.agg = std::move(agg);
   return run_node(sys, nc, *sched, s.timeout + s.connect_timeout + 30);
+}
+
+/// The address an IPv4 host name resolves to that is not a loopback one, or "".
+std::string routable_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return "";
+  std::string found;
+  for (auto* a = res; a && found.empty(); a = a->ai_next) {
+    char buf[64] = {0};
+    const auto* in4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+    if (::inet_ntop(AF_INET, &in4->sin_addr, buf, sizeof buf) && std::string(buf).rfind("127.", 0) != 0)
+      found = buf;
+  }
+  ::freeaddrinfo(res);
+  return found;
+}
+
+/// What rank 0 of an mpirun run tells the others: where the scheduler listens, the secret.
+struct mpi_rendezvous {
+  int port = 0;                                  ///< 0: the scheduler did not open
+  char address[256] = {0};                       ///< address to dial
+  std::uint8_t secret[secret_bytes] = {0};       ///< the cluster secret
+};
+
+/// True on every rank when every rank runs on rank 0's host (collective).
+bool all_on_rank0_host() {
+  char host[256] = {0};
+  std::snprintf(host, sizeof host, "%s", host_name().c_str());
+  char root[256] = {0};
+  std::memcpy(root, host, sizeof host);
+  MPI_Bcast(root, sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+  int same = std::strncmp(root, host, sizeof host) == 0 ? 1 : 0, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+/// Where rank 0's scheduler listens: --bind, else loopback when every rank is on this host,
+/// else this host's routable address (every interface, with a warning, when it has none).
+std::string mpi_bind_address(const run_settings& s, bool one_host) {
+  if (!s.bind.empty()) return s.bind;
+  if (one_host) return "127.0.0.1";
+  const auto a = routable_address(host_name());
+  if (!a.empty()) return a;
+  std::cerr << "tessera: " << host_name() << " resolves to no routable IPv4 address; the "
+            << "scheduler listens on every interface (set --bind to choose one)\n";
+  return "0.0.0.0";
 }
 
 /// Every rank's inputs and aggregator under mpirun, or the problem that stops this rank.
@@ -409,18 +522,43 @@ mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registr
   return st;
 }
 
-/// A non-zero rank under mpirun: receives the scheduler's address from rank 0, runs its node.
+/// A non-zero rank under mpirun: receives the scheduler's address and the secret from rank 0,
+/// runs its node.
 int run_mpi_node(const run_settings& s, const run_inputs& in, int rank,
                  const train::trainable_registry& kinds, const node_setup& setup,
                  std::shared_ptr<comm::aggregator> agg) {
-  int port = 0;
-  char host[256] = {0};
-  MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (port == 0) return failed;
-  const std::string target = host == host_name() ? "127.0.0.1" : std::string(host);
-  return connect_and_run_node(s, in, rank, target, port, kinds, setup, std::move(agg));
+  mpi_rendezvous rv;
+  MPI_Bcast(&rv, sizeof rv, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (rv.port == 0) return failed;
+  const secret_key key(rv.secret, rv.secret + secret_bytes);
+  return connect_and_run_node(s, in, rank, rv.address, rv.port, kinds, setup, std::move(agg), key);
 }
+
+/// A fresh secret, also written to `s.secret_file` when set (for joining nodes); null after
+/// printing why when either fails.
+std::optional<secret_key> run_secret(const run_settings& s) {
+  auto key = make_secret();
+  if (!key) {
+    std::cerr << "tessera: " << key.err().message << '\n';
+    return std::nullopt;
+  }
+  if (!s.secret_file.empty())
+    if (auto st = write_secret_file(s.secret_file, *key); !st) {
+      std::cerr << "tessera: " << st.err().message << " (--secret-file must name a new file)\n";
+      return std::nullopt;
+    }
+  return std::move(*key);
+}
+
+/// A directory only this user can enter, holding the secret file of a --local run's
+/// children; removed with everything in it when the run ends.
+struct private_dir {
+  std::string path;
+  ~private_dir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
 
 }  // namespace
 
@@ -437,12 +575,27 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
     std::cerr << "tessera: " << *bad << '\n';
     return bad_input;
   }
+  auto key = run_secret(s);
+  if (!key) return failed;
+  private_dir dir;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-secret-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    std::cerr << "tessera: cannot create a private directory for the cluster secret\n";
+    return failed;
+  }
+  dir.path = tmpl;
+  const std::string secret_path = dir.path + "/secret";
+  if (auto st = write_secret_file(secret_path, *key); !st) {
+    std::cerr << "tessera: " << st.err().message << '\n';
+    return failed;
+  }
   std::vector<pid_t> children;
+  const std::string bind = s.bind.empty() ? "127.0.0.1" : s.bind;
   const int code = run_rank0(s, *in, kinds, setup, [&](int port) {
     if (port == 0) return false;
-    children = spawn_children(start_node, s.local, port);
+    children = spawn_children(start_node, s.local, port, secret_path);
     return static_cast<int>(children.size()) == s.local - 1;
-  });
+  }, *key, bind);
   reap(children, 10);
   return code;
 }
@@ -456,7 +609,16 @@ int run_node_process(const run_settings& s, const node_process& p,
               << " (it lists " << in->cl.servers.size() << ")\n";
     return bad_input;
   }
-  return connect_and_run_node(s, *in, p.rank, p.host, p.port, kinds, setup, nullptr);
+  if (s.secret_file.empty()) {
+    std::cerr << "tessera: a node process needs the cluster secret: --secret-file\n";
+    return bad_input;
+  }
+  auto key = read_secret_file(s.secret_file);
+  if (!key) {
+    std::cerr << "tessera: " << key.err().message << '\n';
+    return exit_code_for(key.err());
+  }
+  return connect_and_run_node(s, *in, p.rank, p.host, p.port, kinds, setup, nullptr, *key);
 }
 
 /// MPI_Finalize, bounded: it is collective, and after a rank died (or while a communicator
@@ -502,15 +664,20 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
     MPI_Finalize();
     return bad_input;
   }
+  const bool one_host = all_on_rank0_host();
   int code = ok;
   if (rank == 0) {
+    auto key = run_secret(s);
+    const std::string bind = mpi_bind_address(s, one_host);
     code = run_rank0(s, *st.in, kinds, setup, [&](int port) {
-      char host[256] = {0};
-      std::snprintf(host, sizeof host, "%s", host_name().c_str());
-      MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
-      MPI_Bcast(host, sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-      return port != 0;
-    }, st.agg);
+      mpi_rendezvous rv;
+      rv.port = key ? port : 0;
+      std::snprintf(rv.address, sizeof rv.address, "%s",
+                    bind == "0.0.0.0" ? host_name().c_str() : bind.c_str());
+      if (key) std::copy(key->begin(), key->end(), rv.secret);
+      MPI_Bcast(&rv, sizeof rv, MPI_BYTE, 0, MPI_COMM_WORLD);
+      return rv.port != 0;
+    }, key ? *key : secret_key{}, bind, st.agg);
   } else {
     code = run_mpi_node(s, *st.in, rank, kinds, setup, st.agg);
   }

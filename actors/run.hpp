@@ -11,6 +11,12 @@
 /// - local (run_local): this process hosts the scheduler and node 0 and starts the other
 ///   nodes itself (fork/exec of a command line the caller gives, e.g. the same binary told
 ///   its rank), no mpirun; each of those runs run_node_process.
+/// Trust: the scheduler's process generates the run's cluster secret (actors/auth.hpp) and
+/// hands it to the nodes over MPI (mpirun) or in a file of mode 0600 in a private directory
+/// (`--local`); with `secret_file` set it also writes it there, for nodes that join later
+/// (`tessera node --join`). Only the gate (actors/gate.hpp) listens on the network, on
+/// `bind` (default: loopback when every node runs on this host); CAF listens on loopback.
+/// A node process that gets SIGTERM drains: it finishes its round, checkpoints and leaves.
 /// Rank 0 prints a summary (per-job JCT, final loss and accuracy). Every function returns an
 /// exit code (runtime/result.hpp): ok when every job finished, failed when the run failed,
 /// bad_input when the inputs are wrong.
@@ -42,6 +48,12 @@ struct run_settings {
   double heartbeat_timeout = 3;      ///< seconds of silence after which a node is lost
   bool verbose = false;              ///< one line per round on stderr
   bool quiet = false;                ///< no summary table on stdout
+  /// The cluster secret's file: the scheduler's process creates it (it must not exist) for
+  /// joining nodes; a node process (`--local` child, `tessera node`) reads it. "" = none.
+  std::string secret_file;
+  std::string bind;  ///< address the scheduler listens on ("" = chosen, see above)
+  int port = 0;      ///< port it listens on (0 = any free port)
+  std::size_t max_message = 16u << 20;  ///< largest message a peer may send (bytes)
 };
 
 /// Where a node process of a local run finds the scheduler.
@@ -52,8 +64,9 @@ struct node_process {
 };
 
 /// The command line (argv[0] is the program) that starts node process `rank` of a local run
-/// whose scheduler listens on 127.0.0.1:`port`.
-using node_command = std::function<std::vector<std::string>(int rank, int port)>;
+/// whose scheduler listens on 127.0.0.1:`port`, reading the cluster secret from `secret_file`.
+using node_command =
+    std::function<std::vector<std::string>(int rank, int port, const std::string& secret_file)>;
 
 /// Adjusts each node's configuration before the node starts: how tests and benchmarks inject
 /// faults (node_config::hooks, node_config::version). Production runs pass none.
@@ -72,8 +85,9 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
 int run_local(const run_settings& s, const train::trainable_registry& kinds,
               const node_command& start_node, const node_setup& setup = {});
 
-/// One node process of a local run: connects to the scheduler at `p` and runs node `p.rank`
-/// until the scheduler ends the run.
+/// One node process (of a local run, or joining a running cluster): reads the secret from
+/// `s.secret_file`, connects to the scheduler at `p` and runs node `p.rank` until the
+/// scheduler ends the run, fences the node, or it drains on SIGTERM.
 int run_node_process(const run_settings& s, const node_process& p,
                      const train::trainable_registry& kinds, const node_setup& setup = {});
 

@@ -100,6 +100,9 @@ void finish(self_ptr self, bool ok, const std::string& why) {
   sum.dispatch_latency = st.dispatch_latency;
   sum.round_records = st.round_records;
   sum.messages = st.messages;
+  sum.dropped = st.dropped;
+  sum.refused = st.refused;
+  sum.joins = st.joins;
   for (const auto& j : st.jobs) sum.jobs.push_back(summarise(j));
   const std::int32_t code = ok ? 0 : 1;
   for (auto& n : st.nodes)
@@ -120,6 +123,10 @@ void node_lost(self_ptr self, int rank, const std::string& why) {
   if (!n.alive) return;
   n.alive = false;
   st.failed_ranks.push_back(rank);
+  // Fenced: whatever it sends from now on is refused, and it is told so.
+  st.by_addr.erase(n.handle.address());
+  st.fenced.insert(n.handle.address());
+  self->send(n.handle, fenced_atom::value, "declared lost: " + why);
   std::cerr << "tessera: node rank " << rank << " (" << n.hello.host << ", pid " << n.hello.pid
             << ") lost: " << why << "; its copies resume from their last checkpoints\n";
   for (auto& j : st.jobs)
@@ -296,16 +303,34 @@ void start_round(self_ptr self) {
   self->become(running(self));
 }
 
-/// Which rank an actor address belongs to, or -1.
+/// The live node whose actor is `a`, or -1.
 int rank_of(const scheduler_state& st, const caf::actor_addr& a) {
-  for (std::size_t r = 0; r < st.nodes.size(); ++r)
-    if (st.nodes[r].handle && st.nodes[r].handle.address() == a) return static_cast<int>(r);
+  auto it = st.by_addr.find(a);
+  return it == st.by_addr.end() ? -1 : it->second;
+}
+
+/// The live node that sent the current message, or -1. Every message counts; one from any
+/// other actor is dropped (counted), and a fenced node is reminded that it was declared lost.
+int sender_rank(self_ptr self) {
+  auto& st = self->state;
+  ++st.messages;
+  const auto addr = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (const int rank = rank_of(st, addr); rank >= 0) {
+    st.nodes[rank].last_seen = self->clock().now();
+    return rank;
+  }
+  ++st.dropped;
+  if (st.fenced.count(addr))
+    self->send(caf::actor_cast<caf::actor>(self->current_sender()), fenced_atom::value,
+               std::string("this node was declared lost; its reports are refused"));
   return -1;
 }
 
-/// True when `rank` is a live node (messages from lost nodes are ignored).
-bool live_rank(const scheduler_state& st, int rank) {
-  return rank >= 0 && rank < static_cast<int>(st.nodes.size()) && st.nodes[rank].alive;
+/// True when the current message comes from an actor of the scheduler's own process: the
+/// only clients allowed to submit or cancel jobs until clients authenticate.
+bool local_sender(self_ptr self) {
+  const auto& sender = self->current_sender();
+  return sender && sender->node() == self->node();
 }
 
 /// Why node `h` cannot register, or no error.
@@ -322,8 +347,9 @@ caf::error refusal_of(const scheduler_state& st, const node_hello& h) {
     return make_run_error(run_errc::unknown_node,
                           who + " is not in the cluster file, which lists " + std::to_string(n) +
                               " servers (ranks 0.." + std::to_string(n - 1) + ")");
-  if (st.nodes[h.rank].registered)
-    return make_run_error(run_errc::duplicate_node, who + " registered twice");
+  if (st.nodes[h.rank].alive)
+    return make_run_error(run_errc::duplicate_node,
+                          who + ": rank " + std::to_string(h.rank) + " is held by a live node");
   const auto& sv = st.cfg.cl.servers[h.rank];
   if (sv.gpu_type != h.gpu_type || sv.gpus != h.gpus || sv.speed != h.speed)
     return make_run_error(run_errc::unknown_node,
@@ -333,32 +359,95 @@ caf::error refusal_of(const scheduler_state& st, const node_hello& h) {
   return {};
 }
 
-/// Registers a node; once every node has, the run starts (idle, then the first round).
+/// Refuses a registration: logged and counted. Only a proven node whose configuration the
+/// cluster cannot take, before the run started, ends the run (the cluster can never be
+/// complete); a stranger or a second claim on a live rank leaves the run as it is.
+caf::error refuse(self_ptr self, const caf::error& why, bool fatal) {
+  auto& st = self->state;
+  ++st.refused;
+  const std::string text = describe(self->system(), why);
+  std::cerr << "tessera: refused " << text << '\n';
+  if (fatal) self->send(self, refused_atom::value, text);
+  return why;
+}
+
+/// Starts the run once every node of the cluster file has registered.
+void start_if_complete(self_ptr self) {
+  auto& st = self->state;
+  if (st.run_started || !std::all_of(st.nodes.begin(), st.nodes.end(),
+                                 [](const node_record& r) { return r.registered; }))
+    return;
+  st.run_started = true;
+  st.t0 = self->clock().now();
+  self->send(self, hb_check_atom::value);
+  self->send(self, arrival_atom::value);
+  self->become(idle(self));
+}
+
+/// Registers a node that proved the cluster secret; after the start it joins the live
+/// cluster from the next round.
 caf::result<node_welcome> register_node(self_ptr self, const node_hello& h) {
   auto& st = self->state;
   ++st.messages;
-  if (auto refusal = refusal_of(st, h)) {
-    const std::string text = describe(self->system(), refusal);
-    std::cerr << "tessera: refused " << text << '\n';
-    // A cluster that cannot be completed as configured ends the run.
-    self->send(self, refused_atom::value, text);
-    return refusal;
-  }
+  const auto who = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  const auto nonces = st.challenges.take(who);
+  if (!nonces || !hello_is_proven(st.cfg.secret, h, *nonces))
+    return refuse(self,
+                  make_run_error(run_errc::unauthenticated,
+                                 "a registration as node rank " + std::to_string(h.rank) + " (" +
+                                     h.host + ", pid " + std::to_string(h.pid) +
+                                     ") without a valid proof of the cluster secret"),
+                  false);
+  if (auto refusal = refusal_of(st, h))
+    return refuse(self, refusal,
+                  !st.run_started && refusal.code() != static_cast<std::uint8_t>(run_errc::duplicate_node));
   auto& rec = st.nodes[h.rank];
+  if (rec.handle) st.by_addr.erase(rec.handle.address());
   rec.handle = caf::actor_cast<caf::actor>(self->current_sender());
   rec.registered = true;
   rec.alive = true;
+  rec.leaving = false;
   rec.hello = h;
   rec.last_seen = self->clock().now();
+  st.by_addr[who] = h.rank;
+  st.fenced.erase(who);
   self->monitor(rec.handle);
-  if (std::all_of(st.nodes.begin(), st.nodes.end(),
-                  [](const node_record& r) { return r.registered; })) {
-    st.t0 = self->clock().now();
-    self->send(self, hb_check_atom::value);
-    self->send(self, arrival_atom::value);
-    self->become(idle(self));
+  if (st.run_started) {
+    ++st.joins;
+    ++st.job_set_version;
+    std::cerr << "tessera: node rank " << h.rank << " (" << h.host << ", pid " << h.pid
+              << ") joined; it gets work from the next round\n";
   }
+  start_if_complete(self);
   return node_welcome{h.rank, st.cfg.round_length, st.cfg.heartbeat_interval};
+}
+
+/// Answers a registration's first message with the scheduler's nonce and proof.
+caf::result<auth_challenge> challenge(self_ptr self, const auth_request& r) {
+  auto& st = self->state;
+  ++st.messages;
+  nonce_pair issued;
+  auto answer = answer_request(st.cfg.secret, r, issued);
+  if (!answer) {
+    ++st.dropped;
+    return make_run_error(run_errc::unauthenticated, answer.err().message);
+  }
+  st.challenges.issue(caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(issued));
+  return std::move(*answer);
+}
+
+/// Shuts a node that asked to leave down once it has reported the current round.
+void release_if_leaving(self_ptr self, int rank) {
+  auto& st = self->state;
+  auto& n = st.nodes[rank];
+  if (!n.alive || !n.leaving || st.pending.count(rank)) return;
+  n.alive = false;
+  st.by_addr.erase(n.handle.address());
+  ++st.job_set_version;
+  self->send(n.handle, shutdown_atom::value, std::int32_t{0});
+  std::cerr << "tessera: node rank " << rank << " left the cluster (drained)\n";
+  if (std::none_of(st.nodes.begin(), st.nodes.end(), [](const node_record& r) { return r.alive; }))
+    finish(self, false, "every node left");
 }
 
 /// Loses every live node that has not been heard from within the heartbeat timeout.
@@ -376,22 +465,22 @@ void check_heartbeats(self_ptr self) {
 }
 
 /// A copy's report of its round: progress, time, measured rate, or a failure.
-void on_progress(self_ptr self, const progress_report& r) {
+void on_progress(self_ptr self, int rank, const progress_report& r) {
   auto& s = self->state;
   auto* j = find_job(s, r.job);
   if (!j) return;
   const copy_piece* piece = nullptr;
   for (const auto& pc : j->pieces)
-    if (pc.copy == r.copy && pc.rank == r.rank) piece = &pc;
+    if (pc.copy == r.copy && pc.rank == rank) piece = &pc;
   // Copy 0's leader wrote the checkpoint: its report carries the job's progress.
   const bool keeper = piece && piece->copy == 0 && piece->leader;
   if (!r.error.empty()) {
     if (!r.retry)
       return finish(self, false,
                     "job " + std::to_string(r.job) + " failed on node rank " +
-                        std::to_string(r.rank) + ": " + r.error);
+                        std::to_string(rank) + ": " + r.error);
     // A synchronisation failed: the job resumes from its checkpoint on a fresh channel.
-    std::cerr << "tessera: job " << r.job << " on node rank " << r.rank << ": " << r.error
+    std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
               << "; it resumes from its last checkpoint\n";
     ++j->sync_epoch;
     if (keeper && !j->round_failed) {
@@ -404,19 +493,19 @@ void on_progress(self_ptr self, const progress_report& r) {
   const int gpus = piece ? piece->gpus : j->round_gpus;
   if (--j->reports_left <= 0) j->reported = true;
   if (keeper) {
-    j->last_rank = r.rank;
+    j->last_rank = rank;
     j->run_time += r.busy_seconds;
     j->step = std::max(j->step, r.step);
   }
   j->gpu_seconds += r.busy_seconds * gpus;
-  j->busy[r.rank] += r.busy_seconds * gpus;
+  j->busy[rank] += r.busy_seconds * gpus;
   j->last_busy += r.busy_seconds * gpus;
   if (r.throughput > 0) {
-    j->throughput[r.rank] = r.throughput;
+    j->throughput[rank] = r.throughput;
     // A part of a spread copy runs at its slowest part's pace: not this node's rate.
     if (piece && !piece->spread) {
-      j->measured[s.cfg.cl.servers[r.rank].gpu_type] = r.throughput * std::max(1, r.task_times);
-      s.rates->record(r.rank, j->spec.spec.job_type, j->spec.spec.scale_factor, r.task_times,
+      j->measured[s.cfg.cl.servers[rank].gpu_type] = r.throughput * std::max(1, r.task_times);
+      s.rates->record(rank, j->spec.spec.job_type, j->spec.spec.scale_factor, r.task_times,
                       r.throughput);
     }
   }
@@ -426,6 +515,11 @@ void on_progress(self_ptr self, const progress_report& r) {
 /// A client's new job: checked, given an id, queued for admission.
 caf::result<std::int64_t> submit(self_ptr self, const job_desc& d) {
   auto& s = self->state;
+  ++s.messages;
+  if (!local_sender(self)) {
+    ++s.dropped;
+    return make_run_error(run_errc::unauthenticated, "submit_job from a remote actor");
+  }
   if (std::find(s.cfg.known_kinds.begin(), s.cfg.known_kinds.end(), d.kind) ==
       s.cfg.known_kinds.end())
     return make_run_error(run_errc::bad_job, "unknown job kind '" + d.kind + "'");
@@ -454,9 +548,21 @@ caf::result<std::int64_t> submit(self_ptr self, const job_desc& d) {
   return id;
 }
 
+/// A node reported every copy of a round; true when it was the current round's report of a
+/// live node. A node that asked to leave goes now.
+bool on_round_done(self_ptr self, const round_done& d) {
+  auto& s = self->state;
+  const int rank = sender_rank(self);
+  if (rank < 0 || d.round != s.round) return false;
+  s.pending.erase(rank);
+  release_if_leaving(self, rank);
+  return !s.done;
+}
+
 /// What every state after registration handles the same way.
 caf::message_handler common(self_ptr self) {
   return {
+      [=](const auth_request& r) { return challenge(self, r); },
       [=](const node_hello& h) { return register_node(self, h); },
       [=](refused_atom, const std::string& text) { finish(self, false, text); },
       [=](run_timeout_atom) {
@@ -464,38 +570,34 @@ caf::message_handler common(self_ptr self) {
                "the run did not end within " + std::to_string(self->state.cfg.max_seconds) +
                    " s");
       },
-      [=](const heartbeat& h) {
-        auto& s = self->state;
-        ++s.messages;
-        if (live_rank(s, h.rank)) s.nodes[h.rank].last_seen = self->clock().now();
-      },
+      [=](const heartbeat&) { sender_rank(self); },
       [=](hb_check_atom) { check_heartbeats(self); },
+      [=](leave_atom) {
+        const int rank = sender_rank(self);
+        if (rank < 0) return;
+        self->state.nodes[rank].leaving = true;
+        std::cerr << "tessera: node rank " << rank << " asked to leave after this round\n";
+        release_if_leaving(self, rank);
+      },
       [=](const copy_started& c) {
         auto& s = self->state;
-        ++s.messages;
-        if (!live_rank(s, c.rank) || c.round != s.round) return;
-        s.nodes[c.rank].last_seen = self->clock().now();
+        if (sender_rank(self) < 0 || c.round != s.round) return;
         if (auto* j = find_job(s, c.job); j && c.step < j->step) ++j->regressions;
         if (++s.started == s.expected_starts)
           s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
       },
       [=](const progress_report& r) {
-        auto& s = self->state;
-        ++s.messages;
-        if (!live_rank(s, r.rank) || r.round != s.round) return;
-        s.nodes[r.rank].last_seen = self->clock().now();
-        on_progress(self, r);
+        const int rank = sender_rank(self);
+        if (rank < 0 || r.round != self->state.round) return;
+        on_progress(self, rank, r);
       },
       [=](const checkpoint_done& c) {
-        auto& s = self->state;
-        ++s.messages;
-        if (!live_rank(s, c.rank)) return;
-        if (auto* j = find_job(s, c.job)) j->step = std::max(j->step, c.step);
+        if (sender_rank(self) < 0) return;
+        if (auto* j = find_job(self->state, c.job)) j->step = std::max(j->step, c.step);
       },
       [=](const job_finished& f) {
         auto& s = self->state;
-        ++s.messages;
-        if (!live_rank(s, f.rank)) return;
+        if (sender_rank(self) < 0) return;
         auto* j = find_job(s, f.job);
         if (!j || j->finished) return;
         j->finished = true;
@@ -506,24 +608,21 @@ caf::message_handler common(self_ptr self) {
         j->reached_target = f.reached_target;
         ++s.job_set_version;
       },
-      [=](const round_done& d) {
+      [=](const round_done& d) { on_round_done(self, d); },
+      [=](const submit_job& sj) { return submit(self, sj.job); },
+      [=](const cancel_job& c) -> caf::result<bool> {
         auto& s = self->state;
         ++s.messages;
-        if (live_rank(s, d.rank) && d.round == s.round) s.pending.erase(d.rank);
-      },
-      [=](const submit_job& sj) {
-        ++self->state.messages;
-        return submit(self, sj.job);
-      },
-      [=](const cancel_job& c) -> bool {
-        auto& s = self->state;
-        ++s.messages;
+        if (!local_sender(self)) {
+          ++s.dropped;
+          return make_run_error(run_errc::unauthenticated, "cancel_job from a remote actor");
+        }
         auto* j = find_job(s, c.job);
         if (!j || j->finished || j->canceled) return false;
         j->canceled = true;
         ++s.job_set_version;
         for (const auto& pc : j->pieces)
-          if (live_rank(s, pc.rank))
+          if (s.nodes[pc.rank].alive)
             self->send(s.nodes[pc.rank].handle, stop_copy{s.round, c.job, pc.copy});
         return true;
       },
@@ -567,7 +666,6 @@ caf::behavior idle(self_ptr self) {
   return caf::message_handler{
       [=](arrival_atom) { start_round(self); },
       [=](const submit_job& sj) {
-        ++self->state.messages;
         auto id = submit(self, sj.job);
         self->send(self, arrival_atom::value);
         return id;
@@ -594,11 +692,7 @@ caf::behavior running(self_ptr self) {
 caf::behavior draining(self_ptr self) {
   return caf::message_handler{
       [=](const round_done& d) {
-        auto& s = self->state;
-        ++s.messages;
-        if (!live_rank(s, d.rank) || d.round != s.round) return;
-        s.pending.erase(d.rank);
-        if (s.pending.empty()) start_round(self);
+        if (on_round_done(self, d) && self->state.pending.empty()) start_round(self);
       },
       [=](reports_check_atom) {
         if (self->state.pending.empty()) start_round(self);
@@ -627,6 +721,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
     const int rank = rank_of(self->state, d.source);
     if (rank >= 0)
       node_lost(self, rank, "its actor went down (" + describe(self->system(), d.reason) + ")");
+    self->state.fenced.erase(d.source);  // gone: nothing more can come from it
   });
   self->delayed_send(self, seconds(st.cfg.register_timeout), reg_timeout_atom::value);
   if (st.cfg.max_seconds > 0)

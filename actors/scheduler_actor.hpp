@@ -18,6 +18,15 @@
 /// job has no work of its own between rounds, and inside a round its parts synchronise
 /// directly through the nodes' aggregators (actors/copy_round.hpp); docs/design.md says why.
 ///
+/// Trust (actors/auth.hpp, actors/protocol.hpp): a node registers by proving the cluster
+/// secret; a registration without a valid proof, or for a rank a live node holds, is refused
+/// and logged without ending the run. After registration each message is attributed to the
+/// actor that sent it (`by_addr`), never to a rank it claims; messages from other actors are
+/// dropped and counted, and a node declared lost is fenced: it is told so once and its later
+/// reports are refused. A lost or new node may register again while the run goes on (a
+/// join) and gets work from the next round; a node that asks to leave (leave_atom) finishes
+/// its round and is shut down with exit code 0.
+///
 /// Failures: a node is lost when its actor goes down (its process died or its connection
 /// timed out; CAF's heartbeats and connection timeout are configured by the launcher), when it
 /// sends no heartbeat for `heartbeat_timeout`, or when it does not report a round within the
@@ -36,6 +45,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/admission.hpp"
+#include "actors/auth.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
@@ -66,6 +77,7 @@ struct scheduler_config {
   /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
   /// copy_limit = 1 and a spread copy runs on one node.
   bool can_sync = false;
+  secret_key secret;  ///< the cluster secret nodes must prove (actors/auth.hpp)
 };
 
 /// One node's part of a job copy in the current round.
@@ -120,6 +132,7 @@ struct node_record {
   bool alive = false;                       ///< registered and not lost
   node_hello hello;                         ///< what it said at registration
   caf::actor_clock::time_point last_seen;   ///< latest message from it
+  bool leaving = false;                     ///< asked to leave after the current round
 };
 
 /// Mutable state of the scheduler actor.
@@ -130,6 +143,10 @@ struct scheduler_state {
   std::deque<tracked_job> jobs;             ///< every job, in submission order
   arrival_queue arrivals;                   ///< jobs not yet admitted (point into `jobs`)
   std::vector<node_record> nodes;           ///< by rank
+  std::map<caf::actor_addr, int> by_addr;   ///< rank of each live node's actor
+  std::set<caf::actor_addr> fenced;         ///< actors of nodes declared lost
+  challenge_book<caf::actor_addr> challenges;  ///< registrations under way
+  bool run_started = false;                 ///< every node registered; rounds may run
   std::int64_t round = -1;                  ///< current round, -1 before the first
   std::set<int> pending;                    ///< ranks yet to report the current round
   int expected_starts = 0;                  ///< copies of the current round
@@ -144,6 +161,9 @@ struct scheduler_state {
   std::vector<double> dispatch_latency;     ///< per round, seconds
   std::vector<round_record> round_records;  ///< per round, as runtime/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
+  std::int64_t dropped = 0;                 ///< messages from actors not live nodes
+  int refused = 0;                          ///< registrations refused
+  int joins = 0;                            ///< registrations after the run started
   bool done = false;                        ///< summary sent
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs

@@ -13,6 +13,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
 #include "launcher/run_command.hpp"
+#include "runtime/cluster_config.hpp"
 
 namespace po = boost::program_options;
 
@@ -27,17 +28,22 @@ struct run_options {
   int local = 0;          ///< --local; 0 when not given
   int rank = -1;          ///< internal: this process is node <rank> of a --local run
   std::string scheduler;  ///< internal: host:port of that run's scheduler
+  std::string join;       ///< --join host:port: this process is a node joining a cluster
+  std::string server;     ///< --server: which server of the cluster file it is
 };
 
 const char* const usage =
     "usage: tessera run --cluster C.toml --jobs J.toml [--policy P] [--local N]\n"
-    "       mpirun -np N tessera run --cluster C.toml --jobs J.toml [--policy P]";
+    "       mpirun -np N tessera run --cluster C.toml --jobs J.toml [--policy P]\n"
+    "       tessera run --cluster C.toml --join HOST:PORT --server NAME --secret-file F\n"
+    "         (a node joining a running cluster; `tessera node` is the same)";
 
 void add_options(po::options_description& d, run_options& o) {
   auto& s = o.s;
   d.add_options()
     ("cluster", po::value(&s.cluster_file)->required(), "cluster TOML file; one node per server")
-    ("jobs", po::value(&s.jobs_file)->required(), "job-set TOML file (each [[job]] has a kind)")
+    ("jobs", po::value(&s.jobs_file),
+     "job-set TOML file (each [[job]] has a kind); required but for a joining node")
     ("policy", po::value(&s.policy)->default_value(s.policy), "policy (see `tessera policies`)")
     ("policy-arg", po::value(&o.policy_args)->composing(),
      "policy option key=value (repeatable; value a number, or true/false)")
@@ -55,6 +61,14 @@ void add_options(po::options_description& d, run_options& o) {
      "seconds between heartbeats (node -> scheduler, and CAF's own)")
     ("heartbeat-timeout", po::value(&s.heartbeat_timeout)->default_value(3.0),
      "seconds of silence after which a node is lost")
+    ("secret-file", po::value(&s.secret_file),
+     "the cluster secret: the scheduler writes it to this new file (mode 0600) for nodes "
+     "that join later; a joining node reads it")
+    ("bind", po::value(&s.bind),
+     "address the scheduler listens on (default: loopback when every node runs on this host)")
+    ("port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")
+    ("join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")
+    ("server", po::value(&o.server), "with --join: the server of the cluster file this node is")
     ("verbose,v", po::bool_switch(&s.verbose), "one line per round on stderr")
     ("quiet,q", po::bool_switch(&s.quiet), "no summary table on stdout")
     ("help,h", "show this help");
@@ -86,7 +100,9 @@ status finish_settings(run_options& o) {
   auto pa = parse_policy_args(o.policy_args);
   if (!pa) return pa.err();
   s.policy_args = std::move(*pa);
-  if (o.rank >= 0) return {};  // a node of a --local run uses its scheduler's directory
+  if (o.rank >= 0 || !o.join.empty()) return {};  // a node uses its scheduler's directory
+  if (s.jobs_file.empty())
+    return error{error_kind::invalid_input, "the option '--jobs' is required but missing"};
   if (s.checkpoint_dir.empty())
     s.checkpoint_dir = (std::filesystem::temp_directory_path() /
                         ("tessera-run-" + std::to_string(::getpid())))
@@ -99,22 +115,37 @@ status finish_settings(run_options& o) {
   return {};
 }
 
-/// The scheduler of a --local run as --scheduler gives it (host:port).
-result<actors::node_process> parse_scheduler(const run_options& o) {
-  const auto colon = o.scheduler.rfind(':');
+/// A node's scheduler as `flag` (--scheduler, --join) gives it: host:port.
+result<actors::node_process> parse_scheduler(const std::string& flag, const std::string& where,
+                                             int rank) {
+  const auto colon = where.rfind(':');
   if (colon == std::string::npos)
-    return error{error_kind::invalid_input,
-                 "--scheduler expects host:port, got '" + o.scheduler + "'"};
+    return error{error_kind::invalid_input, flag + " expects host:port, got '" + where + "'"};
   actors::node_process p;
-  p.rank = o.rank;
-  p.host = o.scheduler.substr(0, colon);
+  p.rank = rank;
+  p.host = where.substr(0, colon);
   try {
-    p.port = std::stoi(o.scheduler.substr(colon + 1));
+    p.port = std::stoi(where.substr(colon + 1));
   } catch (const std::exception&) {
   }
   if (p.port <= 0 || p.port > 65535)
-    return error{error_kind::invalid_input, "--scheduler: bad port in '" + o.scheduler + "'"};
+    return error{error_kind::invalid_input, flag + ": bad port in '" + where + "'"};
   return p;
+}
+
+/// The rank of server `name` in the cluster file, for --join --server.
+result<int> server_rank(const run_options& o) {
+  if (o.server.empty())
+    return error{error_kind::invalid_input, "--join needs --server NAME (a server of " +
+                                                o.s.cluster_file + ")"};
+  auto cl = load_cluster(o.s.cluster_file);
+  if (!cl) return cl.err();
+  for (std::size_t i = 0; i < cl->servers.size(); ++i)
+    if (cl->servers[i].name == o.server) return static_cast<int>(i);
+  std::string names;
+  for (const auto& sv : cl->servers) names += (names.empty() ? "" : ", ") + sv.name;
+  return error{error_kind::invalid_input, "--server " + o.server + ": " + o.s.cluster_file +
+                                              " has no such server (it lists " + names + ")"};
 }
 
 std::string self_exe() {
@@ -129,18 +160,18 @@ actors::node_command local_node_command(const std::vector<std::string>& args,
                                         const std::vector<std::string>& prefix) {
   std::vector<std::string> base = prefix;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--local") {
+    if (args[i] == "--local" || args[i] == "--secret-file") {
       ++i;
       continue;
     }
-    if (args[i].rfind("--local=", 0) == 0) continue;
+    if (args[i].rfind("--local=", 0) == 0 || args[i].rfind("--secret-file=", 0) == 0) continue;
     base.push_back(args[i]);
   }
-  return [exe = self_exe(), base](int rank, int port) {
+  return [exe = self_exe(), base](int rank, int port, const std::string& secret_file) {
     std::vector<std::string> argv{exe};
     argv.insert(argv.end(), base.begin(), base.end());
     argv.insert(argv.end(), {"--rank", std::to_string(rank), "--scheduler",
-                             "127.0.0.1:" + std::to_string(port)});
+                             "127.0.0.1:" + std::to_string(port), "--secret-file", secret_file});
     return argv;
   };
 }
@@ -169,8 +200,15 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     }
     return actors::run_mpi(o.s, kinds, setup);
   }
+  if (!o.join.empty()) {
+    auto rank = server_rank(o);
+    if (!rank) return report(rank.err());
+    auto p = parse_scheduler("--join", o.join, *rank);
+    if (!p) return report(p.err());
+    return actors::run_node_process(o.s, *p, kinds, setup);
+  }
   if (o.rank >= 0) {
-    auto p = parse_scheduler(o);
+    auto p = parse_scheduler("--scheduler", o.scheduler, o.rank);
     if (!p) return report(p.err());
     return actors::run_node_process(o.s, *p, kinds, setup);
   }
@@ -180,6 +218,19 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
 
 int cmd_run(const std::vector<std::string>& args) {
   return run_command(args, train::builtin_trainables(), {"run"});
+}
+
+int cmd_node(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: tessera node --join HOST:PORT --server NAME --cluster C.toml "
+                   "--secret-file F [tessera run's timing options]\n"
+                   "Runs one node of a running cluster (started by `tessera run --secret-file "
+                   "F`): it registers with the secret, gets work from the next round, and on "
+                   "SIGTERM finishes its round and leaves.\n";
+      return exit_code::ok;
+    }
+  return run_command(args, train::builtin_trainables(), {"node"});
 }
 
 }  // namespace tessera::cli

@@ -14,5 +14,7 @@ int cmd_trace(const std::vector<std::string>& args);
 int cmd_policies(const std::vector<std::string>& args);
 /// `tessera run`: runs a job set on node processes (mpirun or --local).
 int cmd_run(const std::vector<std::string>& args);
+/// `tessera node`: one node joining a running cluster (`tessera run --join`).
+int cmd_node(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

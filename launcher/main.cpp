@@ -19,6 +19,7 @@ const char* usage =
     "  trace generate   write a synthetic trace with Gavel's recipe\n"
     "  policies         list the registered policies and their options\n"
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
+    "  node             join a running cluster as one of its nodes (--join HOST:PORT)\n"
     "\n"
     "`tessera <command> --help` describes a command's options.\n";
 
@@ -39,8 +40,9 @@ int main(int argc, char** argv) {
   if (cmd == "policies") return cmd_policies(rest);
 #ifdef TESSERA_WITH_ACTORS
   if (cmd == "run") return cmd_run(rest);
+  if (cmd == "node") return cmd_node(rest);
 #else
-  if (cmd == "run") {
+  if (cmd == "run" || cmd == "node") {
     std::cerr << "tessera: this build has no actor runtime (CAF 0.17 and MPI were not found)\n";
     return tessera::exit_code::bad_input;
   }

@@ -2,7 +2,7 @@
 # Installs the Debian packages tessera builds against (idempotent; needs root or sudo).
 set -euo pipefail
 pkgs=(cmake g++ make ninja-build ccache pkg-config
-      libcaf-dev libopenmpi-dev openmpi-bin
+      libcaf-dev libopenmpi-dev openmpi-bin libssl-dev
       libboost-dev libboost-program-options-dev
       libtomlplusplus-dev nlohmann-json3-dev catch2
       coinor-libclp-dev coinor-libcbc-dev

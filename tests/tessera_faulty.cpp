@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "actors/auth.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "launcher/run_command.hpp"
@@ -92,10 +93,12 @@ result<long long> integer(const split_args& a, const std::string& name, long lon
 void flood(caf::event_based_actor* self, const caf::actor& scheduler, std::int32_t rank,
            long long n, const std::string& dir) {
   const auto start = std::chrono::steady_clock::now();
-  for (long long k = 0; k < n; ++k) self->send(scheduler, actors::heartbeat{rank, k});
-  self->request(scheduler, std::chrono::seconds(60), actors::cancel_job{-1})
+  for (long long k = 0; k < n; ++k) self->send(scheduler, actors::heartbeat{k});
+  // An auth_request: any sender gets its answer, and after the heartbeats before it.
+  self->request(scheduler, std::chrono::seconds(60),
+                actors::auth_request{std::vector<std::uint8_t>(actors::nonce_bytes, 1)})
       .then(
-          [=](bool) {
+          [=](const actors::auth_challenge&) {
             const auto end = std::chrono::steady_clock::now();
             std::ofstream(dir + "/flood-" + std::to_string(rank) + ".txt")
                 << n << ' ' << start.time_since_epoch().count() << ' '

@@ -64,6 +64,19 @@ inline run_job make_run_job(job_id id, const std::string& kind, std::int64_t ste
   return j;
 }
 
+/// The cluster secret of the tests' schedulers and nodes (a fixed one: tests need no fresh
+/// randomness to prove it).
+inline secret_key test_secret() { return secret_key(secret_bytes, 0x5a); }
+
+/// `h` with its proof of `key` over the nonces `n` (what a node sends after its challenge).
+inline node_hello proven(node_hello h, const nonce_pair& n, const secret_key& key = test_secret()) {
+  h.proof = proof_of(key, hello_proof_parts(h, n));
+  return h;
+}
+
+/// A fixed client nonce for scripted nodes.
+inline std::vector<std::uint8_t> test_nonce() { return std::vector<std::uint8_t>(nonce_bytes, 7); }
+
 /// A scheduler configuration for tests: short rounds, quick failure detection.
 inline scheduler_config make_sched_config(const cluster& cl, std::vector<run_job> jobs,
                                           const std::string& ckpt_dir,
@@ -83,6 +96,7 @@ inline scheduler_config make_sched_config(const cluster& cl, std::vector<run_job
   sc.heartbeat_timeout = 1.0;
   sc.report_grace = 2;
   sc.max_seconds = 60;
+  sc.secret = test_secret();
   return sc;
 }
 
@@ -95,6 +109,7 @@ inline node_config make_node_config(const cluster& cl, int rank,
   nc.host = "test";
   nc.kinds = &kinds;
   nc.register_timeout = 5;
+  nc.secret = test_secret();
   return nc;
 }
 

@@ -33,7 +33,8 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   test_config cfg;
   caf::actor_system sys{cfg};
   for (const char* name :
-       {"tessera::node_hello", "tessera::node_welcome", "tessera::heartbeat",
+       {"tessera::auth_request", "tessera::auth_challenge", "tessera::node_hello",
+       "tessera::node_welcome", "tessera::heartbeat",
         "tessera::start_copy", "tessera::round_orders", "tessera::stop_copy",
         "tessera::copy_started", "tessera::progress_report", "tessera::checkpoint_done",
         "tessera::job_finished", "tessera::round_done", "tessera::job_desc",
@@ -43,7 +44,7 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
     CHECK(sys.types().make_value(name) != nullptr);
   }
 
-  node_hello h{protocol_version, 2, "slow", "k80", 4, 0.25, "host-a", 4242};
+  node_hello h{protocol_version, 2, "slow", "k80", 4, 0.25, "host-a", 4242, {1, 2, 3}};
   auto h2 = round_trip(sys, h);
   CHECK(h2.version == protocol_version);
   CHECK(h2.rank == 2);
@@ -53,6 +54,11 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   CHECK(h2.speed == 0.25);
   CHECK(h2.host == "host-a");
   CHECK(h2.pid == 4242);
+  CHECK(h2.proof == std::vector<std::uint8_t>{1, 2, 3});
+  CHECK(round_trip(sys, auth_request{{9, 8}}).nonce == std::vector<std::uint8_t>{9, 8});
+  const auto ch = round_trip(sys, auth_challenge{{1}, {2, 3}});
+  CHECK(ch.nonce == std::vector<std::uint8_t>{1});
+  CHECK(ch.proof == std::vector<std::uint8_t>{2, 3});
 
   start_copy c;
   c.job = 7;
@@ -86,7 +92,6 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   CHECK(c2.checkpoint_path == c.checkpoint_path);
 
   progress_report p;
-  p.rank = 1;
   p.round = 3;
   p.job = 7;
   p.step = 42;
@@ -101,12 +106,12 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   CHECK(p2.throughput == 24.5);
   CHECK(p2.error == "boom");
 
-  CHECK(round_trip(sys, heartbeat{3, 17}).seq == 17);
+  CHECK(round_trip(sys, heartbeat{17}).seq == 17);
   CHECK(round_trip(sys, stop_copy{1, 2, 0}).job == 2);
-  CHECK(round_trip(sys, copy_started{1, 2, 3, 0, 44}).step == 44);
-  CHECK(round_trip(sys, checkpoint_done{1, 2, 3, 0, 44, "p"}).path == "p");
-  CHECK(round_trip(sys, job_finished{1, 3, 50, 0.1, 0.9}).accuracy == 0.9);
-  CHECK(round_trip(sys, round_done{2, 9}).round == 9);
+  CHECK(round_trip(sys, copy_started{2, 3, 0, 44}).step == 44);
+  CHECK(round_trip(sys, checkpoint_done{2, 3, 0, 44, "p"}).path == "p");
+  CHECK(round_trip(sys, job_finished{3, 50, 0.1, 0.9}).accuracy == 0.9);
+  CHECK(round_trip(sys, round_done{9}).round == 9);
   CHECK(round_trip(sys, node_welcome{2, 0.5, 0.1}).round_length == 0.5);
   job_desc d;
   d.kind = "mlp";
@@ -132,7 +137,13 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   s.failed_ranks = {2};
   s.dispatch_latency = {0.001};
   s.round_records = {tessera::round_record{2.0, 3, 1, 4, 2}};
+  s.dropped = 11;
+  s.refused = 2;
+  s.joins = 1;
   auto s2 = round_trip(sys, s);
+  CHECK(s2.dropped == 11);
+  CHECK(s2.refused == 2);
+  CHECK(s2.joins == 1);
   CHECK(s2.ok);
   REQUIRE(s2.jobs.size() == 1);
   CHECK(s2.jobs[0].busy_gpu_seconds == js.busy_gpu_seconds);

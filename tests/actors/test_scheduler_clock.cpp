@@ -37,11 +37,9 @@ struct scripted_state {
 };
 
 /// Reports every copy of `o` as having made 5 steps, then the round as done.
-void report(caf::event_based_actor* self, const caf::actor& sched, int rank,
-            const round_orders& o) {
+void report(caf::event_based_actor* self, const caf::actor& sched, const round_orders& o) {
   for (const auto& c : o.copies) {
     progress_report r;
-    r.rank = rank;
     r.round = o.round;
     r.job = c.job;
     r.copy = c.copy;
@@ -50,7 +48,7 @@ void report(caf::event_based_actor* self, const caf::actor& sched, int rank,
     r.busy_seconds = o.length;
     self->send(sched, r);
   }
-  self->send(sched, round_done{rank, o.round});
+  self->send(sched, round_done{o.round});
 }
 
 /// A node that registers as server `rank` of `cl` and follows `sc`; it forwards every
@@ -64,12 +62,16 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
   h.gpus = cl.servers[rank].gpus;
   h.speed = cl.servers[rank].speed;
   h.host = "scripted";
-  self->request(sched, caf::infinite, h).then([=](const node_welcome& w) {
-    if (sc.heartbeats) self->send(self, beat_atom::value, w.heartbeat_interval);
-  });
+  self->request(sched, caf::infinite, auth_request{test_nonce()})
+      .then([=](const auth_challenge& c) {
+        self->request(sched, caf::infinite, proven(h, nonce_pair{test_nonce(), c.nonce}))
+            .then([=](const node_welcome& w) {
+              if (sc.heartbeats) self->send(self, beat_atom::value, w.heartbeat_interval);
+            });
+      });
   return {
       [=](beat_atom, double interval) {
-        self->send(sched, heartbeat{rank, 0});
+        self->send(sched, heartbeat{0});
         self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
                                      std::chrono::duration<double>(interval)),
                            beat_atom::value, interval);
@@ -77,15 +79,16 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
       [=](const round_orders& o) {
         self->send(probe, o);
         if (sc.reports)
-          report(self, sched, rank, o);
+          report(self, sched, o);
         else
           self->state.held.push_back(o);
       },
       [=](report_atom) {
-        for (const auto& o : self->state.held) report(self, sched, rank, o);
+        for (const auto& o : self->state.held) report(self, sched, o);
         self->state.held.clear();
       },
       [=](shutdown_atom, std::int32_t) { self->quit(); },
+      [=](fenced_atom, const std::string&) {},  // a node declared lost; tests read the summary
   };
 }
 
@@ -263,7 +266,8 @@ TEST_CASE("idle: a job submitted to an idle scheduler starts a round without wai
   d.kind = "mlp";
   d.total_steps = 50;
   d.step_time = 0.01;
-  caf::anon_send(run.sched, submit_job{d});
+  // From an actor of the scheduler's process: anonymous submissions are refused.
+  run.listener->send(run.sched, submit_job{d});
   run.advance(0);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "actors/auth.hpp"
 #include "tests/support.hpp"
 
 using tessera::test::run_tessera;
@@ -52,9 +53,12 @@ TEST_CASE("cli run: a cluster that disagrees with the process count", "[cli][run
 TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[cli][run]") {
   const auto cl = temp_file("c3.toml", two_servers);
   const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  const auto secret = temp_file("c3.secret", "") + ".key";
+  REQUIRE(tessera::actors::write_secret_file(secret,
+                                             tessera::actors::secret_key(tessera::actors::secret_bytes, 1)));
   // Port 1 on localhost: nothing listens there.
   auto r = run_tessera("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " +
-                       cl + " --jobs " + jobs);
+                       cl + " --jobs " + jobs + " --secret-file " + secret);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("node rank 1: cannot reach the scheduler at 127.0.0.1:1 "
                                     "within 1 s"));
