@@ -30,6 +30,9 @@ struct virtual_config : caf::actor_system_config {
 struct script {
   bool reports = true;     ///< answers round_orders with reports and round_done at once
   bool heartbeats = true;  ///< sends a heartbeat every heartbeat interval
+  secret_key key = test_secret();  ///< the secret it proves
+  std::shared_ptr<int> fenced = std::make_shared<int>(0);     ///< fenced_atom received
+  std::shared_ptr<int> shutdowns = std::make_shared<int>(0);  ///< shutdown_atom, 0 received
 };
 
 struct scripted_state {
@@ -64,7 +67,7 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
   h.host = "scripted";
   self->request(sched, caf::infinite, auth_request{test_nonce()})
       .then([=](const auth_challenge& c) {
-        self->request(sched, caf::infinite, proven(h, nonce_pair{test_nonce(), c.nonce}))
+        self->request(sched, caf::infinite, proven(h, nonce_pair{test_nonce(), c.nonce}, sc.key))
             .then([=](const node_welcome& w) {
               if (sc.heartbeats) self->send(self, beat_atom::value, w.heartbeat_interval);
             });
@@ -87,8 +90,12 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
         for (const auto& o : self->state.held) report(self, sched, o);
         self->state.held.clear();
       },
-      [=](shutdown_atom, std::int32_t) { self->quit(); },
-      [=](fenced_atom, const std::string&) {},  // a node declared lost; tests read the summary
+      [=](shutdown_atom, std::int32_t code) {
+        if (code == 0) ++*sc.shutdowns;
+        self->quit();
+      },
+      [=](fenced_atom, const std::string&) { ++*sc.fenced; },
+      [=](leave_atom) { self->send(sched, leave_atom::value); },  // asked by the test
   };
 }
 
@@ -270,4 +277,121 @@ TEST_CASE("idle: a job submitted to an idle scheduler starts a round without wai
   run.listener->send(run.sched, submit_job{d});
   run.advance(0);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
+}
+
+// ---- trust: registration, attribution, fencing, joins and drains (issue 12) ------------------
+
+namespace {
+
+/// An actor that is not a registered node: it sends the scheduler what a node would.
+caf::behavior rogue(caf::event_based_actor* self, caf::actor sched, node_hello h) {
+  self->request(sched, caf::infinite, h).then([](const node_welcome&) {},
+                                               [](const caf::error&) {});
+  self->send(sched, heartbeat{0});
+  self->send(sched, round_done{0});
+  progress_report r;
+  r.round = 0;
+  r.job = 0;
+  r.step = 1000000;
+  r.steps = 1000000;
+  self->send(sched, r);
+  self->send(sched, job_finished{0, 1000000, 0.0, 1.0, false});
+  return {[](const caf::message&) {}};
+}
+
+node_hello hello_for(const cluster& cl, int rank) {
+  node_hello h;
+  h.rank = rank;
+  h.name = cl.servers[rank].name;
+  h.gpu_type = cl.servers[rank].gpu_type;
+  h.gpus = cl.servers[rank].gpus;
+  h.speed = cl.servers[rank].speed;
+  h.host = "rogue";
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("trust: registrations without the secret are refused, the run goes on",
+          "[actors][scheduler][clock][trust]") {
+  virtual_run run({1.0, 1.0}, long_jobs(1));
+  // One rogue claims rank 1 with no exchange at all, one proves the wrong secret.
+  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 1)));
+  script wrong;
+  wrong.key = secret_key(secret_bytes, 0x11);
+  run.node(1, wrong);
+  run.advance(0);
+  CHECK(run.rounds_ordered().empty());  // rank 1 is still missing
+  run.node(0);
+  run.node(1);
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0, 0});
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("trust: progress or completion from an actor that is not a live node is dropped",
+          "[actors][scheduler][clock][trust]") {
+  virtual_run run({1.0}, long_jobs(1));
+  run.node(0);
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
+  // Claims job 0 finished and round 0 reported: none of it counts.
+  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 0)));
+  run.advance(3);
+  CHECK_FALSE(run.summary());  // job 0 (10^6 steps) is not finished
+  CHECK(run.rounds_ordered().size() == 3);
+}
+
+TEST_CASE("trust: a second claim on a live rank is refused without ending the run",
+          "[actors][scheduler][clock][trust]") {
+  virtual_run run({1.0}, long_jobs(1));
+  run.node(0);
+  run.advance(0);
+  run.rounds_ordered();
+  run.node(0);  // proves the secret, but rank 0 is live
+  run.advance(2);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1, 2});
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("trust: a node declared lost is fenced, and may join again from the next round",
+          "[actors][scheduler][clock][trust]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  run.node(0);
+  script silent{false, false};
+  auto lost = run.node(1, silent);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  run.advance(2.6);  // silent past the heartbeat time-out: lost
+  CHECK(*silent.fenced >= 1);
+  run.rounds_ordered();
+  // Its late report of round 0 is refused (and it is reminded that it was fenced).
+  const int before = *silent.fenced;
+  caf::anon_send(lost, report_atom::value);
+  run.advance(0);
+  CHECK(*silent.fenced > before);
+  run.advance(1);
+  CHECK(run.rounds_ordered().size() == 1);  // one node per round now
+  // A new process for rank 1 registers: it gets work from the next round.
+  run.node(1);
+  run.advance(1);
+  const auto next = run.rounds_ordered();
+  CHECK(next.size() == 2);
+  CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("trust: a node asked to leave finishes its round, is shut down, gets no more work",
+          "[actors][scheduler][clock][trust]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  run.node(0);
+  script leaving;
+  auto node1 = run.node(1, leaving);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  caf::anon_send(node1, leave_atom::value);
+  run.advance(0);
+  CHECK(*leaving.shutdowns == 1);  // it had reported round 0: it goes at once
+  run.advance(1);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1});
+  CHECK_FALSE(run.summary());
 }
