@@ -43,6 +43,9 @@ struct node_hooks {
   /// Called inside the node actor once the scheduler has welcomed the node, before its first
   /// heartbeat; it may send the scheduler extra messages.
   std::function<void(caf::event_based_actor* self, const caf::actor& scheduler)> on_registered;
+  /// Act as a rogue: send the hello even when the scheduler did not prove the secret (so a
+  /// test sees the scheduler refuse a node that lacks it).
+  bool skip_scheduler_check = false;
 };
 
 /// Settings of one node, passed down from the launcher.

@@ -260,6 +260,9 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
   j["failed_ranks"] = s.failed_ranks;
   j["dispatch_latency"] = s.dispatch_latency;
   j["messages"] = s.messages;
+  j["dropped"] = s.dropped;
+  j["refused"] = s.refused;
+  j["joins"] = s.joins;
   j["checkpoint_dir"] = o.checkpoint_dir;
   std::ostringstream m;
   write_metrics_json(m, {run_metrics(s, o.policy, cl.total_gpus())});
@@ -562,6 +565,22 @@ struct private_dir {
 
 }  // namespace
 
+void write_status_file(const std::string& path, int code) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << code << '\n';
+    if (!f) {
+      std::cerr << "tessera: cannot write the status file " << tmp << '\n';
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::cerr << "tessera: cannot write the status file " << path << ": " << ec.message() << '\n';
+}
+
 bool under_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
          std::getenv("PMIX_RANK");
@@ -661,6 +680,7 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
     if (!st.problem.empty() && (rank == 0 || rank0_good == 1))
       std::cerr << "tessera: " << st.problem << '\n';
     st.agg.reset();
+    if (rank == 0) write_status_file(s.status_file, bad_input);
     MPI_Finalize();
     return bad_input;
   }
@@ -682,6 +702,7 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
     code = run_mpi_node(s, *st.in, rank, kinds, setup, st.agg);
   }
   st.agg.reset();  // its communicator threads end (or are left stuck) before MPI does
+  if (rank == 0) write_status_file(s.status_file, code);
   return finalize_mpi(code, 10);
 }
 

@@ -54,6 +54,10 @@ struct run_settings {
   std::string bind;  ///< address the scheduler listens on ("" = chosen, see above)
   int port = 0;      ///< port it listens on (0 = any free port)
   std::size_t max_message = 16u << 20;  ///< largest message a peer may send (bytes)
+  /// Where rank 0 (or a local run) writes the run's exit code when it ends, bad input
+  /// included: `tessera mpirun` reads it, because mpirun's recovery mode exits 0 whatever
+  /// the ranks returned. "" = none.
+  std::string status_file;
 };
 
 /// Where a node process of a local run finds the scheduler.
@@ -74,6 +78,10 @@ using node_setup = std::function<void(node_config&)>;
 
 /// True when this process was started by mpirun (Open MPI, or a PMI/PMIx launcher).
 bool under_mpirun();
+
+/// Writes `code` and a newline to `path` atomically (a temporary file, then a rename), so a
+/// reader sees the whole code or no file; does nothing for an empty path.
+void write_status_file(const std::string& path, int code);
 
 /// This rank's part of a run under mpirun. Every rank loads the inputs and they agree before
 /// any goes on, so bad input ends every rank with one message.

@@ -67,6 +67,8 @@ void add_options(po::options_description& d, run_options& o) {
     ("bind", po::value(&s.bind),
      "address the scheduler listens on (default: loopback when every node runs on this host)")
     ("port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")
+    ("status-file", po::value(&s.status_file),
+     "write the run's exit code to this file when it ends (what `tessera mpirun` reads)")
     ("join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")
     ("server", po::value(&o.server), "with --join: the server of the cluster file this node is")
     ("verbose,v", po::bool_switch(&s.verbose), "one line per round on stderr")
@@ -148,12 +150,6 @@ result<int> server_rank(const run_options& o) {
                                               " has no such server (it lists " + names + ")"};
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.string();
-}
-
 /// How a --local run starts its node processes: this binary again, with `prefix` and the same
 /// arguments less --local, told its rank and the scheduler's address.
 actors::node_command local_node_command(const std::vector<std::string>& args,
@@ -213,7 +209,9 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     return actors::run_node_process(o.s, *p, kinds, setup);
   }
   o.s.local = o.local > 0 ? o.local : 1;
-  return actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup);
+  const int code = actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup);
+  actors::write_status_file(o.s.status_file, code);
+  return code;
 }
 
 int cmd_run(const std::vector<std::string>& args) {

@@ -16,5 +16,7 @@ int cmd_policies(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 /// `tessera node`: one node joining a running cluster (`tessera run --join`).
 int cmd_node(const std::vector<std::string>& args);
+/// `tessera mpirun`: a run under mpirun's recovery mode that exits with the run's outcome.
+int cmd_mpirun(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

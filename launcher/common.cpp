@@ -1,6 +1,7 @@
 #include "launcher/common.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <unistd.h>
@@ -8,6 +9,12 @@
 #include "runtime/cluster_config.hpp"
 
 namespace tessera::cli {
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
 
 int report(const error& e) {
   std::cerr << "tessera: " << e.message << '\n';

@@ -23,6 +23,9 @@ namespace tessera::cli {
 /// Prints "tessera: <message>" to stderr and returns the exit code for the error's kind.
 int report(const error& e);
 
+/// The path of the running program (/proc/self/exe), "" when it cannot be read.
+std::string self_exe();
+
 /// Parses `args` with the options of `parsed`. Returns -1 to go on, else the exit code: ok
 /// after printing `usage_line` and the options of `shown` (--help), bad_input after printing
 /// the error and `usage_line` to `err`.

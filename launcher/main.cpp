@@ -20,6 +20,7 @@ const char* usage =
     "  policies         list the registered policies and their options\n"
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
     "  node             join a running cluster as one of its nodes (--join HOST:PORT)\n"
+    "  mpirun           a run under mpirun --enable-recovery, exiting with the run's outcome\n"
     "\n"
     "`tessera <command> --help` describes a command's options.\n";
 
@@ -41,8 +42,9 @@ int main(int argc, char** argv) {
 #ifdef TESSERA_WITH_ACTORS
   if (cmd == "run") return cmd_run(rest);
   if (cmd == "node") return cmd_node(rest);
+  if (cmd == "mpirun") return cmd_mpirun(rest);
 #else
-  if (cmd == "run" || cmd == "node") {
+  if (cmd == "run" || cmd == "node" || cmd == "mpirun") {
     std::cerr << "tessera: this build has no actor runtime (CAF 0.17 and MPI were not found)\n";
     return tessera::exit_code::bad_input;
   }

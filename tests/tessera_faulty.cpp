@@ -9,6 +9,9 @@
 ///                                               scheduler)
 ///   --fault-protocol-rank R --fault-protocol-version V
 ///                                               node rank R claims protocol version V
+///   --fault-rogue-rank R                        node rank R sends its hello even when the
+///                                               scheduler did not prove the secret (a rogue
+///                                               without it, e.g. with --join)
 ///   --bench-flood N --bench-flood-report DIR    every node sends the scheduler N heartbeats
 ///                                               back to back once registered, then a request
 ///                                               it answers; DIR/flood-<rank>.txt gets
@@ -43,7 +46,8 @@ using namespace tessera;
 /// The hook options, by name without the leading dashes.
 const char* const hook_options[] = {"fault-kill-rank",       "fault-kill-round",
                                     "fault-protocol-rank",   "fault-protocol-version",
-                                    "bench-flood",           "bench-flood-report"};
+                                    "bench-flood",           "bench-flood-report",
+                                    "fault-rogue-rank"};
 
 /// The hook options given (name -> value) and the other arguments.
 struct split_args {
@@ -116,14 +120,16 @@ result<actors::node_setup> make_setup(const split_args& a) {
   const auto protocol_rank = integer(a, "fault-protocol-rank", -1);
   const auto protocol = integer(a, "fault-protocol-version", actors::protocol_version);
   const auto flood_n = integer(a, "bench-flood", 0);
-  for (const auto* r : {&kill_rank, &kill_round, &protocol_rank, &protocol, &flood_n})
+  const auto rogue_rank = integer(a, "fault-rogue-rank", -1);
+  for (const auto* r : {&kill_rank, &kill_round, &protocol_rank, &protocol, &flood_n, &rogue_rank})
     if (!*r) return r->err();
   const auto it = a.hooks.find("bench-flood-report");
   const std::string report = it == a.hooks.end() ? "." : it->second;
   return actors::node_setup([kill_rank = *kill_rank, kill_round = *kill_round,
                              protocol_rank = *protocol_rank, protocol = *protocol,
-                             flood_n = *flood_n, report](actors::node_config& nc) {
+                             flood_n = *flood_n, report, rogue_rank = *rogue_rank](actors::node_config& nc) {
     if (nc.rank == protocol_rank) nc.version = static_cast<std::uint32_t>(protocol);
+    nc.hooks.skip_scheduler_check = nc.rank == rogue_rank;
     if (nc.rank == kill_rank)
       nc.hooks.on_round_start = [kill_round](std::int64_t round, double length) {
         if (round != kill_round) return;

@@ -17,9 +17,14 @@
 
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/trainable.hpp"
+#include "tests/mpi/mpi_support.hpp"
 #include "tests/support.hpp"
 
 using json = nlohmann::json;
+using tessera::test::cluster_toml;
+using tessera::test::jobs_toml;
+using tessera::test::load_json;
+using tessera::test::mpirun;
 using tessera::test::command_result;
 using tessera::test::make_trainable;
 using tessera::test::run_shell;
@@ -28,39 +33,6 @@ using tessera::test::scratch_dir;
 using tessera::test::uninterrupted;
 
 namespace {
-
-/// `mpirun -np <np>` of `binary` (tessera run, or tessera_faulty for injected faults).
-std::string mpirun(int np, bool recovery = false,
-                   const std::string& binary = std::string(TESSERA_BINARY) + " run") {
-  return "mpirun -np " + std::to_string(np) + " --oversubscribe" +
-         (recovery ? " --enable-recovery" : "") + " " + binary;
-}
-
-/// One one-GPU server per speed, each of its own GPU type.
-std::string cluster_toml(const std::vector<double>& speeds) {
-  static const char* types[] = {"v100", "p100", "k80", "t4", "a100", "h100"};
-  std::ostringstream s;
-  s << "[cluster]\nname = \"test\"\n";
-  for (std::size_t i = 0; i < speeds.size(); ++i)
-    s << "\n[[cluster.server]]\nname = \"node-" << i << "\"\ngpu_type = \"" << types[i % 6]
-      << "\"\ngpus = 1\nspeed = " << speeds[i] << "\n";
-  return s.str();
-}
-
-/// `n` jobs alternating softmax_regression and mlp, seeds id + 1.
-std::string jobs_toml(int n, int steps, double step_time) {
-  std::ostringstream s;
-  for (int i = 0; i < n; ++i)
-    s << "[[job]]\nkind = \"" << (i % 2 ? "mlp" : "softmax_regression")
-      << "\"\ntotal_steps = " << steps << "\nstep_time = " << step_time << "\n\n";
-  return s.str();
-}
-
-json load_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f);
-  return json::parse(f);
-}
 
 /// A trainable of `kind` and `seed` loaded from job `id`'s checkpoint in `ckpt_dir`.
 std::unique_ptr<tessera::train::trainable> load_final(const std::string& ckpt_dir, std::int64_t id,

@@ -1,0 +1,221 @@
+// Multi-process tests of the runtime's trust and fault handling (issue 12): the exit status
+// under mpirun's recovery mode, strangers and rogue processes at the scheduler's port,
+// oversized messages and connection floods, a node that joins, drains, or wakes up fenced.
+// Each runs `tessera` (or tessera_faulty) for real, on this host.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/mpi/mpi_support.hpp"
+#include "tests/support.hpp"
+
+using namespace tessera::test;
+
+namespace {
+
+const std::string tessera_bin = TESSERA_BINARY;
+
+/// A --local run of `nodes` node processes in the background that writes its secret for
+/// joining nodes, with its summary in dir/sum.json; `extra` adds options.
+struct local_run {
+  local_run(const scratch_dir& dir, int nodes, int jobs, int steps, const std::string& extra = "")
+      : cluster(dir.write("cluster.toml", cluster_toml(std::vector<double>(nodes, 1.0)))),
+        jobs_file(dir.write("jobs.toml", jobs_toml(jobs, steps, 0.01))),
+        secret(dir.file("secret")),
+        summary(dir.file("sum.json")),
+        proc(tessera_bin + " run --local " + std::to_string(nodes) + " --cluster " + cluster +
+                 " --jobs " + jobs_file + " --round-length 0.3 --heartbeat-timeout 1.5" +
+                 " --secret-file " + secret + " --checkpoint-dir " + dir.file("ckpt") +
+                 " --json " + summary + " " + extra,
+             dir.file("run.out")) {
+    port = proc.await("scheduler listening on 127\\.0\\.0\\.1:([0-9]+)", 20);
+    REQUIRE_FALSE(port.empty());
+  }
+  /// `tessera node --join` (or `binary` run --join) as server `server` with the secret in
+  /// `secret_file`.
+  std::string join_command(const std::string& server, const std::string& secret_file,
+                           const std::string& binary = tessera_bin + " node") const {
+    return binary + " --join 127.0.0.1:" + port + " --server " + server +
+           " --cluster " + cluster + " --secret-file " + secret_file +
+           " --heartbeat-timeout 1.5 --connect-timeout 5";
+  }
+  std::string cluster, jobs_file, secret, summary;
+  background proc;
+  std::string port;
+};
+
+int dial(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void check_all_finished(const json& sum) {
+  CHECK(sum["ok"].get<bool>());
+  for (const auto& j : sum["jobs"]) {
+    INFO("job " << j["id"]);
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["regressions"].get<int>() == 0);
+    CHECK(j["lost_rounds"].get<int>() <= 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("(g) tessera mpirun exits with the run's outcome where mpirun --enable-recovery "
+          "exits 0", "[mpi][g][exit]") {
+  scratch_dir dir("g");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(2, 40, 0.01));
+  const std::string wrap = tessera_bin + " mpirun -np 3 --oversubscribe -- ";
+  const std::string faulty = std::string(TESSERA_FAULTY_BINARY);
+  const std::string common = " --cluster " + cl + " --round-length 0.25 -q";
+  // Finished: 0.
+  auto ok = run_shell(wrap + "run" + common + " --jobs " + jobs);
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+  // Bad input: 2 (a missing job file), where plain recovery mode says 0.
+  auto bad = run_shell(wrap + "run" + common + " --jobs " + dir.file("missing.toml"));
+  CHECK(bad.code == 2);
+  CHECK(run_shell(mpirun(3, true) + common + " --jobs " + dir.file("missing.toml")).code == 0);
+  // A failed run (its time-out passes before the jobs finish): 1.
+  const auto long_jobs = dir.write("long.toml", jobs_toml(2, 100000, 0.01));
+  auto timed_out = run_shell(wrap + "run" + common + " --jobs " + long_jobs + " --timeout 1.5");
+  CHECK(timed_out.code == 1);
+  // Rank 0, the scheduler, killed: 1, where plain recovery mode says 0.
+  const std::string kill0 = " --fault-kill-rank 0 --fault-kill-round 2" + common + " --jobs " + long_jobs;
+  auto killed = run_shell(wrap + faulty + kill0);
+  CHECK(killed.code == 1);
+  CHECK_THAT(killed.out, Catch::Contains("rank 0 ended without reporting the run's outcome"));
+  CHECK(run_shell(mpirun(3, true, faulty) + kill0).code == 0);
+}
+
+TEST_CASE("(h) rogue processes with and without the secret are refused, the run goes on",
+          "[mpi][h][rogue]") {
+  scratch_dir dir("h");
+  local_run run(dir, 3, 3, 120);
+  // Without the secret: another file of the right shape.
+  const std::string wrong = dir.file("wrong.secret");
+  run_shell("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > " + wrong + "; chmod 600 " + wrong);
+  // A careful node notices the scheduler does not share its secret and stops...
+  auto careful = run_shell(run.join_command("node-2", wrong));
+  INFO(careful.out);
+  CHECK(careful.code != 0);
+  CHECK_THAT(careful.out, Catch::Contains("refuses the scheduler: it did not prove the cluster secret"));
+  // ... a rogue sends its hello anyway, and the scheduler refuses it.
+  auto stranger = run_shell(run.join_command(
+      "node-2", wrong, std::string(TESSERA_FAULTY_BINARY) + " --fault-rogue-rank 2"));
+  INFO(stranger.out);
+  CHECK(stranger.code != 0);
+  CHECK_THAT(stranger.out, Catch::Contains("without a valid proof of the cluster secret"));
+  // With the secret, claiming a server a live node holds.
+  auto twin = run_shell(run.join_command("node-1", run.secret));
+  INFO(twin.out);
+  CHECK(twin.code != 0);
+  CHECK_THAT(twin.out, Catch::Contains("is held by a live node"));
+  REQUIRE(run.proc.wait(60) == 0);
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"].empty());
+  CHECK(sum["refused"].get<int>() == 2);
+}
+
+TEST_CASE("(i) a 4 GiB message header and 500 connections: the scheduler stays small, the "
+          "run finishes", "[mpi][i][flood]") {
+  scratch_dir dir("i");
+  local_run run(dir, 2, 2, 150);
+  const pid_t sched = run.proc.program();  // the scheduler's process (and node 0's)
+  REQUIRE(sched > 0);
+  const double before = rss_mb(sched);
+  // A BASP header announcing 0xffffffff bytes (operation direct_message).
+  const int port = std::stoi(run.port);
+  const int fd = dial(port);
+  REQUIRE(fd >= 0);
+  unsigned char hdr[32] = {0x02, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  hdr[31] = 1;  // a destination actor
+  CHECK(::send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == 32);
+  std::vector<int> conns;
+  for (int i = 0; i < 500; ++i)
+    if (const int c = dial(port); c >= 0) conns.push_back(c);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double during = rss_mb(sched);
+  for (int c : conns) ::close(c);
+  ::close(fd);
+  REQUIRE(run.proc.wait(60) == 0);
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"].empty());
+  INFO("scheduler RSS before " << before << " MB, during the attack " << during << " MB");
+  CHECK(during > 0);
+  CHECK(during < 300);  // before the gate: 3.19 GB
+}
+
+TEST_CASE("(j) a node killed, then restarted with tessera node --join, gets work again",
+          "[mpi][j][join]") {
+  scratch_dir dir("j");
+  local_run run(dir, 3, 3, 400);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const pid_t node2 = find_process("--rank 2 --scheduler 127.0.0.1:" + run.port);
+  REQUIRE(node2 > 0);
+  ::kill(node2, SIGKILL);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // declared lost after 1.5 s
+  background joiner(run.join_command("node-2", run.secret), dir.file("join.out"));
+  CHECK(joiner.wait(60) == 0);
+  INFO(joiner.output());
+  REQUIRE(run.proc.wait(60) == 0);
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"] == json::array({2}));
+  CHECK(sum["joins"].get<int>() == 1);
+  CHECK_THAT(run.proc.output(), Catch::Contains("node rank 2 (") );
+  CHECK_THAT(run.proc.output(), Catch::Contains("joined; it gets work from the next round"));
+}
+
+TEST_CASE("(k) SIGTERM drains a node: it finishes its round, leaves with exit 0, the run "
+          "finishes on the others", "[mpi][k][drain]") {
+  scratch_dir dir("k");
+  local_run run(dir, 3, 3, 250);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const pid_t node1 = find_process("--rank 1 --scheduler 127.0.0.1:" + run.port);
+  REQUIRE(node1 > 0);
+  ::kill(node1, SIGTERM);
+  REQUIRE(run.proc.wait(60) == 0);
+  const auto out = run.proc.output();
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("node rank 1 drains"));
+  CHECK_THAT(out, Catch::Contains("node rank 1 left the cluster (drained)"));
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"].empty());  // it left; it was not lost
+  for (const auto& j : sum["jobs"]) CHECK(j["lost_rounds"].get<int>() == 0);
+}
+
+TEST_CASE("(l) a node stopped past the heartbeat time-out, then continued, is fenced: no "
+          "report of it counts, every job finishes", "[mpi][l][fence]") {
+  scratch_dir dir("l");
+  local_run run(dir, 3, 3, 300);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const pid_t node2 = find_process("--rank 2 --scheduler 127.0.0.1:" + run.port);
+  REQUIRE(node2 > 0);
+  ::kill(node2, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // > 1.5 s heartbeat time-out
+  ::kill(node2, SIGCONT);
+  REQUIRE(run.proc.wait(60) == 0);
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"] == json::array({2}));
+}
