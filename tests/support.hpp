@@ -27,6 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -367,5 +370,19 @@ inline command_result run_tessera(const std::string& args) {
   return run_shell(std::string(TESSERA_BINARY) + " " + args);
 }
 #endif
+
+/// A TCP connection to 127.0.0.1:`port` (its descriptor), -1 when it cannot be made.
+inline int dial_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 }  // namespace tessera::test

@@ -21,6 +21,7 @@
 #include <caf/io/basp/header.hpp>
 
 #include "actors/gate.hpp"
+#include "tests/support.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;
@@ -129,12 +130,8 @@ struct recorder {
 };
 
 int dial(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int fd = tessera::test::dial_loopback(port);
+  REQUIRE(fd >= 0);
   return fd;
 }
 

@@ -51,19 +51,6 @@ struct local_run {
   std::string port;
 };
 
-int dial(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 void check_all_finished(const json& sum) {
   CHECK(sum["ok"].get<bool>());
   for (const auto& j : sum["jobs"]) {
@@ -143,14 +130,14 @@ TEST_CASE("(i) a 4 GiB message header and 500 connections: the scheduler stays s
   const double before = rss_mb(sched);
   // A BASP header announcing 0xffffffff bytes (operation direct_message).
   const int port = std::stoi(run.port);
-  const int fd = dial(port);
+  const int fd = dial_loopback(port);
   REQUIRE(fd >= 0);
   unsigned char hdr[32] = {0x02, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
   hdr[31] = 1;  // a destination actor
   CHECK(::send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == 32);
   std::vector<int> conns;
   for (int i = 0; i < 500; ++i)
-    if (const int c = dial(port); c >= 0) conns.push_back(c);
+    if (const int c = dial_loopback(port); c >= 0) conns.push_back(c);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const double during = rss_mb(sched);
   for (int c : conns) ::close(c);
