@@ -83,7 +83,11 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
   if (!cl) return cl.err();
   in.cl = std::move(*cl);
   if (o.jobs_file.empty()) return in;  // a joining node: it runs what the scheduler sends
-  auto jobs = load_run_jobs(o.jobs_file, &in.kinds);
+  // Every job's configuration is checked here, before any node starts: one job's bad
+  // setting would otherwise stop the run for every job when a node builds it.
+  auto jobs = load_run_jobs(o.jobs_file, &in.kinds, [&kinds](const run_job& j) {
+    return kinds.check(j.kind, j.seed, j.config);
+  });
   if (!jobs) return jobs.err();
   in.jobs = std::move(*jobs);
   auto pol = make_policy(o.policy, o.policy_args, "--policy-arg");

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "actors/dispatch.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera::actors {
 
@@ -523,9 +524,12 @@ caf::result<std::int64_t> submit(self_ptr self, const job_desc& d) {
   if (std::find(s.cfg.known_kinds.begin(), s.cfg.known_kinds.end(), d.kind) ==
       s.cfg.known_kinds.end())
     return make_run_error(run_errc::bad_job, "unknown job kind '" + d.kind + "'");
-  if (d.total_steps <= 0 || d.scale < 1 || d.step_time <= 0)
+  // The job-file bound (runtime/input_limits.hpp) also keeps total_steps exact through the
+  // double the job spec holds and back to int64 (summarise, dispatch).
+  if (d.total_steps <= 0 || d.total_steps > limits::max_total_steps || d.scale < 1 ||
+      !(d.step_time > 0))
     return make_run_error(run_errc::bad_job,
-                          "a job needs total_steps > 0, scale >= 1 and step_time > 0");
+                          "a job needs total_steps in (0, 1e11], scale >= 1 and step_time > 0");
   std::int64_t id = d.id;
   if (id < 0) {
     id = 0;

@@ -91,14 +91,33 @@ std::ostream& problems() {
   return std::cerr;
 }
 
+/// Checks the numbers of the command line (bounds: launcher/common.hpp).
+status check_numbers(const run_options& o) {
+  namespace b = option_bounds;
+  const auto& s = o.s;
+  for (const auto& st :
+       {check_option("--round-length", s.round_length, b::min_run_round, b::max_run_round,
+                     "seconds"),
+        check_option("--connect-timeout", s.connect_timeout, b::min_connect_timeout,
+                     b::max_connect_timeout, "seconds"),
+        check_option("--timeout", s.timeout, b::min_run_timeout, b::max_run_timeout, "seconds"),
+        check_option("--heartbeat-interval", s.heartbeat_interval, b::min_heartbeat,
+                     b::max_heartbeat, "seconds"),
+        check_option("--heartbeat-timeout", s.heartbeat_timeout, b::min_heartbeat,
+                     b::max_heartbeat_timeout, "seconds"),
+        check_option("--local", o.local, 0, b::max_local_nodes, "node processes"),
+        check_option("--port", s.port, 0, 65535, "a TCP port, 0 for any free one")})
+    if (!st) return st;
+  if (!(s.heartbeat_timeout > s.heartbeat_interval))
+    return error{error_kind::invalid_input,
+                 "--heartbeat-timeout must be above --heartbeat-interval"};
+  return {};
+}
+
 /// Checks the numbers, parses the policy options and prepares the checkpoint directory.
 status finish_settings(run_options& o) {
   auto& s = o.s;
-  if (s.round_length <= 0 || s.connect_timeout <= 0 || s.timeout <= 0 ||
-      s.heartbeat_interval <= 0 || s.heartbeat_timeout <= s.heartbeat_interval)
-    return error{error_kind::invalid_input,
-                 "--round-length, --connect-timeout, --timeout and the heartbeat settings must "
-                 "be positive, and --heartbeat-timeout above the interval"};
+  if (auto st = check_numbers(o); !st) return st;
   auto pa = parse_policy_args(o.policy_args);
   if (!pa) return pa.err();
   s.policy_args = std::move(*pa);

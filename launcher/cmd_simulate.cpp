@@ -64,7 +64,20 @@ struct inputs {
   std::map<std::string, double> policy_args;
 };
 
+/// Checks the numbers of the command line (bounds: launcher/common.hpp).
+status check_numbers(const run_options& o) {
+  namespace b = option_bounds;
+  for (const auto& st :
+       {check_option("--round-length", o.round_length, b::min_sim_round, b::max_sim_round,
+                     "seconds"),
+        check_option("--restart-cost", o.restart_cost, 0, b::max_restart_cost, "seconds"),
+        check_option("--max-hours", o.max_hours, 0, b::max_hours, "hours; 0 = no limit")})
+    if (!st) return st;
+  return {};
+}
+
 result<inputs> load_inputs(const run_options& o) {
+  if (auto st = check_numbers(o); !st) return st.err();
   inputs in;
   auto table = load_table_arg(o.table_file);
   if (!table) return table.err();
@@ -81,10 +94,6 @@ result<inputs> load_inputs(const run_options& o) {
   auto pa = parse_policy_args(o.policy_args);
   if (!pa) return pa.err();
   in.policy_args = pa.value();
-  if (o.round_length <= 0)
-    return error{error_kind::invalid_input, "--round-length must be positive"};
-  if (o.restart_cost < 0)
-    return error{error_kind::invalid_input, "--restart-cost must not be negative"};
   in.cfg.round_length = o.round_length;
   in.cfg.restart_cost = o.restart_cost;
   if (o.max_hours > 0) in.cfg.max_time = o.max_hours * 3600;
@@ -139,7 +148,12 @@ int cmd_simulate(const std::vector<std::string>& args) {
   auto m = compute_metrics(r.value(), in->cfg.window_begin, in->cfg.window_end);
   print_metrics_table(std::cout, {m});
   if (!r->complete)
-    std::cerr << "tessera: note: the simulation stopped before every job finished\n";
+    std::cerr << "tessera: note: the simulation stopped before every job finished"
+              << (static_cast<std::int64_t>(r->rounds.size()) >= in->cfg.max_rounds
+                      ? " (it reached the limit of " + std::to_string(in->cfg.max_rounds) +
+                            " rounds)"
+                      : std::string())
+              << "\n";
   if (!o.json_out.empty()) {
     std::ostringstream js;
     write_metrics_json(js, {m});
@@ -169,6 +183,8 @@ int cmd_compare(const std::vector<std::string>& args) {
       "usage: tessera compare --trace FILE --policies P1,P2,... [--cluster FILE] [options]\n"
       "Runs several policies on the same trace and prints one table.";
   if (int rc = parse_options(args, d, d, usage, std::cerr); rc >= 0) return rc;
+  if (auto st = check_option("--parallel", parallel, 1, option_bounds::max_parallel); !st)
+    return report(st.err());
   std::vector<std::string> names;
   for (const auto& p : policies) {
     std::stringstream ss(p);

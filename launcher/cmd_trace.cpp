@@ -1,18 +1,54 @@
 /// @file cmd_trace.cpp
 /// `tessera trace generate`: Gavel's synthetic trace recipe.
 
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <system_error>
 
 #include <boost/program_options.hpp>
 
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
+#include "runtime/input_limits.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/trace_gen.hpp"
 
 namespace po = boost::program_options;
 
 namespace tessera::cli {
+
+namespace {
+
+/// Checks --jobs and --rate (bounds: runtime/input_limits.hpp, shared with the trace reader).
+status check_numbers(const trace_gen_config& cfg) {
+  if (auto st = check_option("--jobs", cfg.num_jobs, 1,
+                             static_cast<double>(limits::max_trace_jobs), "jobs");
+      !st)
+    return st;
+  return check_option("--rate", cfg.rate_per_hour, 0, limits::max_rate_per_hour,
+                      "jobs per hour; 0 = all at time 0");
+}
+
+/// Generates the trace straight into `os`, one line per job: memory stays flat however many
+/// jobs are asked for. `name` names the output in errors.
+status write_generated(const trace_gen_config& cfg, const std::vector<job_template>& templates,
+                       const throughput_table& table, std::ostream& os, const std::string& name) {
+  std::int64_t n = 0;
+  auto st = generate_trace(cfg, templates, table, [&](const job& j) -> status {
+    if (auto ok = check_trace_job(j, name + ": job " + std::to_string(n++)); !ok) return ok;
+    write_trace_job(os, j);
+    if (!os) return error{error_kind::io, name + ": write failed"};
+    return {};
+  });
+  if (!st) return st;
+  os.flush();
+  if (!os) return error{error_kind::io, name + ": write failed"};
+  return {};
+}
+
+}  // namespace
 
 int cmd_trace(const std::vector<std::string>& args) {
   const char* usage =
@@ -34,7 +70,7 @@ int cmd_trace(const std::vector<std::string>& args) {
   std::string out, table_file, templates_file, preset;
   po::options_description d("tessera trace generate options");
   d.add_options()
-    ("jobs,n", po::value(&cfg.num_jobs), "number of jobs (> 0)")
+    ("jobs,n", po::value(&cfg.num_jobs), "number of jobs (1 to 10 000 000)")
     ("rate,r", po::value(&cfg.rate_per_hour),
      "Poisson arrival rate in jobs/hour (0 = all at time 0)")
     ("preset", po::value(&preset),
@@ -72,23 +108,25 @@ int cmd_trace(const std::vector<std::string>& args) {
     std::cerr << "tessera: " << e.what() << "\n(see tessera trace generate --help)\n";
     return exit_code::bad_input;
   }
-  if (cfg.num_jobs <= 0)
-    return report(error{error_kind::invalid_input, "--jobs must be positive"});
-  if (cfg.rate_per_hour < 0)
-    return report(error{error_kind::invalid_input, "--rate must not be negative"});
+  if (auto st = check_numbers(cfg); !st) return report(st.err());
   auto table = load_table_arg(table_file);
   if (!table) return report(table.err());
   auto templates =
       templates_file.empty() ? bundled_job_templates() : read_job_templates(templates_file);
   if (!templates) return report(templates.err());
-  auto jobs = generate_trace(cfg, templates.value(), table.value());
-  if (!jobs) return report(jobs.err());
   if (out == "-") {
-    write_trace(std::cout, jobs.value());
-    return exit_code::ok;
+    auto st = write_generated(cfg, *templates, *table, std::cout, "stdout");
+    return st ? exit_code::ok : report(st.err());
   }
-  if (auto st = write_trace_file(out, jobs.value()); !st) return report(st.err());
-  std::cerr << "tessera: wrote " << jobs->size() << " jobs to " << out << '\n';
+  std::ofstream file(out, std::ios::trunc);
+  if (!file) return report(error{error_kind::io, out + ": cannot open for writing"});
+  if (auto st = write_generated(cfg, *templates, *table, file, out); !st) {
+    file.close();
+    std::error_code ec;  // no half-written trace left behind (but never a device or pipe)
+    if (std::filesystem::is_regular_file(out, ec)) std::filesystem::remove(out, ec);
+    return report(st.err());
+  }
+  std::cerr << "tessera: wrote " << cfg.num_jobs << " jobs to " << out << '\n';
   return exit_code::ok;
 }
 

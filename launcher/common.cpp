@@ -1,14 +1,42 @@
 #include "launcher/common.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
 #include <unistd.h>
 
 #include "runtime/cluster_config.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera::cli {
+
+namespace {
+
+/// `x` as an integer when it is a moderate whole number ("1000000000"), else in its shortest
+/// exact form ("1e-09", "nan").
+std::string number_text(double x) {
+  char buf[64];
+  const bool whole = std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15;
+  const auto r = whole ? std::to_chars(buf, buf + sizeof buf, static_cast<long long>(x))
+                       : std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+status check_option(const char* option, double value, double lo, double hi, const char* unit) {
+  if (std::isfinite(value) && value >= lo && value <= hi) return {};
+  return error{error_kind::invalid_input,
+               std::string(option) + ": expected a number in [" + number_text(lo) + ", " +
+                   number_text(hi) + "]" + (*unit ? std::string(" (") + unit + ")" : "") +
+                   ", got " + number_text(value)};
+}
 
 std::string self_exe() {
   std::error_code ec;
@@ -65,27 +93,43 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
       out[key] = val == "true" ? 1 : 0;
       continue;
     }
+    double v = 0;
     try {
       std::size_t used = 0;
-      double v = std::stod(val, &used);
+      v = std::stod(val, &used);
       if (used != val.size()) throw std::invalid_argument(val);
-      out[key] = v;
-    } catch (const std::exception&) {
+    } catch (const std::invalid_argument&) {
       return error{error_kind::invalid_input, "--policy-arg: field '" + key + "': '" + val +
                                                  "' is not a number (or true/false)"};
+    } catch (const std::out_of_range&) {
+      v = HUGE_VAL;  // beyond a double: refused below with NaN and the infinities
     }
+    // NaN would pass every bound a policy checks (it compares false with everything).
+    if (!std::isfinite(v))
+      return error{error_kind::invalid_input,
+                   "--policy-arg: field '" + key + "': expected a finite number, got '" + val + "'"};
+    out[key] = v;
   }
   return out;
 }
 
 result<std::pair<job_id, job_id>> parse_window(const std::string& text) {
-  long long a = 0, b = 0;
-  char dash = 0, extra = 0;
-  if (std::sscanf(text.c_str(), "%lld%c%lld%c", &a, &dash, &b, &extra) != 3 || dash != '-' ||
-      a < 0 || b < a)
+  // Whole decimal ids, no sign or blanks; an id past limits::max_job_id is no job's.
+  auto id = [](std::string_view s) -> std::optional<long long> {
+    long long v = 0;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0 ||
+        v > limits::max_job_id)
+      return std::nullopt;
+    return v;
+  };
+  const auto dash = text.find('-');
+  const auto a = dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(0, dash));
+  const auto b = dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(dash + 1));
+  if (!a || !b || *b < *a)
     return error{error_kind::invalid_input,
                  "--window '" + text + "': expected FIRST-LAST job ids, e.g. 4000-4999"};
-  return std::make_pair(static_cast<job_id>(a), static_cast<job_id>(b));
+  return std::make_pair(static_cast<job_id>(*a), static_cast<job_id>(*b));
 }
 
 progress_line::progress_line(bool enabled)

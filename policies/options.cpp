@@ -24,7 +24,8 @@ status check_value(const option_spec& spec, double value, const std::string& whe
   const std::string field = where + ": field '" + spec.name + "': ";
   if (const std::string why = kind_mismatch(spec.kind, value); !why.empty())
     return error{error_kind::invalid_input, field + why};
-  if (value < spec.min || value > spec.max) {
+  // Written so that NaN, which compares false with everything, fails too.
+  if (!(std::isfinite(value) && value >= spec.min && value <= spec.max)) {
     std::ostringstream m;
     m << field << value << " is outside [" << spec.min << ", " << spec.max << "]";
     return error{error_kind::invalid_input, m.str()};

@@ -66,9 +66,9 @@ class options {
 };
 
 /// Checks `given` against `specs`: unknown names, values not of the option's kind (a
-/// fraction for an integer option, anything but 0 or 1 for a boolean one) and out-of-range
-/// values are errors naming `where` (e.g. "sim.toml:7") and the field; missing options take
-/// their defaults.
+/// fraction for an integer option, anything but 0 or 1 for a boolean one), out-of-range
+/// values, NaN and infinities are errors naming `where` (e.g. "sim.toml:7") and the field;
+/// missing options take their defaults.
 result<options> validate_options(const std::vector<option_spec>& specs,
                                  const std::map<std::string, double>& given,
                                  const std::string& where);

@@ -7,6 +7,7 @@
 
 #include "runtime/detail/text.hpp"
 #include "runtime/detail/toml_reader.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera {
 
@@ -19,7 +20,16 @@ using detail::table_reader;
 using detail::tables_of;
 
 /// Upper bound on a cluster's GPUs, against typos such as "3600000000 v100".
-constexpr long long max_cluster_gpus = 1LL << 20;
+constexpr long long max_cluster_gpus = limits::max_gpus;
+
+/// What a server's speed must be, as messages state it.
+const std::string speed_expect = "a speed factor in [" +
+                                 detail::format_shortest(limits::min_speed) + ", " +
+                                 detail::format_shortest(limits::max_speed) + "]";
+const std::string gpus_expect =
+    "a positive number of GPUs, at most " + std::to_string(max_cluster_gpus);
+const std::string count_expect =
+    "a positive number of servers, at most " + std::to_string(max_cluster_gpus);
 
 /// Hands out default server names "<type>-<k>" and checks that names are unique.
 class server_namer {
@@ -172,10 +182,12 @@ result<cluster> load_cluster(const std::string& path) {
         table_reader s(path, *st, "[[cluster.server]]");
         s.allow_only({"gpu_type", "gpus", "speed", "count", "name"});
         auto type = s.str("gpu_type", true);
-        const auto gpus = s.integer("gpus", true, 1, INT_MAX, "a positive number of GPUs");
+        const auto gpus = s.integer("gpus", true, 1, max_cluster_gpus, gpus_expect.c_str());
         const auto speed = s.number(
-            "speed", false, [](double v) { return v > 0; }, "a positive speed factor");
-        const auto count = s.integer("count", false, 1, 1 << 20, "a positive number of servers");
+            "speed", false,
+            [](double v) { return v >= limits::min_speed && v <= limits::max_speed; },
+            speed_expect.c_str());
+        const auto count = s.integer("count", false, 1, max_cluster_gpus, count_expect.c_str());
         const auto name = s.str("name", false);
         if (s.err()) return *s.err();
         const std::string t = detail::to_lower(detail::trim(*type));

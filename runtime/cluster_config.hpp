@@ -9,13 +9,14 @@
 ///   shorthand = "36 v100 : 36 p100 : 36 k80, 4 per server"   # optional
 ///   [[cluster.server]]                                       # optional, repeatable
 ///   gpu_type = "v100"   # required
-///   gpus = 8            # required, > 0
-///   speed = 1.0         # optional, > 0
+///   gpus = 8            # required, in [1, 2^20]
+///   speed = 1.0         # optional, in [1e-3, 1e3] (runtime/input_limits.hpp)
 ///   count = 2           # optional: this many identical servers
 ///   name = "fast"       # optional
 ///
 /// Unknown keys, missing required fields and wrongly typed or out-of-range values are errors
-/// naming the file, the line (of the field, or of the table lacking it) and the field.
+/// naming the file, the line (of the field, or of the table lacking it) and the field. A
+/// cluster has at most 2^20 GPUs; the file at most 16 MiB, in lines of at most 64 KiB.
 /// TOML syntax errors read "<file>:<line>:<column>: <parser's description>".
 
 #include <string>

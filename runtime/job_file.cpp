@@ -8,6 +8,7 @@
 
 #include "runtime/detail/text.hpp"
 #include "runtime/detail/toml_reader.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera {
 
@@ -17,6 +18,26 @@ using detail::kind_name;
 using detail::line_of;
 using detail::table_reader;
 
+using detail::format_shortest;
+
+/// What each bounded key must hold, as messages state it (bounds: runtime/input_limits.hpp).
+const std::string steps_expect =
+    "a positive number of steps, at most " + format_shortest(limits::max_total_steps);
+const std::string scale_expect = "a positive integer, at most " + std::to_string(limits::max_gpus);
+const std::string arrival_expect =
+    "a non-negative number of seconds, at most " + format_shortest(limits::max_seconds);
+const std::string weight_expect = "a number in [" + format_shortest(limits::min_priority_weight) +
+                                  ", " + format_shortest(limits::max_priority_weight) + "]";
+const std::string slo_expect =
+    "-1 (none) or a positive number of seconds, at most " + format_shortest(limits::max_seconds);
+const std::string id_expect =
+    "a non-negative integer, at most " + std::to_string(limits::max_job_id);
+const std::string step_time_expect = "a positive number of seconds in [" +
+                                     format_shortest(limits::min_step_time) + ", " +
+                                     format_shortest(limits::max_step_time) + "]";
+const std::string target_loss_expect =
+    "a positive training loss, at most " + format_shortest(limits::max_target_loss);
+
 /// What the run-only keys of one [[job]] table hold (see load_run_jobs).
 struct run_extras {
   std::string kind;
@@ -25,6 +46,7 @@ struct run_extras {
   std::optional<double> target_loss;
   train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;
+  int config_line = 0;  ///< line of [job.config], or of the [[job]] table without one
 };
 
 /// The [job.config] table of a run's job: numbers only.
@@ -40,8 +62,11 @@ result<std::map<std::string, double>> read_config(const std::string& path, const
     const std::string field = "config." + std::string(k.str());
     if (const auto* iv = v.as_integer())
       config[std::string(k.str())] = static_cast<double>(iv->get());
-    else if (const auto* fv = v.as_floating_point())
+    else if (const auto* fv = v.as_floating_point(); fv && std::isfinite(fv->get()))
       config[std::string(k.str())] = fv->get();
+    else if (fv)
+      return input_error(path, line_of(v), field,
+                         "expected a finite number, got " + format_shortest(fv->get()));
     else
       return input_error(path, line_of(v), field,
                          std::string("expected a number, got ") + kind_name(v.type()));
@@ -57,10 +82,12 @@ result<run_extras> read_run_extras(const std::string& path, const toml::table& t
   const auto kind = r.str("kind", true);
   const auto seed = r.integer("seed", false, 0, LLONG_MAX, "a non-negative integer");
   const auto step_time = r.number(
-      "step_time", false, [](double v) { return v > 0 && v <= 3600; },
-      "a positive number of seconds (at most 3600)");
+      "step_time", false,
+      [](double v) { return v >= limits::min_step_time && v <= limits::max_step_time; },
+      step_time_expect.c_str());
   const auto target_loss = r.number(
-      "target_loss", false, [](double v) { return v > 0; }, "a positive training loss");
+      "target_loss", false, [](double v) { return v > 0 && v <= limits::max_target_loss; },
+      target_loss_expect.c_str());
   const auto merge = r.str("merge", false);
   if (r.err()) return *r.err();
   run_extras ex;
@@ -86,6 +113,7 @@ result<run_extras> read_run_extras(const std::string& path, const toml::table& t
   auto config = read_config(path, t);
   if (!config) return config.err();
   ex.config = std::move(*config);
+  ex.config_line = t.get("config") ? r.line("config") : r.table_line();
   return ex;
 }
 
@@ -101,9 +129,10 @@ result<std::vector<int>> read_acceptable_gpus(const std::string& path, const tom
                            kind_name(an->type()));
   for (const auto& e : *arr) {
     const auto* iv = e.as_integer();
-    if (!iv || iv->get() <= 0 || iv->get() > INT_MAX)
+    if (!iv || iv->get() <= 0 || iv->get() > limits::max_gpus)
       return input_error(path, line_of(*an), "acceptable_gpus",
-                         "expected positive GPU counts, got " +
+                         "expected positive GPU counts, at most " +
+                             std::to_string(limits::max_gpus) + ", got " +
                              (iv ? std::to_string(iv->get()) : std::string(kind_name(e.type()))));
     acceptable.push_back(static_cast<int>(iv->get()));
   }
@@ -117,17 +146,22 @@ result<std::vector<int>> read_acceptable_gpus(const std::string& path, const tom
 result<job> read_job(const std::string& path, const toml::table& t, table_reader& r,
                      std::size_t index, const std::string* run_kind) {
   const auto type = r.str("job_type", run_kind == nullptr);
-  const auto scale = r.integer("scale_factor", false, 1, INT_MAX, "a positive integer");
-  const auto steps =
-      r.number("total_steps", true, [](double v) { return v > 0; }, "a positive number");
+  const auto scale =
+      r.integer("scale_factor", false, 1, limits::max_gpus, scale_expect.c_str());
+  const auto steps = r.number(
+      "total_steps", true, [](double v) { return v > 0 && v <= limits::max_total_steps; },
+      steps_expect.c_str());
   const auto arrival = r.number(
-      "arrival", false, [](double v) { return v >= 0; }, "a non-negative number of seconds");
+      "arrival", false, [](double v) { return v >= 0 && v <= limits::max_seconds; },
+      arrival_expect.c_str());
   const auto weight = r.number(
-      "priority_weight", false, [](double v) { return v > 0; }, "a positive number");
+      "priority_weight", false,
+      [](double v) { return v >= limits::min_priority_weight && v <= limits::max_priority_weight; },
+      weight_expect.c_str());
   const auto slo = r.number(
-      "slo", false, [](double v) { return v == -1 || v > 0; },
-      "-1 (none) or a positive number of seconds");
-  const auto id = r.integer("id", false, 0, LLONG_MAX, "a non-negative integer");
+      "slo", false, [](double v) { return v == -1 || (v > 0 && v <= limits::max_seconds); },
+      slo_expect.c_str());
+  const auto id = r.integer("id", false, 0, limits::max_job_id, id_expect.c_str());
   if (r.err()) return *r.err();
   auto acceptable = read_acceptable_gpus(path, t);
   if (!acceptable) return acceptable.err();
@@ -214,7 +248,8 @@ result<std::vector<job>> load_jobs(const std::string& path, const throughput_tab
 }
 
 result<std::vector<run_job>> load_run_jobs(const std::string& path,
-                                           const std::vector<std::string>* known_kinds) {
+                                           const std::vector<std::string>* known_kinds,
+                                           const run_job_check& check) {
   std::vector<run_extras> extras;
   auto jobs = load_jobs_impl(path, nullptr, &extras, known_kinds);
   if (!jobs) return jobs.err();
@@ -230,6 +265,10 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
     rj.target_loss = extras[i].target_loss.value_or(0.0);
     rj.merge = extras[i].merge;
     rj.config = std::move(extras[i].config);
+    if (check)
+      if (auto st = check(rj); !st)
+        return input_error(path, extras[i].config_line, rj.config.empty() ? "kind" : "config",
+                           st.err().message);
     out.push_back(std::move(rj));
   }
   return out;

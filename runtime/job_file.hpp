@@ -24,9 +24,14 @@
 /// and there `job_type` is optional (default: the kind) and total_steps must be whole.
 ///
 /// Errors name the file, the line and the field, as for cluster files
-/// (runtime/cluster_config.hpp).
+/// (runtime/cluster_config.hpp). Bounds (runtime/input_limits.hpp): total_steps at most 1e11;
+/// scale_factor and acceptable_gpus at most 2^20; arrival and slo at most 1e9 s;
+/// priority_weight in [1e-3, 1e3]; id at most 2^53; step_time in [1e-6, 3600] s; target_loss
+/// at most 1e6; [job.config] values finite. NaN and infinities are refused everywhere. A file
+/// holds at most 16 MiB, in lines of at most 64 KiB.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,9 +62,17 @@ struct run_job {
   std::map<std::string, double> config;  ///< trainable configuration ([job.config])
 };
 
+/// Checks one job of a run before anything starts, e.g. that its trainable kind takes its
+/// [job.config] (train::trainable_registry::check); the error's message is reported at the
+/// job's [job.config] line (its [[job]] line without one).
+using run_job_check = std::function<status(const run_job&)>;
+
 /// Reads a run's job-set file (the keys above). When `known_kinds` is given, a kind outside it
-/// is an error naming the file, line, field and the known kinds.
+/// is an error naming the file, line, field and the known kinds. When `check` is given, every
+/// job passes it or the file is refused: one job's bad setting stops the run before it starts,
+/// not halfway through, for every job.
 result<std::vector<run_job>> load_run_jobs(const std::string& path,
-                                           const std::vector<std::string>* known_kinds = nullptr);
+                                           const std::vector<std::string>* known_kinds = nullptr,
+                                           const run_job_check& check = {});
 
 }  // namespace tessera

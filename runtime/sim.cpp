@@ -120,8 +120,10 @@ status simulation::admit() {
 }
 
 result<schedule_result> simulation::run() {
-  if (cfg_.round_length <= 0)
-    return error{error_kind::invalid_input, "round length must be positive"};
+  if (!(cfg_.round_length > 0 && std::isfinite(cfg_.round_length)))
+    return error{error_kind::invalid_input, "round length must be positive and finite"};
+  if (!(cfg_.restart_cost >= 0 && std::isfinite(cfg_.restart_cost)))
+    return error{error_kind::invalid_input, "restart cost must be non-negative and finite"};
   if (auto st = make_records(); !st) return st.err();
   now_ = arrivals_.empty() ? 0.0 : arrivals_.next_arrival();
   sim_progress prog;
@@ -134,7 +136,7 @@ result<schedule_result> simulation::run() {
       have_last_ = false;
       continue;
     }
-    if (now_ > cfg_.max_time) break;
+    if (now_ > cfg_.max_time || rounds_ >= cfg_.max_rounds) break;
     if (auto st = play_round(); !st) return st.err();
     prog.now = now_;
     prog.rounds = ++rounds_;

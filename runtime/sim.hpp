@@ -8,6 +8,7 @@
 /// finish at their exact completion time; the next round starts at t + round length.
 /// Deterministic: no randomness of its own, and policies are deterministic for a seed.
 
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -31,6 +32,9 @@ struct sim_progress {
   int active = 0;          ///< jobs arrived and unfinished
 };
 
+/// Default of sim_config::max_rounds.
+inline constexpr std::int64_t default_max_rounds = 10'000'000;
+
 /// Settings of one simulation.
 struct sim_config {
   double round_length = 360;     ///< seconds (Gavel's default)
@@ -41,6 +45,12 @@ struct sim_config {
   job_id window_end = -1;        ///< last job id of the window, inclusive
   bool stop_after_window = true; ///< end once every window job has finished
   double max_time = std::numeric_limits<double>::infinity();  ///< stop at this virtual time
+  /// Stop after this many rounds, as at max_time (the result is then incomplete). Each round
+  /// keeps a record, and inputs each within its bounds can still add up to a job that never
+  /// ends (1e11 steps at 1e-6 steps/s on a server of speed 1e-3), whose records grew without
+  /// bound. 1e7 rounds (~400 MB of records) is some 500 times the rounds of Gavel's largest
+  /// experiment at its 360 s rounds.
+  std::int64_t max_rounds = default_max_rounds;
   std::function<void(const sim_progress&)> on_progress;       ///< called every round if set
 };
 

@@ -3,19 +3,32 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "runtime/detail/input_file.hpp"
 #include "runtime/detail/text.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera {
 
 namespace {
 
 constexpr std::string_view unconsolidated_suffix = "_unconsolidated";
+
+/// True for a usable table value: 0 (the job cannot run there) or within the bounds of
+/// runtime/input_limits.hpp (false for NaN).
+bool valid_throughput(double v) {
+  return v == 0 || (v >= limits::min_steps_per_second && v <= limits::max_steps_per_second);
+}
+
+/// What a table value must be, as messages state it.
+std::string throughput_expect() {
+  return "0 or a number of steps/s in [" +
+         detail::format_shortest(limits::min_steps_per_second) + ", " +
+         detail::format_shortest(limits::max_steps_per_second) + "]";
+}
 
 /// Splits a table GPU-type name into (lower-case base name, consolidated?).
 std::pair<std::string, bool> split_gpu_type(std::string_view name) {
@@ -166,17 +179,17 @@ class throughput_table::sax_builder : public nlohmann::json_sax<nlohmann::json> 
  private:
   bool number(double v) {
     if (depth_ == 3 && is_alone_) {
-      if (!(std::isfinite(v) && v >= 0))
+      if (!valid_throughput(v))
         return fail(where_entry(),
-                    "expected a non-negative number of steps/s, got " + detail::format_shortest(v));
+                    "expected " + throughput_expect() + ", got " + detail::format_shortest(v));
       row_.alone = v;
       has_alone_ = true;
       return true;
     }
     if (depth_ == 4) {
-      if (!(std::isfinite(v) && v >= 0))
+      if (!valid_throughput(v))
         return fail(where_entry(),
-                    "expected non-negative steps/s, got " + detail::format_shortest(v));
+                    "expected " + throughput_expect() + ", got " + detail::format_shortest(v));
       if (n_pair_ < 2) pair_[n_pair_] = v;
       ++n_pair_;
       return true;
@@ -226,10 +239,9 @@ class throughput_table::sax_builder : public nlohmann::json_sax<nlohmann::json> 
 };
 
 result<throughput_table> throughput_table::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error{error_kind::io, path + ": cannot open throughput table"};
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return error{error_kind::io, path + ": cannot read throughput table"};
+  auto read = detail::read_text_file(path, limits::json_table_file);
+  if (!read) return read.err();
+  const std::string& text = *read;
 
   throughput_table t;
   sax_builder b(t, path);

@@ -31,6 +31,8 @@ class throughput_table {
  public:
   /// Reads Gavel's JSON layout `{gpu_type: {"('<model>', <scale>)": {"null": tput,
   /// "('<other>', <scale>)": [self, other], ...}}}`. Errors name the file and the key.
+  /// Every value is 0 (cannot run) or within [1e-6, 1e5] steps/s; the file at most 64 MiB
+  /// (runtime/input_limits.hpp).
   static result<throughput_table> load(const std::string& path);
 
   /// The bundled copy of Gavel's table (data/gavel/simulation_throughputs.json).

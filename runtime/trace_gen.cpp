@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iterator>
 #include <random>
 #include <set>
 
+#include "runtime/detail/input_file.hpp"
 #include "runtime/detail/text.hpp"
+#include "runtime/input_limits.hpp"
 
 namespace tessera {
 
@@ -59,15 +60,14 @@ int draw_scale(draws& d) {
 }  // namespace
 
 result<std::vector<job_template>> read_job_templates(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return error{error_kind::io, path + ": cannot open job templates"};
+  auto in = detail::open_input(path, limits::templates_file);
+  if (!in) return in.err();
   std::vector<job_template> out;
   std::set<std::string> seen;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  detail::line_reader lines(*in, path, limits::templates_file);
+  std::string_view line;
+  while (lines.next(line)) {
+    const int line_no = lines.line_no();
     const auto t = detail::trim(line);
     if (t.empty() || t.front() == '#') continue;
     const auto f = detail::split(line, '\t');
@@ -97,7 +97,7 @@ result<std::vector<job_template>> read_job_templates(const std::string& path) {
     jt.needs_data_dir = dd == "1";
     out.push_back(std::move(jt));
   }
-  if (in.bad()) return error{error_kind::io, path + ": read error"};
+  if (lines.err()) return *lines.err();
   if (out.empty()) return input_error(path, 0, "", "no job templates");
   return out;
 }
@@ -115,19 +115,28 @@ trace_gen_config hops_trace_config(std::uint64_t seed) {
   return cfg;
 }
 
-result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
-                                        const std::vector<job_template>& templates,
-                                        const throughput_table& table) {
-  if (cfg.num_jobs <= 0)
+status check_trace_gen_config(const trace_gen_config& cfg) {
+  if (cfg.num_jobs <= 0 || cfg.num_jobs > limits::max_trace_jobs)
     return error{error_kind::invalid_input,
-                 "trace generator: num_jobs must be positive, got " + std::to_string(cfg.num_jobs)};
-  if (!std::isfinite(cfg.rate_per_hour))
-    return error{error_kind::invalid_input, "trace generator: rate_per_hour must be finite"};
+                 "trace generator: num_jobs must be in [1, " +
+                     std::to_string(limits::max_trace_jobs) + "], got " +
+                     std::to_string(cfg.num_jobs)};
+  if (!(cfg.rate_per_hour >= 0 && cfg.rate_per_hour <= limits::max_rate_per_hour))
+    return error{error_kind::invalid_input,
+                 "trace generator: rate_per_hour must be in [0, " +
+                     detail::format_count(limits::max_rate_per_hour) + "], got " +
+                     detail::format_shortest(cfg.rate_per_hour)};
+  return {};
+}
+
+namespace {
+
+/// Every template needs a usable scale-1 throughput on the reference type: scale 1 is the
+/// fallback that ends the scale factor's redraw loop.
+status check_templates(const std::vector<job_template>& templates, const std::string& ref,
+                       const throughput_table& table) {
   if (templates.empty())
     return error{error_kind::invalid_input, "trace generator: no job templates"};
-  const std::string ref = detail::to_lower(cfg.reference_type);
-  // Every template needs a usable scale-1 throughput on the reference type: scale 1 is the
-  // fallback that ends the redraw loop below.
   for (const auto& t : templates) {
     const auto tput = table.isolated(ref, job_key{t.job_type, 1});
     if (!tput || !(*tput > 0))
@@ -135,6 +144,34 @@ result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
                    "trace generator: job type " + detail::quoted(t.job_type) +
                        " has no positive isolated throughput on '" + ref + "' at scale 1"};
   }
+  return {};
+}
+
+/// Job `i` of a generated trace arriving at `clock` from template `t`.
+job make_generated_job(int i, const job_template& t, int scale, double steps, double clock) {
+  job j;
+  j.id = i;
+  j.job_type = t.job_type;
+  j.scale_factor = scale;
+  j.total_steps = steps;
+  // Whole microseconds, so the trace file's 6 decimals hold the exact value.
+  j.arrival = std::round(clock * 1e6) / 1e6;
+  j.priority_weight = 1;
+  j.slo = -1;
+  j.command = t.command;
+  j.working_dir = t.working_dir;
+  j.num_steps_arg = t.num_steps_arg;
+  j.needs_data_dir = t.needs_data_dir;
+  return j;
+}
+
+}  // namespace
+
+status generate_trace(const trace_gen_config& cfg, const std::vector<job_template>& templates,
+                      const throughput_table& table, const job_sink& sink) {
+  if (auto st = check_trace_gen_config(cfg); !st) return st;
+  const std::string ref = detail::to_lower(cfg.reference_type);
+  if (auto st = check_templates(templates, ref, table); !st) return st;
 
   // Per job, in this order: inter-arrival gap (jobs after the first, when rate > 0), template,
   // duration (2 draws), and, for multi-GPU traces, scale factor (redrawn until the table has
@@ -143,8 +180,6 @@ result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
   const bool poisson = cfg.rate_per_hour > 0;
   const double mean_gap = poisson ? 3600.0 / cfg.rate_per_hour : 0.0;
   double clock = 0.0;
-  std::vector<job> jobs;
-  jobs.reserve(static_cast<std::size_t>(cfg.num_jobs));
   for (int i = 0; i < cfg.num_jobs; ++i) {
     if (poisson && i > 0) clock += d.exponential(mean_gap);
     const auto& t = templates[d.index(templates.size())];
@@ -161,21 +196,27 @@ result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
         }
       }
     }
-    job j;
-    j.id = i;
-    j.job_type = t.job_type;
-    j.scale_factor = scale;
-    j.total_steps = std::max(1.0, std::round(duration * tput));
-    // Whole microseconds, so the trace file's 6 decimals hold the exact value.
-    j.arrival = std::round(clock * 1e6) / 1e6;
-    j.priority_weight = 1;
-    j.slo = -1;
-    j.command = t.command;
-    j.working_dir = t.working_dir;
-    j.num_steps_arg = t.num_steps_arg;
-    j.needs_data_dir = t.needs_data_dir;
-    jobs.push_back(std::move(j));
+    if (clock > limits::max_seconds)
+      return error{error_kind::invalid_input,
+                   "trace generator: job " + std::to_string(i) + " would arrive after " +
+                       detail::format_count(limits::max_seconds) +
+                       " s, the latest arrival a trace holds; raise the rate or generate "
+                       "fewer jobs"};
+    const double steps = std::max(1.0, std::round(duration * tput));
+    if (auto st = sink(make_generated_job(i, t, scale, steps, clock)); !st) return st;
   }
+  return {};
+}
+
+result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
+                                        const std::vector<job_template>& templates,
+                                        const throughput_table& table) {
+  std::vector<job> jobs;
+  auto st = generate_trace(cfg, templates, table, [&jobs](const job& j) -> status {
+    jobs.push_back(j);
+    return {};
+  });
+  if (!st) return st.err();
   return jobs;
 }
 

@@ -7,6 +7,7 @@
 /// has no table entry for is redrawn.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ struct job_template {
 };
 
 /// Reads job templates (tab-separated: job_type, command, working_dir, num_steps_arg,
-/// needs_data_dir); `#` starts a comment line.
+/// needs_data_dir); `#` starts a comment line. At most 1 MiB, in lines of at most 64 KiB.
 result<std::vector<job_template>> read_job_templates(const std::string& path);
 
 /// The bundled templates (data/job_templates.tsv, taken from Gavel's traces).
@@ -34,7 +35,7 @@ result<std::vector<job_template>> bundled_job_templates();
 
 /// Parameters of the generator.
 struct trace_gen_config {
-  double rate_per_hour = 1.0;   ///< Poisson arrival rate; <= 0 puts every job at time 0
+  double rate_per_hour = 1.0;   ///< Poisson arrival rate (jobs/hour); 0 puts every job at time 0
   int num_jobs = 100;           ///< jobs to generate (> 0)
   bool multi_gpu = false;       ///< draw scale factors 1/2/4/8
   std::uint64_t seed = 0;
@@ -45,7 +46,21 @@ struct trace_gen_config {
 /// multi-GPU recipe for job types, durations and scale factors (docs/hops.md).
 trace_gen_config hops_trace_config(std::uint64_t seed = 0);
 
-/// Generates a trace. Fails when a template's job type is missing from `table`.
+/// Checks a generator configuration: num_jobs in [1, 1e7] and rate_per_hour in [0, 1e6]
+/// (runtime/input_limits.hpp); NaN is refused.
+status check_trace_gen_config(const trace_gen_config& cfg);
+
+/// Receives the generated jobs one by one, in order; an error stops the generator.
+using job_sink = std::function<status(const job&)>;
+
+/// Generates a trace job by job into `sink`, holding one job at a time: memory does not grow
+/// with num_jobs. Fails before the first job when the configuration is out of bounds or a
+/// template's job type is missing from `table`; fails at the first job arriving after
+/// limits::max_seconds (a low rate with many jobs), or with the sink's error.
+status generate_trace(const trace_gen_config& cfg, const std::vector<job_template>& templates,
+                      const throughput_table& table, const job_sink& sink);
+
+/// Generates a trace into a vector (the same jobs as the streaming overload).
 result<std::vector<job>> generate_trace(const trace_gen_config& cfg,
                                         const std::vector<job_template>& templates,
                                         const throughput_table& table);

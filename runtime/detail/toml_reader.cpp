@@ -1,7 +1,6 @@
 #include "runtime/detail/toml_reader.hpp"
 
-#include <fstream>
-#include <iterator>
+#include "runtime/detail/input_file.hpp"
 
 namespace tessera::detail {
 
@@ -31,10 +30,9 @@ const char* kind_name(toml::node_type t) {
 }
 
 result<toml::table> parse_toml_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error{error_kind::io, path + ": cannot open"};
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return error{error_kind::io, path + ": read error"};
+  auto read = read_text_file(path, limits::toml_file);
+  if (!read) return read.err();
+  const std::string& text = *read;
   auto syntax_error = [&](const toml::parse_error& e) {
     const auto& at = e.source().begin;
     return error{error_kind::invalid_input, path + ":" + std::to_string(at.line) + ":" +

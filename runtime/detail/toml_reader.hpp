@@ -25,7 +25,8 @@ const char* kind_name(toml::node_type t);
 /// The line a node starts on (0 when unknown).
 inline int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
-/// Reads and parses a TOML file; syntax errors give "<file>:<line>:<column>: <description>".
+/// Reads and parses a TOML file of at most limits::toml_file (16 MiB, lines of 64 KiB);
+/// syntax errors give "<file>:<line>:<column>: <description>".
 result<toml::table> parse_toml_file(const std::string& path);
 
 /// The tables of an array-of-tables key (`[[key]]`), or an error naming it. `line_if_absent`

@@ -71,7 +71,7 @@ void gather(const dataset& from, const std::vector<std::size_t>& idx, std::size_
 
 }  // namespace
 
-result<data_split> make_blobs(std::uint64_t seed, const blobs_options& o) {
+status check_blobs_options(const blobs_options& o) {
   const std::string src = "blobs";
   if (o.num_classes < 2 || o.num_classes > max_label)
     return input_error(src, 0, "classes", "expected an integer in [2, 100000], got " +
@@ -98,7 +98,11 @@ result<data_split> make_blobs(std::uint64_t seed, const blobs_options& o) {
   if (floats > max_blob_floats)
     return input_error(src, 0, "dim", "the data would hold " + text::format_count(floats) +
                                           " values (at most 1e8): reduce dim or the set sizes");
+  return {};
+}
 
+result<data_split> make_blobs(std::uint64_t seed, const blobs_options& o) {
+  if (auto st = check_blobs_options(o); !st) return st.err();
   detail::rng r(detail::mix64(seed ^ 0xb10b5b10b5ULL));
   std::vector<double> centres(static_cast<std::size_t>(o.num_classes) * o.clusters_per_class * o.dim);
   for (auto& c : centres) c = o.separation * r.normal();

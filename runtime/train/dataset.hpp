@@ -52,6 +52,10 @@ struct blobs_options {
 /// offending option.
 result<data_split> make_blobs(std::uint64_t seed, const blobs_options& options = {});
 
+/// The checks of make_blobs without generating anything: the same errors, for validating a
+/// configuration up front.
+status check_blobs_options(const blobs_options& options);
+
 /// Parses CSV text: one example per line, comma-separated numeric features followed by an
 /// integer label >= 0. Blank lines and lines starting with '#' are skipped; the first other
 /// line may be a header when none of its fields is a number. Every row must have the field

@@ -518,6 +518,20 @@ class mlp final : public classifier {
   }
 };
 
+/// An error when a model of these settings on `dim` inputs and `classes` classes would have
+/// more than max_params parameters.
+std::optional<error> check_model_size(const std::string& kind, const settings& s, int dim,
+                                      int classes, bool with_hidden) {
+  const double n = with_hidden
+                       ? static_cast<double>(s.hidden) * (dim + 1.0 + classes) + classes
+                       : static_cast<double>(classes) * (dim + 1.0);
+  if (n > max_params)
+    return input_error(kind + " config", 0, with_hidden ? "hidden" : "dim",
+                       "the model would have " + text::format_count(n) +
+                           " parameters (at most 1e8)");
+  return std::nullopt;
+}
+
 /// Shared body of the make_* functions: `data` null means "generate blobs from the config".
 template <class Model>
 result<std::unique_ptr<trainable>> build(const std::string& kind, std::uint64_t seed,
@@ -534,15 +548,20 @@ result<std::unique_ptr<trainable>> build(const std::string& kind, std::uint64_t 
     if (!blobs) return blobs.err();
     data = std::make_shared<const data_split>(std::move(*blobs));
   }
-  const double n = with_hidden ? static_cast<double>(p->train.hidden) *
-                                     (data->train.dim + 1.0 + data->train.num_classes) +
-                                     data->train.num_classes
-                               : static_cast<double>(data->train.num_classes) * (data->train.dim + 1.0);
-  if (n > max_params)
-    return input_error(kind + " config", 0, with_hidden ? "hidden" : "dim",
-                       "the model would have " + text::format_count(n) +
-                           " parameters (at most 1e8)");
+  if (auto e = check_model_size(kind, p->train, data->train.dim, data->train.num_classes,
+                                with_hidden))
+    return *e;
   return std::unique_ptr<trainable>(std::make_unique<Model>(seed, std::move(data), p->train));
+}
+
+/// The checks of build() on generated data, without generating it or any parameter.
+status check_config(const std::string& kind, const trainable_config& config, bool with_hidden) {
+  auto p = parse_config(kind, 0, config, false, with_hidden);
+  if (!p) return p.err();
+  if (auto st = check_blobs_options(p->blobs); !st) return st;
+  if (auto e = check_model_size(kind, p->train, p->blobs.dim, p->blobs.num_classes, with_hidden))
+    return *e;
+  return {};
 }
 
 }  // namespace
@@ -557,6 +576,12 @@ result<std::unique_ptr<trainable>> make_softmax_regression(std::uint64_t seed,
                                                            std::shared_ptr<const data_split> data) {
   return build<softmax_regression>("softmax_regression", seed, config, std::move(data), true, false);
 }
+
+status check_softmax_regression_config(const trainable_config& config) {
+  return check_config("softmax_regression", config, false);
+}
+
+status check_mlp_config(const trainable_config& config) { return check_config("mlp", config, true); }
 
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config) {
   return build<mlp>("mlp", seed, config, nullptr, false, true);

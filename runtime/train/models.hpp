@@ -39,6 +39,14 @@ result<std::unique_ptr<trainable>> make_softmax_regression(std::uint64_t seed,
                                                            const trainable_config& config,
                                                            std::shared_ptr<const data_split> data);
 
+/// Checks a configuration as make_softmax_regression(seed, config) would (keys, ranges, data
+/// and model size) without generating data or parameters: cheap enough to check every job of
+/// a run before it starts.
+status check_softmax_regression_config(const trainable_config& config);
+
+/// Checks a configuration as make_mlp(seed, config) would, without building anything.
+status check_mlp_config(const trainable_config& config);
+
 /// Makes a one-hidden-layer MLP on Gaussian blobs generated from the configuration.
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config = {});
 

@@ -39,7 +39,7 @@ status sum_shard_gradients(const std::vector<std::vector<float>>& shard_grads,
 }
 
 status trainable_registry::add(const std::string& kind, std::string description,
-                               trainable_factory factory) {
+                               trainable_factory factory, trainable_check check) {
   if (kind.empty()) return error{error_kind::invalid_input, "trainable registry: empty kind name"};
   if (kind.find_first_of(" \t\r\n") != std::string::npos)
     return error{error_kind::invalid_input,
@@ -50,27 +50,41 @@ status trainable_registry::add(const std::string& kind, std::string description,
   if (entries_.count(kind))
     return error{error_kind::invalid_input,
                  "trainable registry: kind '" + kind + "' is already registered"};
-  entries_.emplace(kind, entry{std::move(description), std::move(factory)});
+  entries_.emplace(kind, entry{std::move(description), std::move(factory), std::move(check)});
   return {};
+}
+
+result<const trainable_registry::entry*> trainable_registry::find(const std::string& kind) const {
+  const auto it = entries_.find(kind);
+  if (it != entries_.end()) return &it->second;
+  std::string list;
+  for (const auto& [name, e] : entries_) {
+    (void)e;
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  return error{error_kind::not_found, "unknown trainable kind '" + kind + "'; valid kinds: " +
+                                          (list.empty() ? "(none registered)" : list)};
 }
 
 result<std::unique_ptr<trainable>> trainable_registry::make(const std::string& kind,
                                                             std::uint64_t seed,
                                                             const trainable_config& config) const {
-  const auto it = entries_.find(kind);
-  if (it == entries_.end()) {
-    std::string list;
-    for (const auto& [name, e] : entries_) {
-      (void)e;
-      list += (list.empty() ? "" : ", ") + name;
-    }
-    return error{error_kind::not_found, "unknown trainable kind '" + kind + "'; valid kinds: " +
-                                            (list.empty() ? "(none registered)" : list)};
-  }
-  auto made = it->second.factory(seed, config);
+  const auto e = find(kind);
+  if (!e) return e.err();
+  auto made = (*e)->factory(seed, config);
   if (made && !*made)
     return error{error_kind::internal, "the factory of trainable kind '" + kind + "' returned null"};
   return made;
+}
+
+status trainable_registry::check(const std::string& kind, std::uint64_t seed,
+                                 const trainable_config& config) const {
+  const auto e = find(kind);
+  if (!e) return e.err();
+  if ((*e)->check) return (*e)->check(seed, config);
+  auto made = make(kind, seed, config);
+  if (!made) return made.err();
+  return {};
 }
 
 bool trainable_registry::contains(const std::string& kind) const { return entries_.count(kind) != 0; }
@@ -97,9 +111,13 @@ trainable_registry builtin_trainables() {
               "multinomial logistic regression on Gaussian blobs (CPU, SGD with momentum)",
               [](std::uint64_t seed, const trainable_config& c) {
                 return make_softmax_regression(seed, c);
+              },
+              [](std::uint64_t, const trainable_config& c) {
+                return check_softmax_regression_config(c);
               });
   (void)r.add("mlp", "one-hidden-layer ReLU MLP on Gaussian blobs (CPU, SGD with momentum)",
-              [](std::uint64_t seed, const trainable_config& c) { return make_mlp(seed, c); });
+              [](std::uint64_t seed, const trainable_config& c) { return make_mlp(seed, c); },
+              [](std::uint64_t, const trainable_config& c) { return check_mlp_config(c); });
   return r;
 }
 

@@ -117,13 +117,26 @@ using trainable_config = std::map<std::string, double>;
 using trainable_factory =
     std::function<result<std::unique_ptr<trainable>>(std::uint64_t seed, const trainable_config&)>;
 
+/// Checks a seed and configuration as the kind's factory would, without building the
+/// trainable (no data, no parameters), so every job of a run can be checked before it starts.
+using trainable_check =
+    std::function<status(std::uint64_t seed, const trainable_config& config)>;
+
 /// Kind name -> factory. A plain value: a program makes one (usually from
 /// builtin_trainables()), adds its own kinds, and passes it to whatever creates jobs.
 class trainable_registry {
  public:
   /// Registers `kind`. Errors (invalid_input) for an empty name, a name with blanks, a null
-  /// factory, or a kind already registered.
-  status add(const std::string& kind, std::string description, trainable_factory factory);
+  /// factory, or a kind already registered. `check`, when given, validates a configuration
+  /// cheaply (see check()).
+  status add(const std::string& kind, std::string description, trainable_factory factory,
+             trainable_check check = {});
+
+  /// Checks that `kind` exists and takes `seed` and `config`: through the kind's check when it
+  /// registered one, else by making the trainable and dropping it (as costly as a node's
+  /// start of the job). Errors as make's.
+  status check(const std::string& kind, std::uint64_t seed,
+               const trainable_config& config = {}) const;
 
   /// Makes a trainable of `kind`. Errors: not_found naming the registered kinds; otherwise
   /// whatever the factory reports (e.g. a bad configuration key); internal when it returns null.
@@ -143,7 +156,10 @@ class trainable_registry {
   struct entry {
     std::string description;
     trainable_factory factory;
+    trainable_check check;
   };
+  /// The entry of `kind`, or the not_found error listing the registered kinds.
+  result<const entry*> find(const std::string& kind) const;
   std::map<std::string, entry> entries_;
 };
 

@@ -213,7 +213,7 @@ TEST_CASE("gate rules: any header bytes decode or are refused, never more", "[ac
   CHECK(decoded > 0);
 }
 
-TEST_CASE("gate: relays frames both ways; an oversized frame closes its connection unread",
+TEST_CASE("gate: relays frames both ways, and an oversized frame closes its connection unread",
           "[actors][gate]") {
   recorder up;
   gate_limits lim;

@@ -2,6 +2,7 @@
 // naming the file, line and field for each kind of bad input.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include "tests/support.hpp"
@@ -107,4 +108,72 @@ TEST_CASE("cli: trace generate then simulate round trip", "[cli]") {
   auto s = run_tessera("simulate -q --trace " + path + " --policy max_min_fairness_perf");
   CHECK(s.code == 0);
   CHECK_THAT(s.out, Catch::Contains("20/20"));
+}
+
+namespace {
+
+/// Runs tessera bounded in memory (1 GB of address space) and time (30 s), so an input that
+/// made it buffer or loop without end fails the test instead of the machine.
+tessera::test::command_result run_bounded(const std::string& args) {
+  return tessera::test::run_shell("ulimit -v 1000000; timeout 30 " + std::string(TESSERA_BINARY) +
+                                  " " + args);
+}
+
+}  // namespace
+
+TEST_CASE("cli: numbers out of bounds and unbounded inputs are refused at once", "[cli][limits]") {
+  const auto trace = temp_file("bounds.trace", good_line);
+  const auto steps = temp_file("steps.toml", "[[job]]\njob_type = \"ResNet-18 (batch size 64)\""
+                                             "\ntotal_steps = 1e12\n");
+  const auto slow = temp_file("slow.toml", "[cluster]\n[[cluster.server]]\ngpu_type = \"v100\""
+                                           "\ngpus = 4\nspeed = 1e-300\n");
+  const auto big = temp_file("big.trace", "");
+  std::filesystem::resize_file(big, 10ULL << 30);  // sparse: no disk space used
+  const std::string sim = "simulate -q --trace " + trace + " ";
+  struct row {
+    std::string args;
+    std::string part;
+  };
+  const row rows[] = {
+      {sim + "--round-length nan", "--round-length: expected a number in [1, 86400]"},
+      {sim + "--round-length 1e-9", "--round-length: expected a number in [1, 86400]"},
+      {sim + "--restart-cost nan", "--restart-cost: expected a number in [0, 86400]"},
+      {sim + "--max-hours inf", "--max-hours: expected a number in [0, 1000000]"},
+      {sim + "--policy finish_time_fairness_perf --policy-arg tolerance=nan",
+       "--policy-arg: field 'tolerance': expected a finite number, got 'nan'"},
+      {sim + "--policy hops --policy-arg lambda=1e999", "field 'lambda'"},
+      {sim + "--cluster " + slow, slow + ":5: field 'speed'"},
+      {sim + "--window 1-99999999999999999999", "--window"},
+      {"compare -q --trace " + trace + " --policies fifo --parallel 0", "--parallel"},
+      {"simulate -q --trace " + steps, steps + ":3: field 'total_steps'"},
+      {"simulate -q --trace /dev/zero", "/dev/zero:1: line longer than 65536 bytes"},
+      {"simulate -q --trace " + big, big + ": trace is 10737418240 bytes"},
+      {"trace generate --jobs 1000000000 --rate 10 -o " + temp_file("never.trace", ""),
+       "--jobs: expected a number in [1, 10000000] (jobs), got 1000000000"},
+      {"trace generate --jobs 10 --rate nan -o -", "--rate: expected a number in [0, 1000000]"},
+  };
+  for (const auto& r : rows) {
+    INFO(r.args);
+    const auto res = run_bounded(r.args);
+    CHECK(res.code == 2);
+    CHECK_THAT(res.out, Catch::Contains(r.part));
+    CHECK(res.seconds < 10);
+  }
+}
+
+TEST_CASE("cli: trace generate streams, and leaves no partial file when it fails",
+          "[cli][limits]") {
+  const std::string path = temp_file("stream.trace", "");
+  auto file = run_bounded("trace generate --jobs 2000 --rate 30 --multi-gpu --seed 5 -o " + path);
+  REQUIRE(file.code == 0);
+  auto out = run_bounded("trace generate --jobs 2000 --rate 30 --multi-gpu --seed 5 -o - "
+                         "2>/dev/null");
+  REQUIRE(out.code == 0);
+  CHECK(out.out == tessera::test::file_contents(path));
+  // One job per 1000 hours: about the 278th would arrive after 1e9 s, the latest a trace holds.
+  const std::string late = temp_file("late.trace", "");
+  auto r = run_bounded("trace generate --jobs 1000 --rate 0.001 -o " + late);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("would arrive after 1000000000 s"));
+  CHECK_FALSE(std::filesystem::exists(late));
 }

@@ -111,3 +111,41 @@ TEST_CASE("cli run: no fault-injection or benchmark options", "[cli][run]") {
     CHECK_THAT(r.out, Catch::Contains("unrecognised option"));
   }
 }
+
+TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run before it starts",
+          "[cli][run][limits]") {
+  const auto cl = temp_file("c7.toml", two_servers);
+  const auto ok = temp_file("j7.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  const auto huge = temp_file("j7huge.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 1e19\n");
+  // The second job's trainable would refuse its learning rate; before, the run started and
+  // ended for every job when a node built that one.
+  const auto mixed = temp_file("j7mixed.toml",
+                               "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n\n"
+                               "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n[job.config]\nlr = -1\n");
+  const std::string base = "run --local 2 --cluster " + cl + " --jobs ";
+  struct row {
+    std::string args;
+    std::string part;
+  };
+  const row rows[] = {
+      {base + ok + " --round-length nan", "--round-length: expected a number in [0.05, 3600]"},
+      {base + ok + " --round-length 1e-9", "--round-length: expected a number in [0.05, 3600]"},
+      {base + ok + " --heartbeat-interval nan", "--heartbeat-interval: expected a number"},
+      {base + ok + " --timeout inf", "--timeout: expected a number in [1, 604800]"},
+      {base + ok + " --connect-timeout 1e-300", "--connect-timeout: expected a number"},
+      {base + ok + " --policy-arg efficiency_stage=nan",
+       "--policy-arg: field 'efficiency_stage': expected a finite number"},
+      {base + huge, huge + ":3: field 'total_steps': expected a positive number of steps, at "
+                           "most 1e+11, got 1e+19"},
+      {base + mixed, mixed + ":8: field 'config': mlp config: field 'lr': expected a number in "
+                             "(0, 1000], got -1"},
+  };
+  for (const auto& r : rows) {
+    INFO(r.args);
+    const auto res = tessera::test::run_shell("ulimit -v 1000000; timeout 30 " +
+                                              std::string(TESSERA_BINARY) + " " + r.args);
+    CHECK(res.code == 2);
+    CHECK_THAT(res.out, Catch::Contains(r.part));
+    CHECK(res.seconds < 10);
+  }
+}

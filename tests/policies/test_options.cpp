@@ -1,6 +1,7 @@
 // Typed policy options: kinds, validation messages and the kind-checked accessors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -125,4 +126,22 @@ TEST_CASE("options: 0/1 and whole-number options are declared as such", "[polici
     for (const auto& n : names) CHECK(kind_of(policy, n) == option_kind::boolean);
   for (const auto& [policy, names] : integers)
     for (const auto& n : names) CHECK(kind_of(policy, n) == option_kind::integer);
+}
+
+TEST_CASE("options: NaN and infinities are refused for every kind", "[policies][limits]") {
+  // NaN compares false with every bound, so a range check written as "below min or above
+  // max" let it through to the policy.
+  const double bad[] = {std::nan(""), HUGE_VAL, -HUGE_VAL};
+  for (const char* name : {"ratio", "count", "enabled"})
+    for (const double v : bad) {
+      INFO(name << " = " << v);
+      auto r = validate_options(specs, {{name, v}}, "--policy-arg");
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.err().kind == error_kind::invalid_input);
+      CHECK(has(r.err().message, std::string("--policy-arg: field '") + name + "'"));
+    }
+  auto tol = make_policy("finish_time_fairness_perf", {{"tolerance", std::nan("")}},
+                         "--policy-arg");
+  REQUIRE_FALSE(tol);
+  CHECK(has(tol.err().message, "field 'tolerance'"));
 }

@@ -1,11 +1,13 @@
 // Tests of the job templates and Gavel's synthetic trace generator (runtime/trace_gen.cpp).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "runtime/input_limits.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/trace_gen.hpp"
 #include "tests/support.hpp"
@@ -197,4 +199,60 @@ TEST_CASE("generator errors", "[io]") {
   CHECK(r.err().message.find("'GPT-3'") != std::string::npos);
   cfg.reference_type = "a100";
   CHECK_FALSE(generate_trace(cfg, templates(), table()));
+}
+
+TEST_CASE("generator: streams the jobs one by one, the same as the vector it returns",
+          "[io][limits]") {
+  trace_gen_config cfg;
+  cfg.num_jobs = 300;
+  cfg.rate_per_hour = 20;
+  cfg.multi_gpu = true;
+  cfg.seed = 11;
+  std::ostringstream streamed;
+  std::int64_t n = 0;
+  auto st = generate_trace(cfg, templates(), table(), [&](const job& j) -> status {
+    CHECK(j.id == n++);
+    write_trace_job(streamed, j);
+    return {};
+  });
+  REQUIRE(st);
+  CHECK(n == 300);
+  std::ostringstream whole;
+  write_trace(whole, gen(cfg));
+  CHECK(streamed.str() == whole.str());
+  // The sink's error stops the generator at once.
+  n = 0;
+  auto stopped = generate_trace(cfg, templates(), table(), [&](const job&) -> status {
+    return ++n == 3 ? status(error{error_kind::io, "disk full"}) : status();
+  });
+  REQUIRE_FALSE(stopped);
+  CHECK(stopped.err().message == "disk full");
+  CHECK(n == 3);
+}
+
+TEST_CASE("generator: job count, rate and arrivals are bounded", "[io][limits]") {
+  struct row {
+    long long jobs;
+    double rate;
+    const char* part;
+  };
+  const row rows[] = {
+      {limits::max_trace_jobs + 1, 1, "num_jobs must be in [1, 10000000]"},
+      {0, 1, "num_jobs must be in [1, 10000000]"},
+      {10, std::nan(""), "rate_per_hour must be in [0, 1000000]"},
+      {10, -1, "rate_per_hour must be in [0, 1000000]"},
+      {10, 2e6, "rate_per_hour must be in [0, 1000000]"},
+      // 1 job per 1000 hours: job ~278 would arrive after 1e9 s.
+      {1000, 1e-3, "would arrive after 1000000000 s"},
+  };
+  for (const auto& r : rows) {
+    INFO(r.jobs << " jobs at " << r.rate << " jobs/h");
+    trace_gen_config cfg;
+    cfg.num_jobs = static_cast<int>(r.jobs);
+    cfg.rate_per_hour = r.rate;
+    auto st = generate_trace(cfg, templates(), table());
+    REQUIRE_FALSE(st);
+    CHECK(st.err().kind == error_kind::invalid_input);
+    CHECK_THAT(st.err().message, Catch::Contains(r.part));
+  }
 }
