@@ -89,7 +89,8 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
             const node_setup& setup = {});
 
 /// A local run of `s.local` node processes: the scheduler and node 0 here, the others started
-/// with `start_node`.
+/// with `start_node`. With `s.secret_file` set, `s.local` may be fewer than the cluster's
+/// servers: the rest join (`tessera node --join`) before the registration time-out.
 int run_local(const run_settings& s, const train::trainable_registry& kinds,
               const node_command& start_node, const node_setup& setup = {});
 

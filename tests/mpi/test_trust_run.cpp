@@ -206,3 +206,88 @@ TEST_CASE("(l) a node stopped past the heartbeat time-out, then continued, is fe
   check_all_finished(sum);
   CHECK(sum["failed_ranks"] == json::array({2}));
 }
+
+namespace {
+
+/// Two network namespaces, each joined to this one by a veth pair on a subnet of its own
+/// (10.231.<k>.1 here, .2 there, default route back here), removed when it goes.
+struct namespaces {
+  std::string tag = std::to_string(::getpid() % 10000);
+  std::vector<std::string> names;
+  std::string problem;  ///< why they could not be made ("" when they are up)
+
+  namespaces() {
+    for (int k = 1; k <= 2; ++k) {
+      const std::string ns = "tsr" + tag + "n" + std::to_string(k);
+      const std::string host_if = "tsr" + tag + "h" + std::to_string(k);
+      const std::string ns_if = "tsr" + tag + "c" + std::to_string(k);
+      const std::string net = "10.231." + std::to_string(k);
+      const std::string cmd =
+          "ip netns add " + ns + " && ip link add " + host_if + " type veth peer name " + ns_if +
+          " && ip link set " + ns_if + " netns " + ns + " && ip addr add " + net + ".1/24 dev " +
+          host_if + " && ip link set " + host_if + " up && ip netns exec " + ns + " ip addr add " +
+          net + ".2/24 dev " + ns_if + " && ip netns exec " + ns + " ip link set " + ns_if +
+          " up && ip netns exec " + ns + " ip link set lo up && ip netns exec " + ns +
+          " ip route add default via " + net + ".1";
+      names.push_back(ns);
+      auto r = run_shell(cmd);
+      if (r.code != 0) {
+        problem = r.out;
+        return;
+      }
+    }
+  }
+  ~namespaces() {
+    for (int k = 1; k <= 2; ++k)
+      run_shell("ip link del tsr" + tag + "h" + std::to_string(k) + " 2>/dev/null; ip netns del tsr" +
+                tag + "n" + std::to_string(k) + " 2>/dev/null");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("(m) nodes in network namespaces of their own join over non-loopback addresses "
+          "with the secret and finish the job set", "[mpi][m][netns]") {
+  namespaces ns;
+  if (!ns.problem.empty()) {
+    WARN("skipped: this machine does not let the test make network namespaces (needs root "
+         "and ip netns): " << ns.problem);
+    return;
+  }
+  scratch_dir dir("m");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.7, 0.5}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(3, 200, 0.01));
+  const auto secret = dir.file("secret");
+  background sched(tessera_bin + " run --local 1 --cluster " + cl + " --jobs " + jobs +
+                       " --bind 10.231.1.1 --secret-file " + secret +
+                       " --round-length 0.3 --connect-timeout 30 --json " + dir.file("sum.json") +
+                       " --checkpoint-dir " + dir.file("ckpt"),
+                   dir.file("sched.out"));
+  const auto port = sched.await("scheduler listening on 10\\.231\\.1\\.1:([0-9]+)", 20);
+  REQUIRE_FALSE(port.empty());
+  // The gate is bound to 10.231.1.1 only: its port is closed on loopback.
+  CHECK(dial_loopback(std::stoi(port)) < 0);
+  std::vector<std::unique_ptr<background>> nodes;
+  for (int k = 1; k <= 2; ++k)
+    nodes.push_back(std::make_unique<background>(
+        "ip netns exec " + ns.names[k - 1] + " " + tessera_bin + " node --join 10.231.1.1:" +
+            port + " --server node-" + std::to_string(k) + " --cluster " + cl +
+            " --secret-file " + secret,
+        dir.file("node" + std::to_string(k) + ".out")));
+  const int code = sched.wait(90);
+  INFO(sched.output());
+  for (auto& n : nodes) {
+    INFO(n->output());
+    CHECK(n->wait(20) == 0);
+  }
+  REQUIRE(code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  check_all_finished(sum);
+  // The nodes in the namespaces did work: GPU-seconds on ranks 1 and 2.
+  for (int rank = 1; rank <= 2; ++rank) {
+    double busy = 0;
+    for (const auto& j : sum["jobs"]) busy += j["busy_gpu_seconds"][rank].get<double>();
+    INFO("rank " << rank);
+    CHECK(busy > 0);
+  }
+}
