@@ -92,6 +92,7 @@ caf::behavior registering(self_ptr self) {
                 !self->state.cfg.hooks.skip_scheduler_check)
               return fail(self, run_errc::unauthenticated,
                           "refuses the scheduler: it did not prove the cluster secret");
+            if (const auto& hook = self->state.cfg.hooks.before_hello) hook();
             send_hello(self, n);
           },
           [=](caf::error& e) {

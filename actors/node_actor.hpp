@@ -46,6 +46,9 @@ struct node_hooks {
   /// Act as a rogue: send the hello even when the scheduler did not prove the secret (so a
   /// test sees the scheduler refuse a node that lacks it).
   bool skip_scheduler_check = false;
+  /// Called when the scheduler's challenge arrived, before the hello is sent (registration
+  /// is half done).
+  std::function<void()> before_hello;
 };
 
 /// Settings of one node, passed down from the launcher.

@@ -12,6 +12,9 @@
 ///   --fault-rogue-rank R                        node rank R sends its hello even when the
 ///                                               scheduler did not prove the secret (a rogue
 ///                                               without it, e.g. with --join)
+///   --fault-kill-registering-rank R             node rank R SIGKILLs itself half way through
+///                                               its registration (challenge received, hello
+///                                               not sent)
 ///   --bench-flood N --bench-flood-report DIR    every node sends the scheduler N heartbeats
 ///                                               back to back once registered, then a request
 ///                                               it answers; DIR/flood-<rank>.txt gets
@@ -47,7 +50,7 @@ using namespace tessera;
 const char* const hook_options[] = {"fault-kill-rank",       "fault-kill-round",
                                     "fault-protocol-rank",   "fault-protocol-version",
                                     "bench-flood",           "bench-flood-report",
-                                    "fault-rogue-rank"};
+                                    "fault-rogue-rank",      "fault-kill-registering-rank"};
 
 /// The hook options given (name -> value) and the other arguments.
 struct split_args {
@@ -121,13 +124,17 @@ result<actors::node_setup> make_setup(const split_args& a) {
   const auto protocol = integer(a, "fault-protocol-version", actors::protocol_version);
   const auto flood_n = integer(a, "bench-flood", 0);
   const auto rogue_rank = integer(a, "fault-rogue-rank", -1);
-  for (const auto* r : {&kill_rank, &kill_round, &protocol_rank, &protocol, &flood_n, &rogue_rank})
+  const auto kill_registering = integer(a, "fault-kill-registering-rank", -1);
+  for (const auto* r : {&kill_rank, &kill_round, &protocol_rank, &protocol, &flood_n, &rogue_rank,
+                        &kill_registering})
     if (!*r) return r->err();
   const auto it = a.hooks.find("bench-flood-report");
   const std::string report = it == a.hooks.end() ? "." : it->second;
   return actors::node_setup([kill_rank = *kill_rank, kill_round = *kill_round,
                              protocol_rank = *protocol_rank, protocol = *protocol,
-                             flood_n = *flood_n, report, rogue_rank = *rogue_rank](actors::node_config& nc) {
+                             flood_n = *flood_n, report, rogue_rank = *rogue_rank,
+                             kill_registering = *kill_registering](actors::node_config& nc) {
+    if (nc.rank == kill_registering) nc.hooks.before_hello = [] { ::kill(::getpid(), SIGKILL); };
     if (nc.rank == protocol_rank) nc.version = static_cast<std::uint32_t>(protocol);
     nc.hooks.skip_scheduler_check = nc.rank == rogue_rank;
     if (nc.rank == kill_rank)

@@ -127,7 +127,9 @@ class background {
 
 /// The pid of the process whose command line contains `needle` (not this one), or -1.
 inline pid_t find_process(const std::string& needle) {
-  auto r = run_shell("pgrep -f -- '" + needle + "' | head -1");
+  // "[x]yz" matches "xyz" but not the shell running pgrep, whose command line holds "[x]yz".
+  const std::string pattern = "[" + needle.substr(0, 1) + "]" + needle.substr(1);
+  auto r = run_shell("pgrep -f -- '" + pattern + "' | head -1");
   try {
     return r.out.empty() ? -1 : std::stoi(r.out);
   } catch (const std::exception&) {

@@ -291,3 +291,29 @@ TEST_CASE("(m) nodes in network namespaces of their own join over non-loopback a
     CHECK(busy > 0);
   }
 }
+
+TEST_CASE("(n) a node killed during its registration: a new process for its server joins and "
+          "the run finishes", "[mpi][n][registration]") {
+  scratch_dir dir("n");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(3, 150, 0.01));
+  const auto secret = dir.file("secret");
+  background run(std::string(TESSERA_FAULTY_BINARY) + " --fault-kill-registering-rank 2 --local 3" +
+                     " --cluster " + cl + " --jobs " + jobs + " --secret-file " + secret +
+                     " --round-length 0.3 --connect-timeout 30 --json " + dir.file("sum.json") +
+                     " --checkpoint-dir " + dir.file("ckpt"),
+                 dir.file("run.out"));
+  const auto port = run.await("scheduler listening on 127\\.0\\.0\\.1:([0-9]+)", 20);
+  REQUIRE_FALSE(port.empty());
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 2 has died half registered
+  CHECK(find_process("--rank 2 --scheduler 127.0.0.1:" + port) < 0);
+  background joiner(tessera_bin + " node --join 127.0.0.1:" + port + " --server node-2" +
+                        " --cluster " + cl + " --secret-file " + secret,
+                    dir.file("join.out"));
+  REQUIRE(run.wait(60) == 0);
+  CHECK(joiner.wait(20) == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"].empty());  // it never registered, so it was never lost
+  CHECK(sum["joins"].get<int>() == 0);  // the replacement registered before the run started
+}
