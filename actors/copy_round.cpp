@@ -258,7 +258,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     if (slot.finished) slot.accuracy = m.held_out_accuracy();
     // Every part of every copy now holds the same state; copy 0's leader writes it.
     if (slot.error.empty() && o.copy == 0 && leader) {
-      if (auto st = train::save_trainable_checkpoint(o.checkpoint_path, o.job, slot.round, m))
+      if (auto st = train::save_trainable_checkpoint(o.checkpoint_path, {o.job, slot.round, 0}, m))
         slot.checkpointed = true;
       else
         fail(st.err().message, false);
