@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "runtime/train/checkpoint.hpp"
+
 namespace tessera::actors {
 
 namespace {
@@ -122,6 +124,65 @@ bool checkpoint_dir_health::recovered() {
   if (!paused_) return false;
   paused_ = false;
   return true;
+}
+
+bool note_start(job_checkpoints& jc, std::int64_t job, state_source source,
+                const std::vector<std::string>& bad_files, const std::string& why,
+                std::ostream& log) {
+  if (source != state_source::fallback && source != state_source::scratch) return false;
+  int newly = 0;
+  for (const auto& p : bad_files) newly += jc.book.forget(p) ? 1 : 0;
+  remove_files(bad_files);  // never to be loaded again; a failure leaves a stray for later
+  if (newly == 0) return true;  // another part of the job reported it first
+  if (source == state_source::fallback) {
+    ++jc.fallbacks;
+    log << "tessera: job " << job << ": " << why << "; resumed from its previous checkpoint "
+        << (jc.book.resume() ? jc.book.resume()->path : std::string("?")) << " at step "
+        << jc.book.step() << '\n';
+  } else {
+    ++jc.restarts_from_scratch;
+    log << "tessera: job " << job << ": " << why
+        << "; no usable checkpoint is left, it restarts from step 0\n";
+  }
+  return true;
+}
+
+void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file& f,
+                    std::ostream& log) {
+  const auto failed = remove_files(jc.book.confirm(f));
+  if (!failed.empty())
+    log << "tessera: job " << job << ": cannot remove an old checkpoint (" << failed
+        << "); it is retried each round\n";
+}
+
+void note_write_failure(job_checkpoints& jc, run_checkpoints& rc, std::int64_t job,
+                        const std::string& why, std::ostream& log) {
+  ++jc.write_failures;
+  if (rc.health.failed(why))
+    log << "tessera: checkpoint directory " << rc.dir << " does not take writes (job " << job
+        << ": " << why << "); every job waits until it does, probed each round\n";
+}
+
+void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job,
+               std::ostream& log) {
+  const auto epoch = jc.book.fence();
+  if (auto st = train::write_fence(fence_file_path(rc.dir, job), epoch); !st)
+    log << "tessera: job " << job << ": cannot fence its lost writer (" << st.err().message
+        << "); per-round file names still keep its late write from replacing a newer one\n";
+}
+
+bool before_round(run_checkpoints& rc, std::int64_t round,
+                  const std::map<std::int64_t, const checkpoint_book*>& books, std::ostream& log) {
+  if (rc.health.paused()) {
+    train::write_options opt;
+    if (rc.probe_errno) opt.inject_errno = [&] { return rc.probe_errno(round); };
+    if (train::probe_directory(rc.dir, opt) && rc.health.recovered())
+      log << "tessera: checkpoint directory " << rc.dir
+          << " takes writes again; the jobs resume\n";
+  }
+  // Stray files of interrupted or refused writes; a failure is retried next round.
+  remove_files(stray_files(rc.dir, list_directory(rc.dir), books));
+  return rc.health.paused();
 }
 
 }  // namespace tessera::actors

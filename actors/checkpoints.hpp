@@ -10,15 +10,21 @@
 /// - `stray_files`: what else of the run's jobs lies in the directory (unconfirmed files, files
 ///   no longer kept, temporary files of interrupted writes), to remove;
 /// - `checkpoint_dir_health`: whether the directory takes writes (a failed write pauses every
-///   job; a successful probe resumes them).
+///   job; a successful probe resumes them);
+/// - what the scheduler does on each event (a copy's start, a confirmed or failed write, a lost
+///   writer, a new round), on `job_checkpoints` and `run_checkpoints`, logging to a stream.
 /// Why per-round names and fences: a writer declared lost may wake up and finish its write
 /// later; under its own round's name it can never replace a newer file, and the fence makes it
 /// give up before publishing at all (docs/design.md, "Checkpoint fencing and fallback").
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
+
+#include "actors/protocol.hpp"
 
 namespace tessera::actors {
 
@@ -102,5 +108,52 @@ class checkpoint_dir_health {
   std::string reason_;
   int pauses_ = 0;
 };
+
+/// The checkpoint side of one job as the scheduler tracks it.
+struct job_checkpoints {
+  checkpoint_book book;                ///< its confirmed files and epoch
+  std::int32_t fallbacks = 0;          ///< starts from the fallback: the newest was unusable
+  std::int32_t restarts_from_scratch = 0;  ///< starts at step 0: no file was usable
+  std::int32_t write_failures = 0;     ///< rounds whose checkpoint could not be written
+  std::int32_t paused_rounds = 0;      ///< rounds it waited for the directory
+};
+
+/// The checkpoint directory of a run as the scheduler tracks it.
+struct run_checkpoints {
+  std::string dir;                ///< the shared checkpoint directory
+  checkpoint_dir_health health;   ///< whether it takes writes
+  /// Fault injection for tests (scheduler_hooks): asked at each probe after `round`; a
+  /// non-zero errno fails the probe as the system would.
+  std::function<int(std::int64_t round)> probe_errno;
+};
+
+/// A copy of job `job` started from `source`, having found `bad_files` unusable (`why`). On a
+/// fallback or a restart from scratch the files are forgotten and removed, and the first
+/// report of them is counted and logged. Returns true when the job's state went back to an
+/// older checkpoint (or to step 0) this round.
+bool note_start(job_checkpoints& jc, std::int64_t job, state_source source,
+                const std::vector<std::string>& bad_files, const std::string& why,
+                std::ostream& log);
+
+/// Job `job`'s checkpoint `f` is on disk (checkpoint_done): kept, and the file no longer kept
+/// removed.
+void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file& f,
+                    std::ostream& log);
+
+/// Job `job`'s round checkpoint could not be written (`why`): counted; the directory pauses
+/// every job (logged once, naming the directory and the system's reason).
+void note_write_failure(job_checkpoints& jc, run_checkpoints& rc, std::int64_t job,
+                        const std::string& why, std::ostream& log);
+
+/// A node running job `job` was declared lost: its writers from now on get a newer epoch,
+/// written to the job's fence file so the lost one cannot publish (logged when that fails).
+void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job,
+               std::ostream& log);
+
+/// Before planning the round after `round`: while the directory is paused, probes it and
+/// resumes the jobs when it takes a file again (logged once); removes the stray files of the
+/// jobs in `books`. Returns true when the jobs must still wait.
+bool before_round(run_checkpoints& rc, std::int64_t round,
+                  const std::map<std::int64_t, const checkpoint_book*>& books, std::ostream& log);
 
 }  // namespace tessera::actors

@@ -103,11 +103,13 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
           const double length = o.length;
           copy_slot* raw = slot.get();
           comm::aggregator* agg = s.cfg.agg.get();
+          const copy_hooks* hooks = &s.cfg.hooks.copy;  // the state outlives its workers
           slot->worker = std::thread([=] {
             run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
               caf::anon_send(sched, copy_started{rank, round, raw->order.job, raw->order.copy,
-                                                 step});
-            }, agg, rank);
+                                                 step, static_cast<std::int32_t>(raw->source),
+                                                 raw->bad_files, raw->source_why});
+            }, agg, rank, *hooks);
             caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
           });
         }
@@ -132,12 +134,17 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
         r.error = slot.error;
         r.retry = slot.retry;
         r.task_times = slot.order.task_times;
+        r.checkpoint_error = slot.checkpoint_error;
+        if (slot.fenced)
+          std::cerr << "tessera: node rank " << s.cfg.rank << ": job " << r.job << " round "
+                    << round << ": checkpoint refused: " << slot.error << '\n';
         self->send(s.scheduler, r);
         if (slot.checkpointed)
           self->send(s.scheduler, checkpoint_done{s.cfg.rank, round, slot.order.job,
                                                   slot.order.copy, r.step,
                                                   slot.order.checkpoint_path});
-        if (slot.finished && slot.error.empty()) {
+        // A job is finished once its final state is on disk.
+        if (slot.finished && slot.error.empty() && slot.checkpoint_error.empty()) {
           // One report per job, also when forked or spread over nodes.
           if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
             self->send(s.scheduler, job_finished{s.cfg.rank, slot.order.job, r.step, slot.loss,

@@ -37,6 +37,7 @@ struct node_hooks {
   /// Called inside the node actor once the scheduler has welcomed the node, before its first
   /// heartbeat; it may send the scheduler extra messages.
   std::function<void(caf::event_based_actor* self, const caf::actor& scheduler)> on_registered;
+  copy_hooks copy;  ///< into each copy's checkpoints (actors/copy_round.hpp)
 };
 
 /// Settings of one node, passed down from the launcher.

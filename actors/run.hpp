@@ -25,6 +25,7 @@
 namespace tessera::actors {
 
 struct node_config;
+struct scheduler_config;
 
 /// What a run needs, in every process of it.
 struct run_settings {
@@ -59,18 +60,23 @@ using node_command = std::function<std::vector<std::string>(int rank, int port)>
 /// faults (node_config::hooks, node_config::version). Production runs pass none.
 using node_setup = std::function<void(node_config&)>;
 
+/// Adjusts the scheduler's configuration before it starts (scheduler_config::hooks): fault
+/// injection for tests. Production runs pass none.
+using scheduler_setup = std::function<void(scheduler_config&)>;
+
 /// True when this process was started by mpirun (Open MPI, or a PMI/PMIx launcher).
 bool under_mpirun();
 
 /// This rank's part of a run under mpirun. Every rank loads the inputs and they agree before
 /// any goes on, so bad input ends every rank with one message.
 int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
-            const node_setup& setup = {});
+            const node_setup& setup = {}, const scheduler_setup& sched_setup = {});
 
 /// A local run of `s.local` node processes: the scheduler and node 0 here, the others started
 /// with `start_node`.
 int run_local(const run_settings& s, const train::trainable_registry& kinds,
-              const node_command& start_node, const node_setup& setup = {});
+              const node_command& start_node, const node_setup& setup = {},
+              const scheduler_setup& sched_setup = {});
 
 /// One node process of a local run: connects to the scheduler at `p` and runs node `p.rank`
 /// until the scheduler ends the run.

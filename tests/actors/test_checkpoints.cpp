@@ -4,11 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <random>
 #include <set>
 
 #include "actors/checkpoints.hpp"
+#include "runtime/train/checkpoint.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera::actors;
@@ -196,4 +200,104 @@ TEST_CASE("property: a book resumes from the newest good confirmed file, falls b
       }
     }
   }
+}
+
+TEST_CASE("a copy's fallback or restart forgets and removes the bad files, counted once",
+          "[actors][checkpoints]") {
+  scratch_dir dir("ckpt_start");
+  job_checkpoints jc;
+  const auto r1 = checkpoint_file_path(dir.str(), 3, 1), r2 = checkpoint_file_path(dir.str(), 3, 2);
+  for (const auto& p : {r1, r2}) std::ofstream(p) << "state";
+  jc.book.confirm({r1, 1, 10});
+  jc.book.confirm({r2, 2, 20});
+  std::ostringstream log;
+  CHECK_FALSE(note_start(jc, 3, state_source::resume, {}, "", log));
+  CHECK_FALSE(note_start(jc, 3, state_source::memory, {}, "", log));
+  CHECK(log.str().empty());
+
+  CHECK(note_start(jc, 3, state_source::fallback, {r2}, r2 + ": payload checksum mismatch", log));
+  CHECK(jc.fallbacks == 1);
+  CHECK(jc.book.resume()->path == r1);
+  CHECK_FALSE(std::filesystem::exists(r2));
+  CHECK(log.str() == "tessera: job 3: " + r2 + ": payload checksum mismatch; resumed from its "
+                     "previous checkpoint " + r1 + " at step 10\n");
+  // Another part of the same copy reporting the same file: the job went back, counted once.
+  CHECK(note_start(jc, 3, state_source::fallback, {r2}, "again", log));
+  CHECK(jc.fallbacks == 1);
+
+  CHECK(note_start(jc, 3, state_source::scratch, {r1}, r1 + ": truncated", log));
+  CHECK(jc.restarts_from_scratch == 1);
+  CHECK(jc.book.resume() == nullptr);
+  CHECK(dir.entries().empty());
+  CHECK(log.str().find("no usable checkpoint is left, it restarts from step 0") != std::string::npos);
+}
+
+TEST_CASE("confirming a third checkpoint removes the oldest file", "[actors][checkpoints]") {
+  scratch_dir dir("ckpt_confirm");
+  job_checkpoints jc;
+  std::ostringstream log;
+  for (std::int64_t r = 0; r < 3; ++r) {
+    const auto p = checkpoint_file_path(dir.str(), 1, r);
+    std::ofstream(p) << "state";
+    note_confirmed(jc, 1, {p, r, 10 * r}, log);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"job-1.r1.ckpt", "job-1.r2.ckpt"});
+  CHECK(log.str().empty());
+}
+
+TEST_CASE("a failed write pauses the directory, logged once; a lost writer is fenced",
+          "[actors][checkpoints]") {
+  scratch_dir dir("ckpt_events");
+  job_checkpoints a, b;
+  run_checkpoints rc;
+  rc.dir = dir.str();
+  std::ostringstream log;
+  note_write_failure(a, rc, 0, dir.str() + "/job-0.r4.ckpt: cannot write: No space left on device", log);
+  note_write_failure(b, rc, 1, dir.str() + "/job-1.r4.ckpt: cannot write: No space left on device", log);
+  CHECK(a.write_failures == 1);
+  CHECK(b.write_failures == 1);
+  CHECK(rc.health.paused());
+  CHECK(log.str() == "tessera: checkpoint directory " + dir.str() + " does not take writes (job 0: " +
+                         dir.str() + "/job-0.r4.ckpt: cannot write: No space left on device); every "
+                         "job waits until it does, probed each round\n");
+
+  checkpoint_book fenced(50);
+  job_checkpoints jc{fenced};
+  fence_job(jc, rc, 2, log);
+  CHECK(jc.book.epoch() == 51);
+  auto epoch = tessera::train::read_fence(fence_file_path(dir.str(), 2));
+  REQUIRE(epoch);
+  CHECK(*epoch == 51);
+  run_checkpoints gone;
+  gone.dir = dir.file("absent");
+  std::ostringstream gone_log;
+  fence_job(jc, gone, 2, gone_log);
+  CHECK(gone_log.str().find("cannot fence its lost writer") != std::string::npos);
+}
+
+TEST_CASE("before a round: the paused directory is probed, strays are removed",
+          "[actors][checkpoints]") {
+  scratch_dir dir("ckpt_round");
+  checkpoint_book one;
+  const auto kept = checkpoint_file_path(dir.str(), 1, 3);
+  one.confirm({kept, 3, 30});
+  for (const auto& n : {"job-1.r3.ckpt", "job-1.r4.ckpt", ".job-1.r5.ckpt.tmp.x", "other"})
+    std::ofstream(dir.file(n)) << "x";
+  const std::map<std::int64_t, const checkpoint_book*> books = {{1, &one}};
+  run_checkpoints rc;
+  rc.dir = dir.str();
+  bool full = true;
+  rc.probe_errno = [&](std::int64_t round) { return full && round < 9 ? ENOSPC : 0; };
+  std::ostringstream log;
+  CHECK_FALSE(before_round(rc, 5, books, log));  // healthy: no probe, strays removed
+  CHECK(dir.entries() == std::vector<std::string>{"job-1.r3.ckpt", "other"});
+
+  rc.health.failed("full");
+  CHECK(before_round(rc, 6, books, log));  // the probe fails: the jobs still wait
+  CHECK(log.str().empty());
+  full = false;
+  CHECK_FALSE(before_round(rc, 7, books, log));
+  CHECK(log.str() == "tessera: checkpoint directory " + dir.str() +
+                         " takes writes again; the jobs resume\n");
+  CHECK(dir.entries() == std::vector<std::string>{"job-1.r3.ckpt", "other"});  // no probe file left
 }

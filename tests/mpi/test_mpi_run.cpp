@@ -62,25 +62,28 @@ json load_json(const std::string& path) {
   return json::parse(f);
 }
 
-/// A trainable of `kind` and `seed` loaded from job `id`'s checkpoint in `ckpt_dir`.
-std::unique_ptr<tessera::train::trainable> load_final(const std::string& ckpt_dir, std::int64_t id,
-                                                      const std::string& kind,
+/// A trainable of `kind` and `seed` loaded from the final checkpoint the summary's entry `job`
+/// names.
+std::unique_ptr<tessera::train::trainable> load_final(const json& job, const std::string& kind,
                                                       std::uint64_t seed) {
   auto t = make_trainable(kind, seed);
-  REQUIRE(tessera::train::load_trainable_checkpoint(
-      ckpt_dir + "/job-" + std::to_string(id) + ".ckpt", *t));
+  const auto path = job["checkpoint"].get<std::string>();
+  INFO("checkpoint " << path);
+  auto h = tessera::train::load_trainable_checkpoint(path, *t);
+  REQUIRE(h);
+  CHECK(h->job == job["id"].get<std::int64_t>());
   return t;
 }
 
 /// Every job's final checkpoint equals the same job trained without interruption.
-void check_bitwise(const json& sum, const std::string& ckpt_dir) {
+void check_bitwise(const json& sum) {
   for (const auto& j : sum["jobs"]) {
     const auto id = j["id"].get<std::int64_t>();
     const auto kind = j["kind"].get<std::string>();
     const auto steps = j["steps"].get<std::int64_t>();
     INFO("job " << id << " (" << kind << ")");
     const auto seed = static_cast<std::uint64_t>(id + 1);
-    auto resumed = load_final(ckpt_dir, id, kind, seed);
+    auto resumed = load_final(j, kind, seed);
     CHECK(resumed->step() == steps);
     CHECK(same_bits(resumed->params(), uninterrupted(kind, seed, steps)));
   }
@@ -173,7 +176,7 @@ TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identic
     CHECK(j["regressions"].get<int>() == 0);
   }
   CHECK(moved_jobs >= 1);
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a round",
@@ -193,7 +196,7 @@ TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a
     lost += j["lost_rounds"].get<int>();
   }
   CHECK(lost == 1);  // the one copy rank 2 was running
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("(d) a process speaking another protocol version is refused", "[mpi][d]") {
@@ -241,7 +244,7 @@ TEST_CASE("a local run (--local) starts the node processes itself", "[mpi][local
   CHECK(o.out.find("4 jobs finished") != std::string::npos);
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("a job forked into 3 copies runs on every node and merges them each round",
@@ -266,7 +269,7 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   CHECK(steps < 153);
   for (int r = 0; r < 3; ++r) CHECK(j["busy_gpu_seconds"][r].get<double>() > 0);
   // The merged checkpoint (written by copy 0) holds the job at its final step.
-  CHECK(load_final(dir.file("ckpt"), 0, "mlp", 1)->step() == steps);
+  CHECK(load_final(j, "mlp", 1)->step() == steps);
 
   // --local has no aggregator: the scheduler tells the policy it cannot fork.
   auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
@@ -318,7 +321,7 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
     int ran_on = 0;
     for (const auto& b : j["busy_gpu_seconds"]) ran_on += b.get<double>() > 0 ? 1 : 0;
     CHECK(ran_on >= sh.min_ranks);
-    auto m = load_final(dir.file("ckpt"), 0, "mlp", 11);
+    auto m = load_final(j, "mlp", 11);
     CHECK(m->step() == steps);
     CHECK(same_bits(m->params(), reference));
   }
@@ -343,7 +346,7 @@ TEST_CASE("(f) a node killed while a job's tasks span it: the job resumes on the
   CHECK(j["regressions"].get<int>() == 0);
   CHECK(j["busy_gpu_seconds"][0].get<double>() > 0);
   CHECK(j["busy_gpu_seconds"][1].get<double>() > 0);
-  auto m = load_final(dir.file("ckpt"), 0, "mlp", 5);
+  auto m = load_final(j, "mlp", 5);
   CHECK(m->step() == steps);
   CHECK(same_bits(m->params(), uninterrupted("mlp", 5, steps, k)));
 }
