@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/fork_merge.hpp"
@@ -313,8 +314,12 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     // Every part of every copy now holds the same state; copy 0's leader writes it. A fenced
     // writer was declared lost: its round is lost, as after a failed synchronisation.
     if (slot.error.empty() && o.copy == 0 && leader)
-      if (const auto refused = publish_checkpoint(slot, m, hooks); !refused.empty())
+      if (const auto refused = publish_checkpoint(slot, m, hooks); !refused.empty()) {
+        // Logged here: a lost node's actor may be gone, and the scheduler ignores it anyway.
+        std::cerr << "tessera: node rank " << rank << ": job " << o.job << " round "
+                  << slot.round << ": checkpoint refused: " << refused << '\n';
         fail(refused, true);
+      }
   }
   // A failed round may leave the model half merged or out of step with the other parts, and
   // an unsaved one is ahead of every checkpoint: the next round loads a checkpoint instead.

@@ -135,9 +135,6 @@ caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
         r.retry = slot.retry;
         r.task_times = slot.order.task_times;
         r.checkpoint_error = slot.checkpoint_error;
-        if (slot.fenced)
-          std::cerr << "tessera: node rank " << s.cfg.rank << ": job " << r.job << " round "
-                    << round << ": checkpoint refused: " << slot.error << '\n';
         self->send(s.scheduler, r);
         if (slot.checkpointed)
           self->send(s.scheduler, checkpoint_done{s.cfg.rank, round, slot.order.job,
