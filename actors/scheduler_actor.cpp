@@ -55,11 +55,15 @@ std::map<std::int64_t, const checkpoint_book*> checkpoint_books(const scheduler_
   return books;
 }
 
+/// Admitted and neither finished nor cancelled: the policy plans it.
+bool active_job(const tracked_job& j) { return j.arrived && !j.finished && !j.canceled; }
+
 /// Whether the active jobs wait for the checkpoint directory this round (counted per job);
 /// probes it while they do and removes stray files (actors/checkpoints.hpp).
-bool checkpoints_wait(scheduler_state& st, const std::vector<const tracked_job*>& active) {
+bool checkpoints_wait(scheduler_state& st) {
   if (!before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr)) return false;
-  for (const auto* j : active) ++find_job(st, j->spec.spec.id)->ckpt.paused_rounds;
+  for (auto& j : st.jobs)
+    if (active_job(j)) ++j.ckpt.paused_rounds;
   return true;
 }
 
@@ -262,7 +266,7 @@ void book_round(scheduler_state& st, const round_plan& p,
   for (auto& j : st.jobs) {
     if (j.round_rank >= 0)
       j.last_type = copy0_type[j.spec.spec.id];
-    else if (j.arrived && !j.finished && !j.canceled)
+    else if (active_job(j))
       j.last_type = -1;
   }
 }
@@ -280,7 +284,7 @@ void start_round(self_ptr self) {
   }
   std::vector<const tracked_job*> active;
   for (const auto& j : st.jobs)
-    if (j.arrived && !j.finished && !j.canceled) active.push_back(&j);
+    if (active_job(j)) active.push_back(&j);
   if (active.empty()) {
     if (st.arrivals.empty()) return finish(self, true, "");
     self->delayed_send(self, seconds(st.arrivals.next_arrival() - now), arrival_atom::value);
@@ -288,7 +292,7 @@ void start_round(self_ptr self) {
     return;
   }
   refresh_live_cluster(st);
-  const bool wait = checkpoints_wait(st, active);
+  const bool wait = checkpoints_wait(st);
   std::vector<job_view> views;
   if (!wait)
     for (const auto* j : active) views.push_back(view_of(*j, st.live));

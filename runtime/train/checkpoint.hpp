@@ -91,7 +91,9 @@ result<std::uint64_t> read_fence(const std::string& path);
 status write_fence(const std::string& path, std::uint64_t epoch);
 
 /// Whether a writer of `epoch` may still publish: an error naming the fence file when it holds
-/// a newer epoch (the writer was superseded), or when it cannot be read.
+/// a newer epoch (the writer was superseded). A fence that cannot be read refuses nothing:
+/// per-round file names alone keep a late write from replacing newer state, and a job must not
+/// stall on a damaged fence (the scheduler replaces it at the next fencing).
 status check_fence(const std::string& fence_path, std::uint64_t epoch);
 
 /// Whether `dir` takes new files now: creates, writes, syncs and removes a small temporary
