@@ -71,9 +71,10 @@ std::string load_state(copy_slot& slot, const train::trainable_registry& kinds, 
 
 /// Writes the round's checkpoint of `m` and publishes it unless the job's fence holds a newer
 /// epoch than the order's. Sets slot.checkpointed, or slot.checkpoint_error for a failed
-/// write; returns the refusal when the fence stopped it ("" otherwise).
+/// write; returns the refusal when the fence stopped it ("" otherwise), logged here: a lost
+/// node's actor may be gone, and the scheduler ignores it anyway.
 std::string publish_checkpoint(copy_slot& slot, const train::trainable& m,
-                               const copy_hooks& hooks) {
+                               const copy_hooks& hooks, std::int32_t rank) {
   const auto& o = slot.order;
   train::write_options opt;
   if (hooks.checkpoint_errno)
@@ -92,9 +93,13 @@ std::string publish_checkpoint(copy_slot& slot, const train::trainable& m,
     if (hooks.after_checkpoint) hooks.after_checkpoint(o, slot.round, o.checkpoint_path);
     return "";
   }
-  if (slot.fenced) return st.err().message;
-  slot.checkpoint_error = st.err().message;
-  return "";
+  if (!slot.fenced) {
+    slot.checkpoint_error = st.err().message;
+    return "";
+  }
+  std::cerr << "tessera: node rank " << rank << ": job " << o.job << " round " << slot.round
+            << ": checkpoint refused: " << st.err().message << '\n';
+  return st.err().message;
 }
 
 /// A step counter as two floats, each exact (24-bit halves), and back.
@@ -314,12 +319,8 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     // Every part of every copy now holds the same state; copy 0's leader writes it. A fenced
     // writer was declared lost: its round is lost, as after a failed synchronisation.
     if (slot.error.empty() && o.copy == 0 && leader)
-      if (const auto refused = publish_checkpoint(slot, m, hooks); !refused.empty()) {
-        // Logged here: a lost node's actor may be gone, and the scheduler ignores it anyway.
-        std::cerr << "tessera: node rank " << rank << ": job " << o.job << " round "
-                  << slot.round << ": checkpoint refused: " << refused << '\n';
+      if (const auto refused = publish_checkpoint(slot, m, hooks, rank); !refused.empty())
         fail(refused, true);
-      }
   }
   // A failed round may leave the model half merged or out of step with the other parts, and
   // an unsaved one is ahead of every checkpoint: the next round loads a checkpoint instead.

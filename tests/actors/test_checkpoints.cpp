@@ -59,7 +59,7 @@ TEST_CASE("a book keeps the last two confirmed checkpoints", "[actors][checkpoin
   CHECK(b.fallback()->round == 2);
 }
 
-TEST_CASE("a file found bad is forgotten once; the fallback becomes the resume",
+TEST_CASE("a file found bad is forgotten once, the fallback becomes the resume",
           "[actors][checkpoints]") {
   checkpoint_book b;
   b.confirm(file(4, 40));
@@ -245,7 +245,7 @@ TEST_CASE("confirming a third checkpoint removes the oldest file", "[actors][che
   CHECK(log.str().empty());
 }
 
-TEST_CASE("a failed write pauses the directory, logged once; a lost writer is fenced",
+TEST_CASE("a failed write pauses the directory, logged once, and a lost writer is fenced",
           "[actors][checkpoints]") {
   scratch_dir dir("ckpt_events");
   job_checkpoints a, b;

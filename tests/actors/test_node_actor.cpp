@@ -218,7 +218,7 @@ TEST_CASE("a checkpoint of another job or at another step is not loaded",
   CHECK(t.source_why == newer + ": holds job 4, expected 5");
 }
 
-TEST_CASE("a stale writer's checkpoint is refused by the fence; a failed write is reported",
+TEST_CASE("a stale writer's checkpoint is refused by the fence, a failed write is reported",
           "[actors][node][fence]") {
   temp_dir dir("fence");
   const auto kinds = train::builtin_trainables();

@@ -309,7 +309,7 @@ TEST_CASE("policies see per-server rates, and a node's measurement replaces the 
   CHECK(last[1].source == throughput_source::type_table);
 }
 
-TEST_CASE("a job whose checkpoint is corrupted falls back to the previous one; the others go on",
+TEST_CASE("a job whose checkpoint is corrupted falls back to the previous one, the others go on",
           "[actors][scheduler][fallback]") {
   temp_dir dir("sched_corrupt");
   std::vector<run_job> jobs;

@@ -184,7 +184,7 @@ TEST_CASE("a version-1 checkpoint (no epoch) is refused as an older format", "[t
   CHECK(has(read_error(path), "unsupported checkpoint format version 1 (this build reads version 2)"));
 }
 
-TEST_CASE("a fence file holds an epoch; a writer older than it is refused", "[train][fence]") {
+TEST_CASE("a fence file holds an epoch, a writer older than it is refused", "[train][fence]") {
   scratch_dir dir("ckpt_fence");
   const auto fence = dir.file("job-1.fence");
   auto none = read_fence(fence);
