@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
+#include <iostream>
 
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/fork_merge.hpp"
@@ -13,35 +13,93 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// Brings `slot.model` to the state the scheduler expects: kept in memory when its step is
-/// the expected one, else loaded from the checkpoint, else fresh (step 0).
-std::string load_state(copy_slot& slot, const train::trainable_registry& kinds) {
+/// Why checkpoint `path` cannot give job `job` its state at `step`, loading it into `t`; ""
+/// when it can.
+std::string try_checkpoint(const std::string& path, std::int64_t job, std::int64_t step,
+                           train::trainable& t) {
+  auto h = train::load_trainable_checkpoint(path, t);
+  if (!h) return h.err().message;
+  if (h->job != job)
+    return path + ": holds job " + std::to_string(h->job) + ", expected " + std::to_string(job);
+  if (t.step() != step)
+    return path + ": at step " + std::to_string(t.step()) + ", confirmed at step " +
+           std::to_string(step);
+  return "";
+}
+
+/// Brings `slot.model` to the state the scheduler expects and records where it came from: the
+/// model kept in memory when at the expected step (unless `always_load`), else the resume
+/// checkpoint, else the fallback, else a fresh model at step 0. Returns "" or why no model
+/// could be made at all (an unknown kind).
+std::string load_state(copy_slot& slot, const train::trainable_registry& kinds, bool always_load) {
   const auto& o = slot.order;
-  // A model kept from the previous round is current when it is at the step the scheduler
-  // saw checkpointed (a forked copy's too: every copy holds the merged state). A round that
-  // failed dropped its model.
-  if (slot.model && slot.model->step() == o.resume_step) return {};
+  slot.bad_files.clear();
+  slot.source_why.clear();
+  // A model kept from the previous round is current when it is at the step of the newest
+  // confirmed checkpoint (a forked copy's too: every copy holds the merged state). A round
+  // that failed dropped its model.
+  if (!always_load && slot.model && slot.model->step() == o.resume_step) {
+    slot.source = state_source::memory;
+    return {};
+  }
   train::trainable_config config(o.config.begin(), o.config.end());
+  const struct {
+    const std::string& path;
+    std::int64_t step;
+    state_source source;
+  } candidates[] = {{o.resume_path, o.resume_step, state_source::resume},
+                    {o.fallback_path, o.fallback_step, state_source::fallback}};
+  for (const auto& c : candidates) {
+    if (c.path.empty()) continue;
+    auto m = kinds.make(o.kind, o.seed, config);
+    if (!m) return m.err().message;
+    const auto why = try_checkpoint(c.path, o.job, c.step, **m);
+    if (why.empty()) {
+      slot.model = std::move(*m);
+      slot.source = c.source;
+      return {};
+    }
+    slot.bad_files.push_back(c.path);
+    slot.source_why += (slot.source_why.empty() ? "" : "; ") + why;
+  }
   auto fresh = kinds.make(o.kind, o.seed, config);
   if (!fresh) return fresh.err().message;
-  std::error_code ec;
-  if (std::filesystem::exists(o.checkpoint_path, ec)) {
-    auto h = train::load_trainable_checkpoint(o.checkpoint_path, **fresh);
-    if (!h) return h.err().message;
-    if (h->job != o.job)
-      return o.checkpoint_path + ": holds job " + std::to_string(h->job) + ", expected " +
-             std::to_string(o.job);
-    // A newer checkpoint than the scheduler knew of (written by a node that failed before
-    // reporting it) is newer progress, never older; an older one is an error.
-    if ((*fresh)->step() < o.resume_step)
-      return o.checkpoint_path + ": at step " + std::to_string((*fresh)->step()) +
-             ", the scheduler expected step " + std::to_string(o.resume_step);
-  } else if (o.resume_step != 0) {
-    return "checkpoint " + o.checkpoint_path + " is missing (job " + std::to_string(o.job) +
-           " expected at step " + std::to_string(o.resume_step) + ")";
-  }
   slot.model = std::move(*fresh);
+  slot.source = o.resume_path.empty() ? state_source::fresh : state_source::scratch;
   return {};
+}
+
+/// Writes the round's checkpoint of `m` and publishes it unless the job's fence holds a newer
+/// epoch than the order's. Sets slot.checkpointed, or slot.checkpoint_error for a failed
+/// write; returns the refusal when the fence stopped it ("" otherwise), logged here: a lost
+/// node's actor may be gone, and the scheduler ignores it anyway.
+std::string publish_checkpoint(copy_slot& slot, const train::trainable& m,
+                               const copy_hooks& hooks, std::int32_t rank) {
+  const auto& o = slot.order;
+  train::write_options opt;
+  if (hooks.checkpoint_errno)
+    opt.inject_errno = [&] { return hooks.checkpoint_errno(o, slot.round); };
+  opt.before_rename = [&]() -> status {
+    if (hooks.before_checkpoint_rename) hooks.before_checkpoint_rename(o, slot.round);
+    if (o.fence_path.empty()) return {};
+    auto st = train::check_fence(o.fence_path, o.epoch);
+    slot.fenced = !st;
+    return st;
+  };
+  auto st = train::save_trainable_checkpoint(o.checkpoint_path, {o.job, slot.round, o.epoch}, m,
+                                             opt);
+  if (st) {
+    slot.checkpointed = true;
+    if (hooks.after_checkpoint) hooks.after_checkpoint(o, slot.round, o.checkpoint_path);
+    return "";
+  }
+  if (!slot.fenced) {
+    slot.checkpoint_error = st.err().message;
+    return "";
+  }
+  std::cerr << "tessera: node rank " << rank << ": job " << o.job << " round " << slot.round
+            << ": checkpoint refused: " << st.err().message << '\n';
+  return st.err().message;
 }
 
 /// A step counter as two floats, each exact (24-bit halves), and back.
@@ -163,7 +221,7 @@ bool leads_copy(const start_copy& o, std::int32_t rank) {
 
 void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
                     double length, const std::function<void(std::int64_t)>& on_started,
-                    comm::aggregator* agg, std::int32_t rank) {
+                    comm::aggregator* agg, std::int32_t rank, const copy_hooks& hooks) {
   const auto t0 = clock_type::now();
   const auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(
                                  std::chrono::duration<double>(length));
@@ -172,6 +230,8 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
   slot.finished = false;
   slot.reached_target = false;
   slot.checkpointed = false;
+  slot.checkpoint_error.clear();
+  slot.fenced = false;
   slot.retry = false;
   slot.error.clear();
   const std::size_t fork = o.fork_ranks.size();
@@ -187,7 +247,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     fail("job " + std::to_string(o.job) + " is " + (fork > 1 ? "forked" : "spread over nodes") +
              " but this node has no aggregator (that needs the MPI launch)",
          false);
-  if (slot.error.empty()) fail(load_state(slot, kinds), false);
+  if (slot.error.empty()) fail(load_state(slot, kinds, hooks.always_load), false);
   if (slot.error.empty()) {
     auto& m = *slot.model;
     slot.start_step = m.step();
@@ -256,17 +316,15 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     slot.reached_target = o.target_loss > 0 && slot.loss <= o.target_loss;
     slot.finished = m.step() >= o.total_steps || slot.reached_target;
     if (slot.finished) slot.accuracy = m.held_out_accuracy();
-    // Every part of every copy now holds the same state; copy 0's leader writes it.
-    if (slot.error.empty() && o.copy == 0 && leader) {
-      if (auto st = train::save_trainable_checkpoint(o.checkpoint_path, o.job, slot.round, m))
-        slot.checkpointed = true;
-      else
-        fail(st.err().message, false);
-    }
+    // Every part of every copy now holds the same state; copy 0's leader writes it. A fenced
+    // writer was declared lost: its round is lost, as after a failed synchronisation.
+    if (slot.error.empty() && o.copy == 0 && leader)
+      if (const auto refused = publish_checkpoint(slot, m, hooks, rank); !refused.empty())
+        fail(refused, true);
   }
-  // A failed round may leave the model half merged or out of step with the other parts: the
-  // next round loads the checkpoint instead.
-  if (!slot.error.empty()) slot.model.reset();
+  // A failed round may leave the model half merged or out of step with the other parts, and
+  // an unsaved one is ahead of every checkpoint: the next round loads a checkpoint instead.
+  if (!slot.error.empty() || !slot.checkpoint_error.empty()) slot.model.reset();
   slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (slot.busy_seconds > 0 && slot.steps > 0) {
     const double rate = slot.steps / slot.busy_seconds;

@@ -27,8 +27,15 @@
 /// contributes).
 ///
 /// Every collective has the order's aggregate_timeout; a failed one ends the round with
-/// `retry` set (the job resumes from its checkpoint) and drops the in-memory model. The
-/// leader of copy 0 writes the checkpoint.
+/// `retry` set (the job resumes from its checkpoint) and drops the in-memory model.
+///
+/// State and checkpoints. A copy starts from the model kept in memory when it is at the
+/// order's resume_step, else from the order's resume_path; a file that cannot be used (missing,
+/// truncated, corrupt, another job's, another step) is reported and the copy falls back to
+/// fallback_path, else restarts at step 0: it never loads bad state and never fails for it.
+/// The leader of copy 0 writes the round's checkpoint to checkpoint_path tagged with the
+/// order's epoch, and publishes it only while the job's fence allows that epoch; a write that
+/// fails (a full directory) is reported as checkpoint_error, a fenced one as a lost round.
 
 #include <atomic>
 #include <cstdint>
@@ -61,9 +68,28 @@ struct copy_slot {
   bool finished = false;         ///< reached total_steps or the target loss
   bool reached_target = false;   ///< finished by reaching the target loss
   bool checkpointed = false;     ///< the checkpoint was written
+  state_source source = state_source::fresh;  ///< where the round's state came from
+  std::vector<std::string> bad_files;  ///< checkpoints found unusable at the start
+  std::string source_why;        ///< why they were unusable
+  std::string checkpoint_error;  ///< why the checkpoint could not be written ("" = it was)
+  bool fenced = false;           ///< the job's fence refused the checkpoint (a stale writer)
   std::string error;             ///< why the round failed, empty if it did not
   bool retry = false;            ///< the failure was a synchronisation with other nodes
   double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
+};
+
+/// Hooks into a copy's checkpoints for tests (fault injection); production leaves them empty.
+struct copy_hooks {
+  /// Asked before the round's checkpoint is written: a non-zero errno fails the write as the
+  /// system would (train::write_options::inject_errno).
+  std::function<int(const start_copy& order, std::int64_t round)> checkpoint_errno;
+  /// Called once the temporary file is written, before the fence check and the rename.
+  std::function<void(const start_copy& order, std::int64_t round)> before_checkpoint_rename;
+  /// Called once the round's checkpoint is published at `path`.
+  std::function<void(const start_copy& order, std::int64_t round, const std::string& path)>
+      after_checkpoint;
+  /// Every round loads the job's state from its checkpoint, never from the model in memory.
+  bool always_load = false;
 };
 
 /// True when this node leads its copy (the copy runs here alone, or this is its first part):
@@ -75,10 +101,11 @@ bool leads_copy(const start_copy& o, std::int32_t rank);
 /// runs here alone and is not forked. Steps until `length` seconds have passed since the
 /// call (a step that would end later is not begun), the step budget or total steps are
 /// reached, or `slot.stop` is set; then merges (forked), and the leader of copy 0 writes the
-/// checkpoint. `on_started` is called once the state is loaded, with the step it starts from.
-/// Fills the slot's results.
+/// checkpoint. `on_started` is called once the state is loaded, with the step it starts from
+/// (the slot's source, bad_files and source_why are set by then). Fills the slot's results.
 void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
                     double length, const std::function<void(std::int64_t)>& on_started,
-                    comm::aggregator* agg = nullptr, std::int32_t rank = 0);
+                    comm::aggregator* agg = nullptr, std::int32_t rank = 0,
+                    const copy_hooks& hooks = {});
 
 }  // namespace tessera::actors

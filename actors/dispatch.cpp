@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <set>
 
 #include "runtime/task_layout.hpp"
@@ -106,6 +105,20 @@ start_copy part_order(const dispatch_job& j, int copy, int copies, const node_pa
   return o;
 }
 
+/// Where the order's copy finds its state and writes the round's checkpoint (the job's book).
+void set_checkpoints(start_copy& o, const dispatch_job& j, const dispatch_context& ctx) {
+  o.checkpoint_path = checkpoint_file_path(ctx.checkpoint_dir, o.job, ctx.round);
+  o.fence_path = fence_file_path(ctx.checkpoint_dir, o.job);
+  if (!j.book) return;
+  o.epoch = j.book->epoch();
+  o.resume_step = j.book->step();
+  if (const auto* r = j.book->resume()) o.resume_path = r->path;
+  if (const auto* f = j.book->fallback()) {
+    o.fallback_path = f->path;
+    o.fallback_step = f->step;
+  }
+}
+
 /// Adds the orders of one job's copies to `orders`.
 void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_layout*>& copies,
                          const std::map<copy_id, double>& budget, const dispatch_context& ctx,
@@ -130,17 +143,13 @@ void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_lay
       start_copy o = part_order(j, c, n, np, part_ranks, budget.at({j.spec->spec.id, c}));
       if (n > 1) o.fork_ranks = leaders;
       o.aggregate_timeout = std::max(1.0, ctx.report_grace / 2) + longest_step;
-      o.checkpoint_path = checkpoint_path(ctx.checkpoint_dir, j.spec->spec.id);
+      set_checkpoints(o, j, ctx);
       orders[np.rank].copies.push_back(std::move(o));
     }
   }
 }
 
 }  // namespace
-
-std::string checkpoint_path(const std::string& dir, std::int64_t id) {
-  return (std::filesystem::path(dir) / ("job-" + std::to_string(id) + ".ckpt")).string();
-}
 
 result<std::map<int, round_orders>> dispatch_plan(
     const round_plan& p, const dispatch_context& ctx,

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/checkpoints.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/job_file.hpp"
 #include "runtime/model.hpp"
@@ -34,6 +35,9 @@ struct dispatch_job {
   const run_job* spec = nullptr;  ///< the job as submitted
   std::int64_t step = 0;          ///< step of its latest checkpoint
   std::uint32_t sync_epoch = 0;   ///< bumped after a failed collective: a fresh channel
+  /// Its checkpoints: where copies resume from and fall back to, the writers' epoch; null
+  /// when it has none (the job starts at `step` with nothing to load).
+  const checkpoint_book* book = nullptr;
 };
 
 /// The round and launch a plan is dispatched in.
@@ -46,9 +50,6 @@ struct dispatch_context {
   double report_grace = 0;              ///< seconds past the round a report may take
   std::string checkpoint_dir;           ///< shared directory of job checkpoints
 };
-
-/// The checkpoint file of job `id` in `dir`.
-std::string checkpoint_path(const std::string& dir, std::int64_t id);
 
 /// Orders for every live rank (possibly with no copies), or an error naming the policy
 /// (`policy_name`) when the plan breaks a rule above. `job_of(id)` returns nullptr for a

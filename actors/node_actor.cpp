@@ -137,11 +137,14 @@ void run_orders(self_ptr self, const round_orders& o) {
     const double length = o.length;
     copy_slot* raw = slot.get();
     comm::aggregator* agg = s.cfg.agg.get();
+    const copy_hooks* hooks = &s.cfg.hooks.copy;  // the state outlives its workers
     slot->worker = std::thread([=] {
       run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
         // As the node actor: the scheduler attributes messages to their sender.
-        caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step});
-      }, agg, rank);
+        caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step,
+                                             static_cast<std::int32_t>(raw->source),
+                                             raw->bad_files, raw->source_why});
+      }, agg, rank, *hooks);
       caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
     });
   }
@@ -168,12 +171,14 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   r.error = slot.error;
   r.retry = slot.retry;
   r.task_times = slot.order.task_times;
+  r.checkpoint_error = slot.checkpoint_error;
   self->send(s.scheduler, r);
   if (slot.checkpointed)
     self->send(s.scheduler, checkpoint_done{round, slot.order.job,
                                             slot.order.copy, r.step,
                                             slot.order.checkpoint_path});
-  if (slot.finished && slot.error.empty()) {
+  // A job is finished once its final state is on disk.
+  if (slot.finished && slot.error.empty() && slot.checkpoint_error.empty()) {
     // One report per job, also when forked or spread over nodes.
     if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
       self->send(s.scheduler, job_finished{slot.order.job, r.step, slot.loss,

@@ -49,6 +49,7 @@ struct node_hooks {
   /// Called when the scheduler's challenge arrived, before the hello is sent (registration
   /// is half done).
   std::function<void()> before_hello;
+  copy_hooks copy;  ///< into each copy's checkpoints (actors/copy_round.hpp)
 };
 
 /// Settings of one node, passed down from the launcher.

@@ -115,10 +115,10 @@ struct start_copy {
   std::int32_t scale = 1;                 ///< tasks per step (K)
   std::int32_t gpus = 1;                  ///< GPUs the copy holds on this node
   std::int64_t total_steps = 0;           ///< steps at which the job is finished
-  std::int64_t resume_step = 0;           ///< step the scheduler last saw checkpointed
+  std::int64_t resume_step = 0;           ///< step of resume_path (0 when there is none)
   std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
   double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
-  std::string checkpoint_path;            ///< where the job's state lives (shared directory)
+  std::string checkpoint_path;            ///< where this round's checkpoint is written
   /// Leader rank of every copy of the job this round, indexed by copy; empty (or one rank) when
   /// the job is not forked. Forked copies draw disjoint batches and at the round end merge their
   /// states under `merge` through the node's aggregator (channel = job id,
@@ -137,6 +137,12 @@ struct start_copy {
   std::int32_t shards = 0;                ///< shards it computes per step (0 = all K)
   std::int32_t task_times = 1;            ///< task-times per step on its busiest GPU
   std::uint64_t channel = 0;              ///< aggregator channel of the job's collectives
+  /// The newest checkpoint the scheduler confirmed ("" = none: the job starts at step 0).
+  std::string resume_path;
+  std::string fallback_path;              ///< the one before, used when resume_path is unusable
+  std::int64_t fallback_step = 0;         ///< step of fallback_path
+  std::uint64_t epoch = 0;                ///< this round's writer epoch (checkpoint fencing)
+  std::string fence_path;                 ///< the job's fence file, checked before publishing
   /// The job copy it starts.
   copy_id id() const { return {job, copy}; }
 };
@@ -157,12 +163,24 @@ struct stop_copy {
   copy_id id() const { return {job, copy}; }
 };
 
+/// Where a copy's state came from at the start of a round (copy_started::source).
+enum class state_source : std::int32_t {
+  fresh = 0,  ///< step 0: the job has no checkpoint yet
+  memory,     ///< the model the node kept from the previous round
+  resume,     ///< start_copy::resume_path
+  fallback,   ///< start_copy::fallback_path: resume_path was unusable
+  scratch,    ///< step 0: no checkpoint the job had was usable
+};
+
 /// A copy has loaded its state and is stepping.
 struct copy_started {
   std::int64_t round = 0;  ///< round
   std::int64_t job = 0;    ///< job id
   std::int32_t copy = 0;   ///< copy index
   std::int64_t step = 0;   ///< step it starts from
+  std::int32_t source = 0;             ///< a state_source
+  std::vector<std::string> bad_files;  ///< checkpoints it found unusable, in the order tried
+  std::string why;                     ///< why each was unusable ("" when none was)
 };
 
 /// What a copy did in one round.
@@ -180,6 +198,9 @@ struct progress_report {
   /// the round's progress is lost and the job resumes from its checkpoint; the run goes on.
   bool retry = false;
   std::int32_t task_times = 1;   ///< task-times per step the node ran (for the rate model)
+  /// Non-empty when the round ran but its checkpoint could not be written (e.g. the
+  /// directory is full): the round's progress is lost and the run goes on.
+  std::string checkpoint_error;
 };
 
 /// A copy's state is saved at a round boundary.
@@ -256,6 +277,11 @@ struct job_summary {
   std::int32_t rounds = 0;                  ///< rounds it was scheduled in
   std::int32_t max_copies = 0;              ///< most copies it ran as in one round
   bool reached_target = false;              ///< finished by reaching its target loss
+  std::int32_t checkpoint_fallbacks = 0;    ///< resumed from the previous checkpoint
+  std::int32_t restarts_from_scratch = 0;   ///< restarted at step 0: no usable checkpoint
+  std::int32_t checkpoint_write_failures = 0;  ///< rounds whose checkpoint was not written
+  std::int32_t paused_rounds = 0;           ///< rounds it waited for the checkpoint directory
+  std::string checkpoint;                   ///< its newest confirmed checkpoint ("" = none)
 };
 
 /// The end of a run.
@@ -272,6 +298,9 @@ struct run_summary {
   std::int64_t dropped = 0;                 ///< messages from actors that are not live nodes
   std::int32_t refused = 0;                 ///< registrations refused
   std::int32_t joins = 0;                   ///< nodes that registered after the run started
+  std::int32_t checkpoint_fallbacks = 0;    ///< over all jobs
+  std::int32_t restarts_from_scratch = 0;   ///< over all jobs
+  std::int32_t checkpoint_pauses = 0;       ///< times the checkpoint directory paused the jobs
 };
 
 // ---- serialisation ------------------------------------------------------------------------
@@ -308,7 +337,8 @@ typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
-           x.shards, x.task_times, x.channel);
+           x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
+           x.epoch, x.fence_path);
 }
 /// Serialises round_orders.
 template <class Inspector>
@@ -323,13 +353,15 @@ typename Inspector::result_type inspect(Inspector& f, stop_copy& x) {
 /// Serialises copy_started.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
-  return f(caf::meta::type_name("copy_started"), x.round, x.job, x.copy, x.step);
+  return f(caf::meta::type_name("copy_started"), x.round, x.job, x.copy, x.step, x.source,
+           x.bad_files, x.why);
 }
 /// Serialises progress_report.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
   return f(caf::meta::type_name("progress_report"), x.round, x.job, x.copy, x.step,
-           x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times);
+           x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times,
+           x.checkpoint_error);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>
@@ -371,14 +403,17 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
            x.total_steps, x.finished, x.canceled, x.arrival, x.first_start, x.finish, x.jct,
            x.steps, x.run_time, x.loss, x.accuracy, x.restarts, x.lost_rounds,
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
-           x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target);
+           x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target,
+           x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_write_failures,
+           x.paused_rounds, x.checkpoint);
 }
 /// Serialises run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.ok, x.error, x.rounds, x.seconds, x.jobs,
            x.failed_ranks, x.dispatch_latency, x.round_records, x.messages, x.dropped,
-           x.refused, x.joins);
+           x.refused, x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
+           x.checkpoint_pauses);
 }
 
 // ---- errors -------------------------------------------------------------------------------

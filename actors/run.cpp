@@ -149,6 +149,10 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.report_grace = std::max(5.0, 2 * o.heartbeat_timeout);
   sc.max_seconds = o.timeout;
   sc.verbose = o.verbose;
+  // Fencing epochs above those of any earlier run in the same checkpoint directory.
+  sc.epoch_base = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 std::chrono::system_clock::now().time_since_epoch())
+                                                 .count());
   return sc;
 }
 
@@ -248,7 +252,13 @@ void print_summary(const run_summary& s, const run_settings& o, const cluster& c
   }
   out << "schedule metrics (computed as in simulation):\n";
   print_metrics_table(out, {run_metrics(s, o.policy, cl.total_gpus())}, time_unit::seconds);
-  if (!o.checkpoint_dir.empty()) out << "checkpoints: " << o.checkpoint_dir << '\n';
+  if (!o.checkpoint_dir.empty()) {
+    out << "checkpoints: " << o.checkpoint_dir;
+    if (s.checkpoint_fallbacks + s.restarts_from_scratch + s.checkpoint_pauses > 0)
+      out << " (" << s.checkpoint_fallbacks << " fallbacks, " << s.restarts_from_scratch
+          << " restarts from scratch, " << s.checkpoint_pauses << " pauses)";
+    out << '\n';
+  }
 }
 
 nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluster& cl) {
@@ -268,6 +278,9 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
   j["refused"] = s.refused;
   j["joins"] = s.joins;
   j["checkpoint_dir"] = o.checkpoint_dir;
+  j["checkpoint_fallbacks"] = s.checkpoint_fallbacks;
+  j["restarts_from_scratch"] = s.restarts_from_scratch;
+  j["checkpoint_pauses"] = s.checkpoint_pauses;
   std::ostringstream m;
   write_metrics_json(m, {run_metrics(s, o.policy, cl.total_gpus())});
   j["metrics"] = nlohmann::json::parse(m.str()).at(0);
@@ -295,6 +308,11 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
     e["rounds"] = x.rounds;
     e["max_copies"] = x.max_copies;
     e["reached_target"] = x.reached_target;
+    e["checkpoint_fallbacks"] = x.checkpoint_fallbacks;
+    e["restarts_from_scratch"] = x.restarts_from_scratch;
+    e["checkpoint_write_failures"] = x.checkpoint_write_failures;
+    e["paused_rounds"] = x.paused_rounds;
+    e["checkpoint"] = x.checkpoint;
     j["jobs"].push_back(std::move(e));
   }
   return j;
@@ -353,7 +371,8 @@ int report_run(caf::scoped_actor& listener, const run_settings& o, const run_inp
 /// called with port 0 when the scheduler could not open). `agg` merges forked copies (the
 /// MPI backend); null when the launch has none, and then the scheduler does not fork.
 int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
-              const node_setup& setup, const std::function<bool(int port)>& launch,
+              const node_setup& setup, const scheduler_setup& sched_setup,
+              const std::function<bool(int port)>& launch,
               const secret_key& key, const std::string& bind,
               std::shared_ptr<comm::aggregator> agg = nullptr) {
   run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
@@ -361,6 +380,7 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
   caf::scoped_actor listener{sys};
   auto sc = make_scheduler_config(o, in, key);
   sc.can_sync = agg != nullptr;
+  if (sched_setup) sched_setup(sc);
   auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
   auto door = open_scheduler(sys, sched, o, bind, in.cl.servers.size());
   if (!door || !launch(door->port())) {
@@ -591,7 +611,8 @@ bool under_mpirun() {
 }
 
 int run_local(const run_settings& s, const train::trainable_registry& kinds,
-              const node_command& start_node, const node_setup& setup) {
+              const node_command& start_node, const node_setup& setup,
+              const scheduler_setup& sched_setup) {
   auto in = inputs_or_report(s, kinds);
   if (!in) return bad_input;
   // With a secret file the servers --local does not start may join (tessera node --join)
@@ -619,7 +640,7 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
   }
   std::vector<pid_t> children;
   const std::string bind = s.bind.empty() ? "127.0.0.1" : s.bind;
-  const int code = run_rank0(s, *in, kinds, setup, [&](int port) {
+  const int code = run_rank0(s, *in, kinds, setup, sched_setup, [&](int port) {
     if (port == 0) return false;
     children = spawn_children(start_node, s.local, port, secret_path);
     return static_cast<int>(children.size()) == s.local - 1;
@@ -672,7 +693,7 @@ int finalize_mpi(int code, double grace) {
 }
 
 int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
-            const node_setup& setup) {
+            const node_setup& setup, const scheduler_setup& sched_setup) {
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the aggregator's communicator threads call MPI concurrently.
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -698,7 +719,7 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
   if (rank == 0) {
     auto key = run_secret(s);
     const std::string bind = mpi_bind_address(s, one_host);
-    code = run_rank0(s, *st.in, kinds, setup, [&](int port) {
+    code = run_rank0(s, *st.in, kinds, setup, sched_setup, [&](int port) {
       mpi_rendezvous rv;
       rv.port = key ? port : 0;
       std::snprintf(rv.address, sizeof rv.address, "%s",

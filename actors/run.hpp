@@ -31,6 +31,7 @@
 namespace tessera::actors {
 
 struct node_config;
+struct scheduler_config;
 
 /// What a run needs, in every process of it.
 struct run_settings {
@@ -76,6 +77,10 @@ using node_command =
 /// faults (node_config::hooks, node_config::version). Production runs pass none.
 using node_setup = std::function<void(node_config&)>;
 
+/// Adjusts the scheduler's configuration before it starts (scheduler_config::hooks): fault
+/// injection for tests. Production runs pass none.
+using scheduler_setup = std::function<void(scheduler_config&)>;
+
 /// True when this process was started by mpirun (Open MPI, or a PMI/PMIx launcher).
 bool under_mpirun();
 
@@ -86,13 +91,14 @@ void write_status_file(const std::string& path, int code);
 /// This rank's part of a run under mpirun. Every rank loads the inputs and they agree before
 /// any goes on, so bad input ends every rank with one message.
 int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
-            const node_setup& setup = {});
+            const node_setup& setup = {}, const scheduler_setup& sched_setup = {});
 
 /// A local run of `s.local` node processes: the scheduler and node 0 here, the others started
 /// with `start_node`. With `s.secret_file` set, `s.local` may be fewer than the cluster's
 /// servers: the rest join (`tessera node --join`) before the registration time-out.
 int run_local(const run_settings& s, const train::trainable_registry& kinds,
-              const node_command& start_node, const node_setup& setup = {});
+              const node_command& start_node, const node_setup& setup = {},
+              const scheduler_setup& sched_setup = {});
 
 /// One node process (of a local run, or joining a running cluster): reads the secret from
 /// `s.secret_file`, connects to the scheduler at `p` and runs node `p.rank` until the

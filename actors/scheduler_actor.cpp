@@ -49,9 +49,37 @@ tracked_job* find_job(scheduler_state& st, std::int64_t id) {
   return nullptr;
 }
 
+/// Every job's checkpoint book, by job id.
+std::map<std::int64_t, const checkpoint_book*> checkpoint_books(const scheduler_state& st) {
+  std::map<std::int64_t, const checkpoint_book*> books;
+  for (const auto& j : st.jobs) books[j.spec.spec.id] = &j.ckpt.book;
+  return books;
+}
+
+/// Admitted and neither finished nor cancelled: the policy plans it.
+bool active_job(const tracked_job& j) { return j.arrived && !j.finished && !j.canceled; }
+
+/// Whether the active jobs wait for the checkpoint directory this round (counted per job);
+/// probes it while they do and removes stray files (actors/checkpoints.hpp).
+bool checkpoints_wait(scheduler_state& st) {
+  if (!before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr)) return false;
+  for (auto& j : st.jobs)
+    if (active_job(j)) ++j.ckpt.paused_rounds;
+  return true;
+}
+
+/// The round of a run whose jobs all wait: nothing runs, the round's timer still ticks.
+planned_round waiting_round(const round_context& ctx) {
+  planned_round r;
+  r.plan.start = ctx.now;
+  r.plan.length = ctx.round_length;
+  return r;
+}
+
 /// Adds a job to the books and to the arrival queue.
 void add_job(scheduler_state& st, const run_job& rj) {
   st.jobs.push_back(make_tracked(rj, st.nodes.size()));
+  st.jobs.back().ckpt.book = checkpoint_book(st.cfg.epoch_base);
   st.rates->add(st.jobs.back().spec);
   st.arrivals.push(&st.jobs.back().spec.spec);
 }
@@ -84,6 +112,11 @@ job_summary summarise(const tracked_job& j) {
   js.rounds = j.rounds;
   js.max_copies = j.max_copies;
   js.reached_target = j.reached_target;
+  js.checkpoint_fallbacks = j.ckpt.fallbacks;
+  js.restarts_from_scratch = j.ckpt.restarts_from_scratch;
+  js.checkpoint_write_failures = j.ckpt.write_failures;
+  js.paused_rounds = j.ckpt.paused_rounds;
+  if (const auto* f = j.ckpt.book.resume()) js.checkpoint = f->path;
   return js;
 }
 
@@ -104,7 +137,13 @@ void finish(self_ptr self, bool ok, const std::string& why) {
   sum.dropped = st.dropped;
   sum.refused = st.refused;
   sum.joins = st.joins;
-  for (const auto& j : st.jobs) sum.jobs.push_back(summarise(j));
+  for (const auto& j : st.jobs) {
+    sum.jobs.push_back(summarise(j));
+    sum.checkpoint_fallbacks += j.ckpt.fallbacks;
+    sum.restarts_from_scratch += j.ckpt.restarts_from_scratch;
+  }
+  sum.checkpoint_pauses = st.ckpts.health.pauses();
+  before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr);  // last strays
   const std::int32_t code = ok ? 0 : 1;
   for (auto& n : st.nodes)
     if (n.alive) self->send(n.handle, shutdown_atom::value, code);
@@ -136,6 +175,7 @@ void node_lost(self_ptr self, int rank, const std::string& why) {
       if (!j.round_failed) ++j.lost_rounds;
       j.round_failed = true;
       ++j.sync_epoch;  // the parts left may be stuck in a collective with the lost node
+      fence_job(j.ckpt, st.ckpts, j.spec.spec.id, std::cerr);  // in case it is only stalled
       j.round_rank = -1;
       j.pieces.clear();
     }
@@ -234,7 +274,7 @@ void book_round(scheduler_state& st, const round_plan& p,
   for (auto& j : st.jobs) {
     if (j.round_rank >= 0)
       j.last_type = copy0_type[j.spec.spec.id];
-    else if (j.arrived && !j.finished && !j.canceled)
+    else if (active_job(j))
       j.last_type = -1;
   }
 }
@@ -252,7 +292,7 @@ void start_round(self_ptr self) {
   }
   std::vector<const tracked_job*> active;
   for (const auto& j : st.jobs)
-    if (j.arrived && !j.finished && !j.canceled) active.push_back(&j);
+    if (active_job(j)) active.push_back(&j);
   if (active.empty()) {
     if (st.arrivals.empty()) return finish(self, true, "");
     self->delayed_send(self, seconds(st.arrivals.next_arrival() - now), arrival_atom::value);
@@ -260,8 +300,10 @@ void start_round(self_ptr self) {
     return;
   }
   refresh_live_cluster(st);
+  const bool wait = checkpoints_wait(st);
   std::vector<job_view> views;
-  for (const auto* j : active) views.push_back(view_of(*j, st.live));
+  if (!wait)
+    for (const auto* j : active) views.push_back(view_of(*j, st.live));
   round_context ctx;
   ctx.now = now;
   ctx.round_length = cfg.round_length;
@@ -270,13 +312,14 @@ void start_round(self_ptr self) {
   ctx.job_set_version = st.job_set_version;
   ctx.rates = &st.rates->for_live(st.live, st.live_ranks);
   ctx.copy_limit = cfg.can_sync ? 0 : 1;
-  auto planned = plan_round(*cfg.pol, ctx, std::move(views));
+  auto planned = wait ? waiting_round(ctx) : plan_round(*cfg.pol, ctx, std::move(views));
   if (!planned)
     return finish(self, false, "policy " + cfg.pol->name() + ": " + planned.err().message);
   dispatch_context dc{&cfg.cl, st.live_ranks, cfg.can_sync, st.round + 1, cfg.round_length,
                       cfg.report_grace, cfg.checkpoint_dir};
   std::map<std::int64_t, dispatch_job> known;
-  for (const auto& j : st.jobs) known[j.spec.spec.id] = dispatch_job{&j.spec, j.step, j.sync_epoch};
+  for (const auto& j : st.jobs)
+    known[j.spec.spec.id] = dispatch_job{&j.spec, j.step, j.sync_epoch, &j.ckpt.book};
   auto orders = dispatch_plan(planned->plan, dc, [&](std::int64_t id) -> const dispatch_job* {
     auto it = known.find(id);
     return it == known.end() ? nullptr : &it->second;
@@ -493,10 +536,14 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
   }
   const int gpus = piece ? piece->gpus : j->round_gpus;
   if (--j->reports_left <= 0) j->reported = true;
+  // The job's step follows its confirmed checkpoints (checkpoint_done), not this report.
   if (keeper) {
     j->last_rank = rank;
     j->run_time += r.busy_seconds;
-    j->step = std::max(j->step, r.step);
+  }
+  if (keeper && !r.checkpoint_error.empty()) {
+    j->round_failed = true;
+    note_write_failure(j->ckpt, s.ckpts, r.job, r.checkpoint_error, std::cerr);
   }
   j->gpu_seconds += r.busy_seconds * gpus;
   j->busy[rank] += r.busy_seconds * gpus;
@@ -511,6 +558,20 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
     }
   }
   j->loss = r.loss;
+}
+
+/// A copy's start: a fallback (or restart from scratch) takes the job's step back, and its
+/// other copies, started from other state, cannot be merged with it this round; any other
+/// start before the job's step is a regression.
+void note_copy_start(tracked_job& j, const copy_started& c) {
+  const auto source = static_cast<state_source>(c.source);
+  if (note_start(j.ckpt, c.job, source, c.bad_files, c.why, std::cerr)) {
+    j.step = c.step;
+    if (std::any_of(j.pieces.begin(), j.pieces.end(), [](const copy_piece& p) { return p.copy > 0; }))
+      j.round_failed = true;
+  } else if (c.step < j.step) {
+    ++j.regressions;
+  }
 }
 
 /// A client's new job: checked, given an id, queued for admission.
@@ -586,7 +647,7 @@ caf::message_handler common(self_ptr self) {
       [=](const copy_started& c) {
         auto& s = self->state;
         if (sender_rank(self) < 0 || c.round != s.round) return;
-        if (auto* j = find_job(s, c.job); j && c.step < j->step) ++j->regressions;
+        if (auto* j = find_job(s, c.job)) note_copy_start(*j, c);
         if (++s.started == s.expected_starts)
           s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
       },
@@ -596,8 +657,12 @@ caf::message_handler common(self_ptr self) {
         on_progress(self, rank, r);
       },
       [=](const checkpoint_done& c) {
+        auto& s = self->state;
         if (sender_rank(self) < 0) return;
-        if (auto* j = find_job(self->state, c.job)) j->step = std::max(j->step, c.step);
+        if (auto* j = find_job(s, c.job); j && c.round == s.round && !j->round_failed) {
+          note_confirmed(j->ckpt, c.job, {c.path, c.round, c.step}, std::cerr);
+          j->step = j->ckpt.book.step();
+        }
       },
       [=](const job_finished& f) {
         auto& s = self->state;
@@ -727,6 +792,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
       node_lost(self, rank, "its actor went down (" + describe(self->system(), d.reason) + ")");
     self->state.fenced.erase(d.source);  // gone: nothing more can come from it
   });
+  st.ckpts.dir = st.cfg.checkpoint_dir;
+  st.ckpts.probe_errno = st.cfg.hooks.checkpoint_probe_errno;
   self->delayed_send(self, seconds(st.cfg.register_timeout), reg_timeout_atom::value);
   if (st.cfg.max_seconds > 0)
     self->delayed_send(self, seconds(st.cfg.max_seconds), run_timeout_atom::value);

@@ -32,11 +32,17 @@
 /// sends no heartbeat for `heartbeat_timeout`, or when it does not report a round within the
 /// round's length plus `report_grace`. Its copies' progress of the current round is lost; they
 /// are planned again from their last checkpoint (the previous round boundary) on the nodes
-/// left, so no job is lost and at most one round of progress is.
+/// left, so no job is lost and at most one round of progress is. Its jobs are fenced, so if it
+/// was only stalled its late checkpoint writes are refused.
+///
+/// Checkpoints (actors/checkpoints.hpp): a job resumes from the newest checkpoint the scheduler
+/// confirmed and falls back to the one before (or step 0) when a node finds it unusable; a
+/// checkpoint directory that does not take writes pauses every job until a probe succeeds.
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,6 +53,7 @@
 
 #include "actors/admission.hpp"
 #include "actors/auth.hpp"
+#include "actors/checkpoints.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
@@ -58,6 +65,13 @@
 #include "runtime/run_rates.hpp"
 
 namespace tessera::actors {
+
+/// Hooks into the scheduler for tests (fault injection); a production run leaves them empty.
+struct scheduler_hooks {
+  /// Asked when the scheduler probes the checkpoint directory after `round`: a non-zero errno
+  /// fails the probe as the system would (a full or read-only directory).
+  std::function<int(std::int64_t round)> checkpoint_probe_errno;
+};
 
 /// Settings of the scheduler, passed down from the launcher.
 struct scheduler_config {
@@ -78,6 +92,10 @@ struct scheduler_config {
   /// copy_limit = 1 and a spread copy runs on one node.
   bool can_sync = false;
   secret_key secret;  ///< the cluster secret nodes must prove (actors/auth.hpp)
+  /// First fencing epoch of every job: a run's epochs start above any earlier run's in the
+  /// same directory when it grows with time (the launcher uses the wall clock in ms).
+  std::uint64_t epoch_base = 0;
+  scheduler_hooks hooks;  ///< tests only
 };
 
 /// One node's part of a job copy in the current round.
@@ -123,6 +141,7 @@ struct tracked_job {
   std::vector<double> busy;                 ///< per rank: GPU-seconds it ran
   std::vector<double> throughput;           ///< per rank: last measured steps/s
   std::map<std::string, double> measured;   ///< per GPU type: measured steps/s
+  job_checkpoints ckpt;                     ///< its checkpoints and their counters
 };
 
 /// One node as the scheduler sees it.
@@ -166,6 +185,7 @@ struct scheduler_state {
   int joins = 0;                            ///< registrations after the run started
   bool done = false;                        ///< summary sent
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
+  run_checkpoints ckpts;                    ///< the checkpoint directory and its health
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs
 };
 

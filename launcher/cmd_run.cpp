@@ -194,7 +194,8 @@ actors::node_command local_node_command(const std::vector<std::string>& args,
 }  // namespace
 
 int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
-                const std::vector<std::string>& exec_prefix, const actors::node_setup& setup) {
+                const std::vector<std::string>& exec_prefix, const actors::node_setup& setup,
+                const actors::scheduler_setup& sched_setup) {
   run_options o;
   po::options_description d("tessera run options");
   add_options(d, o);
@@ -213,7 +214,7 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
       problems() << "tessera: --local and mpirun exclude each other\n";
       return exit_code::bad_input;
     }
-    return actors::run_mpi(o.s, kinds, setup);
+    return actors::run_mpi(o.s, kinds, setup, sched_setup);
   }
   if (!o.join.empty()) {
     auto rank = server_rank(o);
@@ -228,7 +229,8 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     return actors::run_node_process(o.s, *p, kinds, setup);
   }
   o.s.local = o.local > 0 ? o.local : 1;
-  const int code = actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup);
+  const int code = actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup,
+                                     sched_setup);
   actors::write_status_file(o.s.status_file, code);
   return code;
 }

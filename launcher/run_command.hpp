@@ -17,9 +17,11 @@ namespace tessera::cli {
 /// kinds jobs may name (the built-ins, plus a researcher's own). `exec_prefix` are the
 /// arguments that select this command when the binary is executed again for `--local`
 /// (e.g. {"run"} for tessera, {} for a program whose main is this command). `setup` adjusts
-/// each node before it starts (tests and benchmarks only). Returns the exit code.
+/// each node before it starts, `sched_setup` the scheduler (tests and benchmarks only).
+/// Returns the exit code.
 int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
                 const std::vector<std::string>& exec_prefix,
-                const actors::node_setup& setup = {});
+                const actors::node_setup& setup = {},
+                const actors::scheduler_setup& sched_setup = {});
 
 }  // namespace tessera::cli

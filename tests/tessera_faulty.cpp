@@ -15,6 +15,22 @@
 ///   --fault-kill-registering-rank R             node rank R SIGKILLs itself half way through
 ///                                               its registration (challenge received, hello
 ///                                               not sent)
+///   --fault-corrupt-job J --fault-corrupt-round N
+///                                               job J's checkpoint of round N gets a flipped
+///                                               payload byte once written; every node loads
+///                                               its copies' state from disk each round
+///   --fault-kill-write-rank R --fault-kill-write-round N
+///                                               node rank R SIGKILLs its own process inside its
+///                                               first checkpoint write from round N on: the
+///                                               temporary file is written, not yet renamed
+///   --fault-full-from-round A --fault-full-to-round B
+///                                               checkpoint writes at the end of rounds A..B
+///                                               fail with ENOSPC (a full directory), and so do
+///                                               the scheduler's probes after those rounds
+///   --fault-stop-rank R --fault-stop-round N --fault-stop-seconds S
+///                                               node rank R is SIGSTOPped half way through
+///                                               round N and SIGCONTed S seconds later (by a
+///                                               helper process it forks)
 ///   --bench-flood N --bench-flood-report DIR    every node sends the scheduler N heartbeats
 ///                                               back to back once registered, then a request
 ///                                               it answers; DIR/flood-<rank>.txt gets
@@ -22,6 +38,7 @@
 ///                                               being the answer's arrival
 /// The hook options may come anywhere; a --local run passes them on to its node processes.
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -34,11 +51,15 @@
 
 #include <caf/all.hpp>
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "actors/auth.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "runtime/train/checkpoint.hpp"
 #include "launcher/run_command.hpp"
 #include "runtime/result.hpp"
 
@@ -47,10 +68,13 @@ namespace {
 using namespace tessera;
 
 /// The hook options, by name without the leading dashes.
-const char* const hook_options[] = {"fault-kill-rank",       "fault-kill-round",
-                                    "fault-protocol-rank",   "fault-protocol-version",
-                                    "bench-flood",           "bench-flood-report",
-                                    "fault-rogue-rank",      "fault-kill-registering-rank"};
+const char* const hook_options[] = {
+    "fault-kill-rank",       "fault-kill-round",       "fault-protocol-rank",
+    "fault-protocol-version", "fault-corrupt-job",     "fault-corrupt-round",
+    "fault-kill-write-rank", "fault-kill-write-round", "fault-full-from-round",
+    "fault-full-to-round",   "fault-stop-rank",        "fault-stop-round",
+    "fault-stop-seconds",    "fault-rogue-rank",       "fault-kill-registering-rank",
+    "bench-flood",           "bench-flood-report"};
 
 /// The hook options given (name -> value) and the other arguments.
 struct split_args {
@@ -116,39 +140,129 @@ void flood(caf::event_based_actor* self, const caf::actor& scheduler, std::int32
           });
 }
 
+/// The integer hook options, by name (-1 or the default when absent).
+using hook_values = std::map<std::string, long long>;
+
+/// Every integer hook option's value, or the first bad one's error.
+result<hook_values> integers(const split_args& a) {
+  hook_values v;
+  for (const char* name : hook_options) {
+    if (std::string(name) == "bench-flood-report") continue;
+    const long long fallback =
+        std::string(name) == "fault-protocol-version" ? actors::protocol_version
+        : std::string(name) == "bench-flood"          ? 0
+                                                      : -1;
+    auto x = integer(a, name, fallback);
+    if (!x) return x.err();
+    v[name] = *x;
+  }
+  return v;
+}
+
+/// Flips one payload byte of checkpoint `path` in place.
+void flip_payload_byte(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>(train::checkpoint_header_size + 7);
+  f.seekg(at);
+  char c = 0;
+  f.get(c);
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 0x20));
+}
+
+/// Stops this process for `seconds`: a forked helper sends it SIGSTOP, sleeps, sends SIGCONT.
+void stop_self(double seconds) {
+  const pid_t me = ::getpid();
+  const pid_t helper = ::fork();
+  if (helper == 0) {
+    ::kill(me, SIGSTOP);
+    const auto ns = static_cast<long long>(seconds * 1e9);
+    timespec t{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    while (::nanosleep(&t, &t) != 0) {
+    }
+    ::kill(me, SIGCONT);
+    ::_exit(0);
+  }
+  if (helper > 0) ::waitpid(helper, nullptr, 0);
+}
+
+/// Node faults in a checkpoint's life: a corrupted file, a kill inside a write, a full disk.
+void add_checkpoint_faults(actors::node_config& nc, const hook_values& v) {
+  auto& copy = nc.hooks.copy;
+  if (const auto job = v.at("fault-corrupt-job"); job >= 0) {
+    copy.always_load = true;
+    copy.after_checkpoint = [job, round = v.at("fault-corrupt-round")](
+                                const actors::start_copy& o, std::int64_t r, const std::string& path) {
+      if (o.job == job && r == round) flip_payload_byte(path);
+    };
+  }
+  if (nc.rank == v.at("fault-kill-write-rank"))
+    copy.before_checkpoint_rename = [round = v.at("fault-kill-write-round")](
+                                        const actors::start_copy&, std::int64_t r) {
+      if (r >= round) ::kill(::getpid(), SIGKILL);
+    };
+  if (const auto from = v.at("fault-full-from-round"); from >= 0)
+    copy.checkpoint_errno = [from, to = v.at("fault-full-to-round")](const actors::start_copy&,
+                                                                      std::int64_t r) {
+      return r >= from && r <= to ? ENOSPC : 0;
+    };
+}
+
+/// Node faults of a whole process: killed or stopped in the middle of a round, killed half
+/// registered, or a rogue that ignores the scheduler's proof.
+void add_process_faults(actors::node_config& nc, const hook_values& v) {
+  if (nc.rank == v.at("fault-kill-registering-rank"))
+    nc.hooks.before_hello = [] { ::kill(::getpid(), SIGKILL); };
+  nc.hooks.skip_scheduler_check = nc.rank == v.at("fault-rogue-rank");
+  if (nc.rank == v.at("fault-kill-rank"))
+    nc.hooks.on_round_start = [round = v.at("fault-kill-round")](std::int64_t r, double length) {
+      if (r != round) return;
+      std::thread([length] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(length / 2));
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+    };
+  if (nc.rank == v.at("fault-stop-rank"))
+    nc.hooks.on_round_start = [round = v.at("fault-stop-round"),
+                               seconds = static_cast<double>(v.at("fault-stop-seconds"))](
+                                  std::int64_t r, double length) {
+      if (r != round) return;
+      std::thread([length, seconds] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(length / 2));
+        stop_self(seconds);
+      }).detach();
+    };
+}
+
 /// The node_setup the hook options describe.
 result<actors::node_setup> make_setup(const split_args& a) {
-  const auto kill_rank = integer(a, "fault-kill-rank", -1);
-  const auto kill_round = integer(a, "fault-kill-round", -1);
-  const auto protocol_rank = integer(a, "fault-protocol-rank", -1);
-  const auto protocol = integer(a, "fault-protocol-version", actors::protocol_version);
-  const auto flood_n = integer(a, "bench-flood", 0);
-  const auto rogue_rank = integer(a, "fault-rogue-rank", -1);
-  const auto kill_registering = integer(a, "fault-kill-registering-rank", -1);
-  for (const auto* r : {&kill_rank, &kill_round, &protocol_rank, &protocol, &flood_n, &rogue_rank,
-                        &kill_registering})
-    if (!*r) return r->err();
+  auto v = integers(a);
+  if (!v) return v.err();
   const auto it = a.hooks.find("bench-flood-report");
   const std::string report = it == a.hooks.end() ? "." : it->second;
-  return actors::node_setup([kill_rank = *kill_rank, kill_round = *kill_round,
-                             protocol_rank = *protocol_rank, protocol = *protocol,
-                             flood_n = *flood_n, report, rogue_rank = *rogue_rank,
-                             kill_registering = *kill_registering](actors::node_config& nc) {
-    if (nc.rank == kill_registering) nc.hooks.before_hello = [] { ::kill(::getpid(), SIGKILL); };
-    if (nc.rank == protocol_rank) nc.version = static_cast<std::uint32_t>(protocol);
-    nc.hooks.skip_scheduler_check = nc.rank == rogue_rank;
-    if (nc.rank == kill_rank)
-      nc.hooks.on_round_start = [kill_round](std::int64_t round, double length) {
-        if (round != kill_round) return;
-        std::thread([length] {
-          std::this_thread::sleep_for(std::chrono::duration<double>(length / 2));
-          ::kill(::getpid(), SIGKILL);
-        }).detach();
-      };
-    if (flood_n > 0)
+  return actors::node_setup([v = *v, report](actors::node_config& nc) {
+    if (nc.rank == v.at("fault-protocol-rank"))
+      nc.version = static_cast<std::uint32_t>(v.at("fault-protocol-version"));
+    add_process_faults(nc, v);
+    add_checkpoint_faults(nc, v);
+    if (const auto flood_n = v.at("bench-flood"); flood_n > 0)
       nc.hooks.on_registered = [rank = nc.rank, flood_n, report](caf::event_based_actor* self,
                                                                  const caf::actor& sched) {
         flood(self, sched, rank, flood_n, report);
+      };
+  });
+}
+
+/// The scheduler_setup the hook options describe: the full disk's probes.
+result<actors::scheduler_setup> make_scheduler_setup(const split_args& a) {
+  auto from = integer(a, "fault-full-from-round", -1);
+  auto to = integer(a, "fault-full-to-round", -1);
+  if (!from) return from.err();
+  if (!to) return to.err();
+  return actors::scheduler_setup([from = *from, to = *to](actors::scheduler_config& sc) {
+    if (from >= 0)
+      sc.hooks.checkpoint_probe_errno = [from, to](std::int64_t r) {
+        return r >= from && r <= to ? ENOSPC : 0;
       };
   });
 }
@@ -162,12 +276,14 @@ int main(int argc, char** argv) {
     return exit_code::bad_input;
   }
   auto setup = make_setup(*a);
-  if (!setup) {
-    std::cerr << "tessera_faulty: " << setup.err().message << '\n';
-    return exit_code::bad_input;
-  }
+  auto sched_setup = make_scheduler_setup(*a);
+  for (const error* e : {setup ? nullptr : &setup.err(), sched_setup ? nullptr : &sched_setup.err()})
+    if (e) {
+      std::cerr << "tessera_faulty: " << e->message << '\n';
+      return exit_code::bad_input;
+    }
   // The node processes of a --local run are this binary again, with the same hooks.
   std::vector<std::string> prefix;
   for (const auto& [name, value] : a->hooks) prefix.insert(prefix.end(), {"--" + name, value});
-  return cli::run_command(a->rest, train::builtin_trainables(), prefix, *setup);
+  return cli::run_command(a->rest, train::builtin_trainables(), prefix, *setup, *sched_setup);
 }

@@ -20,7 +20,9 @@ namespace {
 /// Opening bytes of every checkpoint file.
 constexpr char magic[8] = {'T', 'S', 'R', 'A', 'C', 'K', 'P', 'T'};
 /// Offset of the header checksum, which covers the bytes before it.
-constexpr std::size_t header_crc_offset = 44;
+constexpr std::size_t header_crc_offset = 52;
+/// What a fence file says before its epoch.
+constexpr const char* fence_word = "tessera-fence-epoch";
 
 /// The CRC-32 lookup table for the reflected polynomial 0xEDB88320.
 constexpr std::array<std::uint32_t, 256> make_crc_table() {
@@ -65,28 +67,36 @@ bool write_all(int fd, const std::uint8_t* p, std::size_t n) {
   return true;
 }
 
-/// The 48 header bytes for a payload.
-std::vector<std::uint8_t> encode_header(std::int64_t job, std::int64_t round,
+/// The header bytes for a payload.
+std::vector<std::uint8_t> encode_header(const checkpoint_tag& tag,
                                         const std::vector<std::uint8_t>& payload) {
   detail::byte_writer w;
   w.raw(magic, sizeof magic);
   w.u32(checkpoint_format_version);
   w.u32(static_cast<std::uint32_t>(checkpoint_header_size));
-  w.i64(job);
-  w.i64(round);
+  w.i64(tag.job);
+  w.i64(tag.round);
+  w.u64(tag.epoch);
   w.u64(payload.size());
   w.u32(crc32(payload.data(), payload.size()));
   w.u32(crc32(w.bytes().data(), w.bytes().size()));
   return std::move(w.bytes());
 }
 
-/// Verifies the header bytes `h` (the first min(48, file_size) bytes of the file) against the
-/// file size.
+/// Verifies the header bytes `h` (the first min(header size, file_size) bytes of the file)
+/// against the file size.
 result<checkpoint_header> decode_header(const std::string& path, const std::vector<std::uint8_t>& h,
                                         std::uint64_t file_size) {
   const std::size_t prefix = std::min(h.size(), sizeof magic);
   if (prefix > 0 && std::memcmp(h.data(), magic, prefix) != 0)
     return corrupt(path, "not a tessera checkpoint (bad magic)");
+  // The version comes first: a file of another format is named as such, whatever its size.
+  std::uint32_t version = checkpoint_format_version;
+  if (h.size() >= sizeof magic + 4) detail::byte_reader(h.data() + sizeof magic, 4).u32(version);
+  if (version != checkpoint_format_version)
+    return corrupt(path, "unsupported checkpoint format version " + std::to_string(version) +
+                             " (this build reads version " +
+                             std::to_string(checkpoint_format_version) + ")");
   if (h.size() < checkpoint_header_size)
     return corrupt(path, "truncated: the file has " + std::to_string(file_size) +
                              " bytes, a checkpoint header needs " +
@@ -98,13 +108,10 @@ result<checkpoint_header> decode_header(const std::string& path, const std::vect
   r.u32(header_size);
   r.i64(out.job);
   r.i64(out.round);
+  r.u64(out.epoch);
   r.u64(out.payload_size);
   r.u32(out.payload_crc);
   r.u32(header_crc);
-  if (out.version != checkpoint_format_version)
-    return corrupt(path, "unsupported checkpoint format version " + std::to_string(out.version) +
-                             " (this build reads version " +
-                             std::to_string(checkpoint_format_version) + ")");
   const std::uint32_t computed = crc32(h.data(), header_crc_offset);
   if (computed != header_crc)
     return corrupt(path, "header checksum mismatch (stored " + hex32(header_crc) + ", computed " +
@@ -123,7 +130,7 @@ result<checkpoint_header> decode_header(const std::string& path, const std::vect
   return out;
 }
 
-/// Opens `path` and reads its size and first up-to-48 bytes.
+/// Opens `path` and reads its size and first up-to-header-size bytes.
 status read_prefix(const std::string& path, std::ifstream& in, std::vector<std::uint8_t>& head,
                    std::uint64_t& file_size) {
   in.open(path, std::ios::binary);
@@ -139,17 +146,10 @@ status read_prefix(const std::string& path, std::ifstream& in, std::vector<std::
   return {};
 }
 
-}  // namespace
-
-std::uint32_t crc32(const void* data, std::size_t n, std::uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (std::size_t i = 0; i < n; ++i) crc = crc_table[(crc ^ p[i]) & 0xFFU] ^ (crc >> 8);
-  return ~crc;
-}
-
-status write_checkpoint(const std::string& path, std::int64_t job, std::int64_t round,
-                        const std::vector<std::uint8_t>& payload) {
+/// Atomically replaces `path` with `bytes`: a temporary file in the same directory, written,
+/// fsync'd, checked by `opt.before_rename`, renamed over `path`, the directory fsync'd.
+status replace_file(const std::string& path, const std::vector<std::uint8_t>& bytes,
+                    const write_options& opt) {
   const std::filesystem::path target(path);
   if (!target.has_filename())
     return error{error_kind::invalid_input, path + ": a checkpoint path must name a file"};
@@ -164,12 +164,19 @@ status write_checkpoint(const std::string& path, std::int64_t job, std::int64_t 
     ::unlink(tmp.c_str());
     return e;
   };
-  const auto header = encode_header(job, round, payload);
   if (::fchmod(fd, 0644) != 0) return fail("cannot set permissions of '" + tmp + "'", true);
-  if (!write_all(fd, header.data(), header.size()) || !write_all(fd, payload.data(), payload.size()))
+  if (const int injected = opt.inject_errno ? opt.inject_errno() : 0; injected != 0) {
+    errno = injected;
     return fail("cannot write '" + tmp + "'", true);
+  }
+  if (!write_all(fd, bytes.data(), bytes.size())) return fail("cannot write '" + tmp + "'", true);
   if (::fsync(fd) != 0) return fail("cannot fsync '" + tmp + "'", true);
   if (::close(fd) != 0) return fail("cannot close '" + tmp + "'", false);
+  if (opt.before_rename)
+    if (auto st = opt.before_rename(); !st) {
+      ::unlink(tmp.c_str());
+      return error{st.err().kind, path + ": not published: " + st.err().message};
+    }
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return fail("cannot rename '" + tmp + "' over it", false);
   // Make the rename itself durable.
@@ -179,6 +186,64 @@ status write_checkpoint(const std::string& path, std::int64_t job, std::int64_t 
   const error e = synced ? error{} : io_error(path, "written, but cannot fsync directory '" + dir.string() + "'");
   ::close(dfd);
   if (!synced) return e;
+  return {};
+}
+
+}  // namespace
+
+std::uint32_t crc32(const void* data, std::size_t n, std::uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < n; ++i) crc = crc_table[(crc ^ p[i]) & 0xFFU] ^ (crc >> 8);
+  return ~crc;
+}
+
+status write_checkpoint(const std::string& path, const checkpoint_tag& tag,
+                        const std::vector<std::uint8_t>& payload, const write_options& opt) {
+  auto bytes = encode_header(tag, payload);
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return replace_file(path, bytes, opt);
+}
+
+result<std::uint64_t> read_fence(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec) return std::uint64_t{0};
+  std::ifstream in(path);
+  if (!in) return io_error(path, "cannot open fence file");
+  std::string word;
+  std::uint64_t epoch = 0;
+  if (!(in >> word >> epoch) || word != fence_word)
+    return corrupt(path, "not a fence file (expected '" + std::string(fence_word) + " <epoch>')");
+  return epoch;
+}
+
+status write_fence(const std::string& path, std::uint64_t epoch) {
+  const std::string text = std::string(fence_word) + " " + std::to_string(epoch) + "\n";
+  return replace_file(path, std::vector<std::uint8_t>(text.begin(), text.end()), {});
+}
+
+status check_fence(const std::string& fence_path, std::uint64_t epoch) {
+  auto fence = read_fence(fence_path);
+  if (fence && *fence > epoch)
+    return error{error_kind::invalid_input,
+                 "fence " + fence_path + " holds epoch " + std::to_string(*fence) +
+                     ", newer than this writer's " + std::to_string(epoch) +
+                     ": a newer writer owns the job, this one is stale"};
+  return {};
+}
+
+status probe_directory(const std::string& dir, const write_options& opt) {
+  std::string tmp = (std::filesystem::path(dir) / ".probe.XXXXXX").string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return io_error(dir, "cannot create a file in the directory");
+  const std::uint8_t bytes[16] = {};
+  const int injected = opt.inject_errno ? opt.inject_errno() : 0;
+  if (injected != 0) errno = injected;
+  const bool ok = injected == 0 && write_all(fd, bytes, sizeof bytes) && ::fsync(fd) == 0;
+  const error e = ok ? error{} : io_error(dir, "cannot write a file in the directory");
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  if (!ok) return e;
   return {};
 }
 
@@ -210,9 +275,9 @@ result<checkpoint> read_checkpoint(const std::string& path) {
   return out;
 }
 
-status save_trainable_checkpoint(const std::string& path, std::int64_t job, std::int64_t round,
-                                 const trainable& t) {
-  return write_checkpoint(path, job, round, t.save_state());
+status save_trainable_checkpoint(const std::string& path, const checkpoint_tag& tag,
+                                 const trainable& t, const write_options& opt) {
+  return write_checkpoint(path, tag, t.save_state(), opt);
 }
 
 result<checkpoint_header> load_trainable_checkpoint(const std::string& path, trainable& t) {

@@ -68,7 +68,10 @@ TEST_CASE("dispatch_plan orders a gang on one node with the job's settings", "[d
   const cluster cl = one_gpu_servers({1.0, 0.5});
   const run_job j = make_job(7, 1, 100);
   book b;
-  b.jobs[7] = dispatch_job{&j, 30, 2};
+  checkpoint_book ck(9);
+  ck.confirm({"/ckpt/job-7.r2.ckpt", 2, 20});
+  ck.confirm({"/ckpt/job-7.r3.ckpt", 3, 30});
+  b.jobs[7] = dispatch_job{&j, 30, 2, &ck};
   round_plan p;
   p.assignments.push_back(assignment{7, 0, 0, {{1, 1}}, 0, 12.5});
   auto orders = dispatch_plan(p, context(cl, true), b.lookup(), "pol");
@@ -97,7 +100,13 @@ TEST_CASE("dispatch_plan orders a gang on one node with the job's settings", "[d
   CHECK(c.task_times == 1);
   CHECK(c.channel == ((std::uint64_t{7} << 20) ^ 2));
   CHECK(c.aggregate_timeout == Approx(3 + 0.1 / 0.5));  // grace / 2 + slowest part's step
-  CHECK(c.checkpoint_path == "/ckpt/job-7.ckpt");
+  // Its checkpoints: this round's file, the book's resume and fallback, epoch and fence.
+  CHECK(c.checkpoint_path == "/ckpt/job-7.r4.ckpt");
+  CHECK(c.resume_path == "/ckpt/job-7.r3.ckpt");
+  CHECK(c.fallback_path == "/ckpt/job-7.r2.ckpt");
+  CHECK(c.fallback_step == 20);
+  CHECK(c.epoch == 9);
+  CHECK(c.fence_path == "/ckpt/job-7.fence");
 }
 
 TEST_CASE("dispatch_plan: forked copies get one share of the rest and their leaders",

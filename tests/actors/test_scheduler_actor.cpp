@@ -6,6 +6,12 @@
 // test_scheduler_clock.cpp.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "actor_support.hpp"
@@ -17,14 +23,63 @@ using namespace tessera::actors::test;
 
 namespace {
 
-/// Loads job `id`'s final checkpoint from `dir` into a fresh trainable.
-std::vector<float> final_params(const std::string& dir, job_id id, const std::string& kind,
+/// Loads a job's final checkpoint (the newest its summary names) into a fresh trainable.
+std::vector<float> final_params(const job_summary& j, const std::string& kind,
                                 std::uint64_t seed) {
   auto t = train::builtin_trainables().make(kind, seed);
   REQUIRE(t);
-  auto h = train::load_trainable_checkpoint(dir + "/job-" + std::to_string(id) + ".ckpt", **t);
+  REQUIRE_FALSE(j.checkpoint.empty());
+  auto h = train::load_trainable_checkpoint(j.checkpoint, **t);
   REQUIRE(h);
+  CHECK(h->job == j.id);
   return (*t)->params();
+}
+
+/// Runs `jobs` on one-GPU nodes of `speeds` with `setup` applied to each node's configuration
+/// and to the scheduler's; returns the summary.
+run_summary run_with_hooks(const std::string& dir, const std::vector<double>& speeds,
+                           const std::vector<run_job>& jobs,
+                           const std::function<void(node_config&)>& node_setup,
+                           const std::function<void(scheduler_config&)>& sched_setup = {}) {
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const cluster cl = speed_cluster(speeds);
+  auto sc = make_sched_config(cl, jobs, dir);
+  if (sched_setup) sched_setup(sc);
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, sc, caf::actor_cast<caf::actor>(listener));
+  for (int r = 0; r < static_cast<int>(speeds.size()); ++r) {
+    auto nc = make_node_config(cl, r, kinds);
+    node_setup(nc);
+    sys.spawn(node_actor, nc, sched);
+  }
+  return await_summary(listener, 40);
+}
+
+/// Every job finished, bitwise equal to its uninterrupted training; at most two checkpoint
+/// files per job and no temporary file are left in `dir`.
+void check_finished_and_tidy(const run_summary& sum, const std::vector<run_job>& jobs,
+                             const temp_dir& dir) {
+  for (const auto& j : sum.jobs) {
+    INFO("job " << j.id);
+    const auto& spec = jobs[static_cast<std::size_t>(j.id)];
+    CHECK(j.finished);
+    CHECK(j.steps == static_cast<std::int64_t>(spec.spec.total_steps));
+    CHECK(same_bits(final_params(j, spec.kind, spec.seed),
+                    uninterrupted(spec.kind, spec.seed, j.steps)));
+  }
+  std::map<std::string, int> per_job;
+  for (const auto& name : dir.entries()) {
+    INFO(name);
+    CHECK(name.find(".tmp.") == std::string::npos);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".ckpt") == 0)
+      ++per_job[name.substr(0, name.find('.'))];
+  }
+  for (const auto& [job, n] : per_job) {
+    INFO(job);
+    CHECK(n <= 2);
+  }
 }
 
 }  // namespace
@@ -60,7 +115,7 @@ TEST_CASE("scheduler and nodes run every job to completion", "[actors][scheduler
     CHECK(j.regressions == 0);
     CHECK(j.accuracy > 0.3);
     moved += j.restarts;
-    CHECK(same_bits(final_params(dir.str(), j.id, jobs[j.id].kind, jobs[j.id].seed),
+    CHECK(same_bits(final_params(j, jobs[j.id].kind, jobs[j.id].seed),
                     uninterrupted(jobs[j.id].kind, jobs[j.id].seed,
                                   static_cast<std::int64_t>(jobs[j.id].spec.total_steps))));
   }
@@ -96,7 +151,7 @@ TEST_CASE("a lost node's copies resume elsewhere from their last checkpoint",
     CHECK(j.lost_rounds <= 1);
     CHECK(j.regressions == 0);
     lost += j.lost_rounds;
-    CHECK(same_bits(final_params(dir.str(), j.id, "softmax_regression", j.id + 1),
+    CHECK(same_bits(final_params(j, "softmax_regression", j.id + 1),
                     uninterrupted("softmax_regression", j.id + 1, 80)));
   }
   CHECK(lost == 1);  // exactly the copy that was running on node 1
@@ -252,4 +307,63 @@ TEST_CASE("policies see per-server rates, and a node's measurement replaces the 
   CHECK(last[0].steps_per_s == Approx(100).epsilon(0.3));
   CHECK(last[0].steps_per_s != first[0].steps_per_s);
   CHECK(last[1].source == throughput_source::type_table);
+}
+
+TEST_CASE("a job whose checkpoint is corrupted falls back to the previous one, the others go on",
+          "[actors][scheduler][fallback]") {
+  temp_dir dir("sched_corrupt");
+  std::vector<run_job> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
+  // Every round loads from disk; job 1's first checkpoint from round 2 on gets a flipped byte.
+  auto flipped = std::make_shared<std::atomic<bool>>(false);
+  auto sum = run_with_hooks(dir.str(), {1.0, 1.0}, jobs, [flipped](node_config& nc) {
+    nc.hooks.copy.always_load = true;
+    nc.hooks.copy.after_checkpoint = [flipped](const start_copy& o, std::int64_t round,
+                                               const std::string& path) {
+      if (o.job != 1 || round < 2 || flipped->exchange(true)) return;
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(train::checkpoint_header_size + 9));
+      f.put('\x5a');
+    };
+  });
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.checkpoint_fallbacks == 1);
+  CHECK(sum.restarts_from_scratch == 0);
+  for (const auto& j : sum.jobs) {
+    INFO("job " << j.id);
+    CHECK(j.checkpoint_fallbacks == (j.id == 1 ? 1 : 0));
+    CHECK(j.regressions == 0);  // a fallback is counted as such, not as a regression
+  }
+  check_finished_and_tidy(sum, jobs, dir);
+}
+
+TEST_CASE("a checkpoint directory that takes no writes pauses the jobs until it does",
+          "[actors][scheduler][pause]") {
+  temp_dir dir("sched_full");
+  std::vector<run_job> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
+  // Writes at the end of rounds 2-4 fail as on a full disk, and so do the scheduler's probes
+  // after those rounds: the jobs wait from round 3 and resume in round 6.
+  auto full = [](std::int64_t round) { return round >= 2 && round <= 4 ? ENOSPC : 0; };
+  auto sum = run_with_hooks(
+      dir.str(), {1.0, 1.0}, jobs,
+      [&](node_config& nc) {
+        nc.hooks.copy.checkpoint_errno = [&](const start_copy&, std::int64_t round) {
+          return full(round);
+        };
+      },
+      [&](scheduler_config& sc) { sc.hooks.checkpoint_probe_errno = full; });
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.checkpoint_pauses == 1);
+  int failures = 0;
+  for (const auto& j : sum.jobs) {
+    INFO("job " << j.id);
+    CHECK(j.paused_rounds == 3);  // rounds 3, 4 and 5 planned nothing
+    failures += j.checkpoint_write_failures;
+    CHECK(j.checkpoint_fallbacks == 0);
+  }
+  CHECK(failures == 2);  // the two jobs that ran in round 2
+  check_finished_and_tidy(sum, jobs, dir);
 }

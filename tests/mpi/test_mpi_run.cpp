@@ -6,7 +6,9 @@
 // test hooks (tests/tessera_faulty.cpp).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -34,45 +36,108 @@ using tessera::test::uninterrupted;
 
 namespace {
 
-/// A trainable of `kind` and `seed` loaded from job `id`'s checkpoint in `ckpt_dir`.
-std::unique_ptr<tessera::train::trainable> load_final(const std::string& ckpt_dir, std::int64_t id,
-                                                      const std::string& kind,
+/// A trainable of `kind` and `seed` loaded from the final checkpoint the summary's entry `job`
+/// names.
+std::unique_ptr<tessera::train::trainable> load_final(const json& job, const std::string& kind,
                                                       std::uint64_t seed) {
   auto t = make_trainable(kind, seed);
-  REQUIRE(tessera::train::load_trainable_checkpoint(
-      ckpt_dir + "/job-" + std::to_string(id) + ".ckpt", *t));
+  const auto path = job["checkpoint"].get<std::string>();
+  INFO("checkpoint " << path);
+  auto h = tessera::train::load_trainable_checkpoint(path, *t);
+  REQUIRE(h);
+  CHECK(h->job == job["id"].get<std::int64_t>());
   return t;
 }
 
 /// Every job's final checkpoint equals the same job trained without interruption.
-void check_bitwise(const json& sum, const std::string& ckpt_dir) {
+void check_bitwise(const json& sum) {
   for (const auto& j : sum["jobs"]) {
     const auto id = j["id"].get<std::int64_t>();
     const auto kind = j["kind"].get<std::string>();
     const auto steps = j["steps"].get<std::int64_t>();
     INFO("job " << id << " (" << kind << ")");
     const auto seed = static_cast<std::uint64_t>(id + 1);
-    auto resumed = load_final(ckpt_dir, id, kind, seed);
+    auto resumed = load_final(j, kind, seed);
     CHECK(resumed->step() == steps);
     CHECK(same_bits(resumed->params(), uninterrupted(kind, seed, steps)));
   }
 }
 
-/// Runs tessera_faulty on `nodes` processes (mpirun --enable-recovery) with rank 2 killing
-/// itself half way through round 2 (rounds of 0.4 s); checks the run still ended well with
-/// exactly rank 2 lost, and returns its output and summary.
-std::pair<command_result, json> run_losing_rank2(const scratch_dir& dir, int nodes,
-                                                 const std::string& cl, const std::string& jobs,
-                                                 const std::string& extra) {
-  auto o = run_shell(mpirun(nodes, true, TESSERA_FAULTY_BINARY) +
-                     " --fault-kill-rank 2 --fault-kill-round 2 --cluster " + cl + " --jobs " +
-                     jobs + extra + " --round-length 0.4 --heartbeat-timeout 1.5" +
-                     " --checkpoint-dir " + dir.file("ckpt") + " --json " + dir.file("sum.json"));
+/// The checkpoint directory holds no temporary file and at most two checkpoints per job.
+void check_tidy(const scratch_dir& dir) {
+  std::map<std::string, int> per_job;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ckpt"))) {
+    const auto name = e.path().filename().string();
+    INFO(name);
+    CHECK(name.find(".tmp.") == std::string::npos);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".ckpt") == 0)
+      ++per_job[name.substr(0, name.find('.'))];
+  }
+  CHECK_FALSE(per_job.empty());
+  for (const auto& [job, n] : per_job) {
+    INFO(job);
+    CHECK(n <= 2);
+  }
+}
+
+/// How often `what` occurs in `text`.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+/// Runs tessera_faulty with the hook options `faults` on `nodes` processes (mpirun, with
+/// --enable-recovery when a rank is to be lost) in rounds of 0.4 s; checks the run ended well
+/// and returns its output and summary.
+std::pair<command_result, json> run_faulty(const scratch_dir& dir, int nodes, const std::string& cl,
+                                           const std::string& jobs, const std::string& faults,
+                                           bool recovery) {
+  auto o = run_shell(mpirun(nodes, recovery, TESSERA_FAULTY_BINARY) + " " + faults +
+                     " --cluster " + cl + " --jobs " + jobs +
+                     " --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
+                     dir.file("ckpt") + " --json " + dir.file("sum.json"));
   INFO(o.out);
   auto sum = load_json(dir.file("sum.json"));
   REQUIRE(sum["ok"].get<bool>());
-  CHECK(sum["failed_ranks"] == json::array({2}));
   return {o, sum};
+}
+
+/// run_faulty with rank 2 killing itself half way through round 2; checks that exactly rank
+/// 2 was lost.
+std::pair<command_result, json> run_losing_rank2(const scratch_dir& dir, int nodes,
+                                                 const std::string& cl, const std::string& jobs,
+                                                 const std::string& extra) {
+  auto run = run_faulty(dir, nodes, cl, jobs, "--fault-kill-rank 2 --fault-kill-round 2" + extra,
+                        true);
+  CHECK(run.second["failed_ranks"] == json::array({2}));
+  return run;
+}
+
+/// run_faulty on four equal one-GPU nodes for four jobs of `steps` steps.
+std::pair<command_result, json> run_four_faulty(const scratch_dir& dir, int steps,
+                                                const std::string& faults, bool recovery) {
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(4, steps, 0.01));
+  return run_faulty(dir, 4, cl, jobs, faults, recovery);
+}
+
+/// Every job finished without starting before its latest checkpoint, ended bitwise equal to
+/// its uninterrupted training, and left a tidy checkpoint directory; the run took under 30 s.
+/// Returns the rounds lost over all jobs.
+int check_jobs_recovered(const scratch_dir& dir, const command_result& o, const json& sum) {
+  int lost = 0;
+  for (const auto& j : sum["jobs"]) {
+    INFO("job " << j["id"]);
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["regressions"].get<int>() == 0);
+    CHECK(j["lost_rounds"].get<int>() <= 1);
+    lost += j["lost_rounds"].get<int>();
+  }
+  check_bitwise(sum);
+  check_tidy(dir);
+  CHECK(o.seconds < 30);
+  return lost;
 }
 
 }  // namespace
@@ -145,7 +210,7 @@ TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identic
     CHECK(j["regressions"].get<int>() == 0);
   }
   CHECK(moved_jobs >= 1);
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a round",
@@ -165,7 +230,7 @@ TEST_CASE("(c) a node rank killed mid-run: every job finishes, none loses over a
     lost += j["lost_rounds"].get<int>();
   }
   CHECK(lost == 1);  // the one copy rank 2 was running
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("(d) a process speaking another protocol version is refused", "[mpi][d]") {
@@ -213,7 +278,7 @@ TEST_CASE("a local run (--local) starts the node processes itself", "[mpi][local
   CHECK(o.out.find("4 jobs finished") != std::string::npos);
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
-  check_bitwise(sum, dir.file("ckpt"));
+  check_bitwise(sum);
 }
 
 TEST_CASE("a job forked into 3 copies runs on every node and merges them each round",
@@ -238,7 +303,7 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   CHECK(steps < 153);
   for (int r = 0; r < 3; ++r) CHECK(j["busy_gpu_seconds"][r].get<double>() > 0);
   // The merged checkpoint (written by copy 0) holds the job at its final step.
-  CHECK(load_final(dir.file("ckpt"), 0, "mlp", 1)->step() == steps);
+  CHECK(load_final(j, "mlp", 1)->step() == steps);
 
   // --local has no aggregator: the scheduler tells the policy it cannot fork.
   auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
@@ -290,7 +355,7 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
     int ran_on = 0;
     for (const auto& b : j["busy_gpu_seconds"]) ran_on += b.get<double>() > 0 ? 1 : 0;
     CHECK(ran_on >= sh.min_ranks);
-    auto m = load_final(dir.file("ckpt"), 0, "mlp", 11);
+    auto m = load_final(j, "mlp", 11);
     CHECK(m->step() == steps);
     CHECK(same_bits(m->params(), reference));
   }
@@ -315,7 +380,7 @@ TEST_CASE("(f) a node killed while a job's tasks span it: the job resumes on the
   CHECK(j["regressions"].get<int>() == 0);
   CHECK(j["busy_gpu_seconds"][0].get<double>() > 0);
   CHECK(j["busy_gpu_seconds"][1].get<double>() > 0);
-  auto m = load_final(dir.file("ckpt"), 0, "mlp", 5);
+  auto m = load_final(j, "mlp", 5);
   CHECK(m->step() == steps);
   CHECK(same_bits(m->params(), uninterrupted("mlp", 5, steps, k)));
 }
@@ -358,4 +423,81 @@ TEST_CASE("tessera_faulty's flood hook reaches the node processes --local starts
     CHECK(end >= start);
   }
   CHECK(load_json(dir.file("sum.json"))["messages"].get<long long>() > 400);
+}
+
+TEST_CASE("(o) one job's checkpoint corrupted mid-run: that job falls back, every job finishes",
+          "[mpi][ckpt_corrupt]") {
+  // Four jobs on four nodes, every round loading its state from disk; job 1's checkpoint of
+  // round 2 gets a flipped byte. The node resuming it finds it corrupt, falls back to round
+  // 1's and says so; job 1 redoes a round, the others never notice.
+  scratch_dir dir("ckpt_corrupt");
+  const auto [o, sum] =
+      run_four_faulty(dir, 150, "--fault-corrupt-job 1 --fault-corrupt-round 2", false);
+  INFO(o.out);
+  CHECK(o.code == 0);
+  CHECK(sum["checkpoint_fallbacks"].get<int>() == 1);
+  CHECK(sum["restarts_from_scratch"].get<int>() == 0);
+  for (const auto& j : sum["jobs"])
+    CHECK(j["checkpoint_fallbacks"].get<int>() == (j["id"].get<int>() == 1 ? 1 : 0));
+  CHECK(o.out.find("tessera: job 1: ") != std::string::npos);
+  CHECK(o.out.find("job-1.r2.ckpt: payload checksum mismatch") != std::string::npos);
+  CHECK(o.out.find("resumed from its previous checkpoint") != std::string::npos);
+  CHECK(check_jobs_recovered(dir, o, sum) == 0);
+}
+
+TEST_CASE("(p) a node killed inside a checkpoint write: at most one round lost, bitwise equal",
+          "[mpi][ckpt_kill]") {
+  // Rank 2 SIGKILLs itself in its checkpoint write of round 2, after the temporary file is
+  // written and before the rename. Its job resumes from round 1's checkpoint on the nodes left;
+  // the temporary file is removed as a stray.
+  scratch_dir dir("ckpt_kill");
+  const auto [o, sum] =
+      run_four_faulty(dir, 150, "--fault-kill-write-rank 2 --fault-kill-write-round 2", true);
+  INFO(o.out);
+  CHECK(sum["failed_ranks"] == json::array({2}));
+  CHECK(sum["checkpoint_fallbacks"].get<int>() == 0);
+  CHECK(check_jobs_recovered(dir, o, sum) == 1);  // the one copy whose write was cut short
+}
+
+TEST_CASE("(q) a checkpoint directory that takes no writes for a while pauses the jobs",
+          "[mpi][ckpt_full]") {
+  // Checkpoint writes at the end of rounds 2-4 fail with ENOSPC, and so do the scheduler's
+  // probes after them: every job waits (rounds 3-5 plan nothing), then all resume.
+  scratch_dir dir("ckpt_full");
+  const auto [o, sum] =
+      run_four_faulty(dir, 200, "--fault-full-from-round 2 --fault-full-to-round 4", false);
+  INFO(o.out);
+  CHECK(o.code == 0);
+  CHECK(sum["checkpoint_pauses"].get<int>() == 1);
+  int failures = 0;
+  for (const auto& j : sum["jobs"]) {
+    CHECK(j["paused_rounds"].get<int>() == 3);
+    failures += j["checkpoint_write_failures"].get<int>();
+  }
+  CHECK(failures == 4);  // every job ran round 2 and could not save it
+  // Logged once each way, naming the directory and the system's reason.
+  CHECK(count_of(o.out, "does not take writes") == 1);
+  CHECK(o.out.find("checkpoint directory " + dir.file("ckpt") + " does not take writes") !=
+        std::string::npos);
+  CHECK(o.out.find("No space left on device") != std::string::npos);
+  CHECK(count_of(o.out, "takes writes again; the jobs resume") == 1);
+  CHECK(check_jobs_recovered(dir, o, sum) == 0);
+}
+
+TEST_CASE("(r) a node stalled past the heartbeat timeout cannot publish stale state",
+          "[mpi][ckpt_stale]") {
+  // Rank 2 is SIGSTOPped half way through round 2 for 4 s: declared lost after 1.5 s, its job
+  // goes on elsewhere. When it wakes it finishes round 2 and tries to publish that round's
+  // checkpoint; the fence (set when it was declared lost) refuses it. Every job ends bitwise
+  // equal to an uninterrupted run.
+  scratch_dir dir("ckpt_stale");
+  const auto [o, sum] = run_four_faulty(
+      dir, 300, "--fault-stop-rank 2 --fault-stop-round 2 --fault-stop-seconds 4", true);
+  INFO(o.out);
+  CHECK(sum["failed_ranks"] == json::array({2}));
+  CHECK(sum["seconds"].get<double>() > 5);  // still running when rank 2 woke up
+  CHECK(o.out.find("tessera: node rank 2: job ") != std::string::npos);
+  CHECK(o.out.find("round 2: checkpoint refused: ") != std::string::npos);
+  CHECK(o.out.find("a newer writer owns the job, this one is stale") != std::string::npos);
+  CHECK(check_jobs_recovered(dir, o, sum) == 1);
 }
