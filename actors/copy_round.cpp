@@ -295,6 +295,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     if (fork > 1 && slot.error.empty()) {
       std::string why;
       if (leader) {
+        if (hooks.before_merge) hooks.before_merge(o, slot.round);
         const auto rule = train::parse_fork_merge_rule(o.merge);
         comm::group leaders(o.fork_ranks.begin(), o.fork_ranks.end());
         std::sort(leaders.begin(), leaders.end());

@@ -88,6 +88,8 @@ struct copy_hooks {
   /// Called once the round's checkpoint is published at `path`.
   std::function<void(const start_copy& order, std::int64_t round, const std::string& path)>
       after_checkpoint;
+  /// Called when a forked copy's leader is about to merge with the other copies.
+  std::function<void(const start_copy& order, std::int64_t round)> before_merge;
   /// Every round loads the job's state from its checkpoint, never from the model in memory.
   bool always_load = false;
 };

@@ -12,6 +12,10 @@
 ///   --fault-rogue-rank R                        node rank R sends its hello even when the
 ///                                               scheduler did not prove the secret (a rogue
 ///                                               without it, e.g. with --join)
+///   --fault-kill-merge-rank R --fault-kill-merge-round N
+///                                               node rank R SIGKILLs its own process when, from
+///                                               round N on, a forked copy it leads starts to
+///                                               merge with the other copies
 ///   --fault-kill-registering-rank R             node rank R SIGKILLs itself half way through
 ///                                               its registration (challenge received, hello
 ///                                               not sent)
@@ -74,6 +78,7 @@ const char* const hook_options[] = {
     "fault-kill-write-rank", "fault-kill-write-round", "fault-full-from-round",
     "fault-full-to-round",   "fault-stop-rank",        "fault-stop-round",
     "fault-stop-seconds",    "fault-rogue-rank",       "fault-kill-registering-rank",
+    "fault-kill-merge-rank", "fault-kill-merge-round",
     "bench-flood",           "bench-flood-report"};
 
 /// The hook options given (name -> value) and the other arguments.
@@ -196,6 +201,11 @@ void add_checkpoint_faults(actors::node_config& nc, const hook_values& v) {
       if (o.job == job && r == round) flip_payload_byte(path);
     };
   }
+  if (nc.rank == v.at("fault-kill-merge-rank"))
+    copy.before_merge = [round = v.at("fault-kill-merge-round")](const actors::start_copy&,
+                                                                  std::int64_t r) {
+      if (r >= round) ::kill(::getpid(), SIGKILL);
+    };
   if (nc.rank == v.at("fault-kill-write-rank"))
     copy.before_checkpoint_rename = [round = v.at("fault-kill-write-round")](
                                         const actors::start_copy&, std::int64_t r) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/train/checkpoint.hpp"
 #include "tests/mpi/mpi_support.hpp"
 #include "tests/support.hpp"
 
@@ -316,4 +317,30 @@ TEST_CASE("(n) a node killed during its registration: a new process for its serv
   check_all_finished(sum);
   CHECK(sum["failed_ranks"].empty());  // it never registered, so it was never lost
   CHECK(sum["joins"].get<int>() == 0);  // the replacement registered before the run started
+}
+
+TEST_CASE("(s) a node killed during a fork merge: the forked jobs lose at most that round and "
+          "finish on the others", "[mpi][s][merge]") {
+  scratch_dir dir("s");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(2, 1000, 0.01));
+  auto o = run_shell(mpirun(3, true, TESSERA_FAULTY_BINARY) +
+                     " --fault-kill-merge-rank 2 --fault-kill-merge-round 1 --policy hadare" +
+                     " --cluster " + cl + " --jobs " + jobs + " --round-length 0.4" +
+                     " --heartbeat-timeout 1.5 --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json"));
+  INFO(o.out);
+  const auto sum = load_json(dir.file("sum.json"));
+  check_all_finished(sum);
+  CHECK(sum["failed_ranks"] == json::array({2}));
+  int forked = 0;
+  for (const auto& j : sum["jobs"]) forked += j["max_copies"].get<int>() > 1 ? 1 : 0;
+  CHECK(forked >= 1);  // the policy forked, so the kill hit a merge
+  // Every job's final checkpoint holds the step the summary reports.
+  for (const auto& j : sum["jobs"]) {
+    auto t = tessera::test::make_trainable(j["kind"].get<std::string>(),
+                                           static_cast<std::uint64_t>(j["id"].get<int>() + 1));
+    REQUIRE(tessera::train::load_trainable_checkpoint(j["checkpoint"].get<std::string>(), *t));
+    CHECK(t->step() == j["steps"].get<std::int64_t>());
+  }
 }
