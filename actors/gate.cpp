@@ -32,9 +32,9 @@ result<caf::io::basp::header> decode_header(const std::uint8_t* bytes) {
 }
 
 /// The node ids a payload starts with (`count` of them), or none when they do not decode.
-std::vector<caf::node_id> leading_nodes(const std::vector<std::uint8_t>& payload, int count) {
+std::vector<caf::node_id> leading_nodes(const std::uint8_t* payload, std::size_t size, int count) {
   caf::binary_deserializer bd{static_cast<caf::execution_unit*>(nullptr),
-                              reinterpret_cast<const char*>(payload.data()), payload.size()};
+                              reinterpret_cast<const char*>(payload), size};
   std::vector<caf::node_id> ids(static_cast<std::size_t>(count));
   for (auto& id : ids)
     if (bd(id)) return {};
@@ -49,14 +49,14 @@ result<std::uint32_t> frame_payload_length(const std::uint8_t* hdr) {
   return h->payload_len;
 }
 
-std::string frame_verdict(const std::uint8_t* hdr_bytes, const std::vector<std::uint8_t>& payload,
-                          caf::node_id& peer, const caf::node_id& self,
+std::string frame_verdict(const std::uint8_t* hdr_bytes, const std::uint8_t* payload,
+                          std::size_t payload_size, caf::node_id& peer, const caf::node_id& self,
                           const std::function<bool(const caf::node_id&)>& taken) {
   auto hdr = decode_header(hdr_bytes);
   if (!hdr) return hdr.err().message;
   const auto op = hdr->operation;
   if (op == message_type::client_handshake) {
-    auto ids = leading_nodes(payload, 1);
+    auto ids = leading_nodes(payload, payload_size, 1);
     if (ids.empty() || !ids[0]) return "a client handshake without a node id";
     if (ids[0] == self) return "a client handshake naming the scheduler's own node";
     if (peer) return ids[0] == peer ? "" : "a second handshake naming another node";
@@ -72,7 +72,7 @@ std::string frame_verdict(const std::uint8_t* hdr_bytes, const std::vector<std::
     case message_type::monitor_message:
     case message_type::down_message: {
       // (source node, destination node, ...): about the peer's own actors, for this node.
-      auto ids = leading_nodes(payload, 2);
+      auto ids = leading_nodes(payload, payload_size, 2);
       if (ids.size() != 2 || ids[0] != peer || ids[1] != self)
         return "a monitor or down notice about another node's actors";
       return "";
@@ -90,9 +90,10 @@ struct session : std::enable_shared_from_this<session> {
   tcp::socket upstream;
   asio::steady_timer timer;
   caf::node_id peer;
-  std::array<std::uint8_t, 64> hdr{};
-  std::vector<std::uint8_t> payload;
-  std::vector<std::uint8_t> frame;
+  std::vector<std::uint8_t> in;    ///< bytes read from the peer, not yet relayed
+  std::size_t checked = 0;         ///< bytes of `in` (whole frames) that passed the rules
+  std::vector<std::uint8_t> out;   ///< frames being written to CAF
+  std::array<std::uint8_t, 1 << 16> up{};
   std::array<std::uint8_t, 1 << 16> down{};
   bool closed = false;
 };
@@ -127,9 +128,10 @@ struct gate::impl {
     counters.open = static_cast<int>(sessions.size());
   }
 
-  bool taken(const caf::node_id& id) const {
+  /// True when a connection other than `asker` announced node `id`.
+  bool taken(const caf::node_id& id, const std::shared_ptr<session>& asker) const {
     for (const auto& s : sessions)
-      if (!s->closed && s->peer == id) return true;
+      if (s != asker && !s->closed && s->peer == id) return true;
     return false;
   }
 
@@ -169,7 +171,7 @@ struct gate::impl {
                               [this, s](const boost::system::error_code& ec) {
                                 if (ec) return close(s);
                                 relay_down(s);
-                                read_header(s);
+                                read_up(s);
                               });
   }
 
@@ -186,42 +188,46 @@ struct gate::impl {
     });
   }
 
-  /// Peer -> CAF, frame by frame: the header first, checked before the payload is read.
-  void read_header(const std::shared_ptr<session>& s) {
-    asio::async_read(s->client, asio::buffer(s->hdr.data(), frame_header_size()),
-                     [this, s](const boost::system::error_code& ec, std::size_t) {
-                       if (ec) return close(s);
-                       arm_idle(s);
-                       auto len = frame_payload_length(s->hdr.data());
-                       if (!len) return close(s, &gate_stats::bad_frames);
-                       if (*len > limits.max_message) return close(s, &gate_stats::oversized);
-                       s->payload.resize(*len);
-                       read_payload(s);
-                     });
+  /// Peer -> CAF: reads what the peer sends in chunks, checks every whole frame in it (a
+  /// header announcing too much closes the connection before its payload is read), and
+  /// relays the frames that passed in one write; reading goes on once that write is done.
+  void read_up(const std::shared_ptr<session>& s) {
+    s->client.async_read_some(asio::buffer(s->up), [this, s](const boost::system::error_code& ec,
+                                                             std::size_t n) {
+      if (ec) return close(s);
+      arm_idle(s);
+      s->in.insert(s->in.end(), s->up.begin(), s->up.begin() + static_cast<std::ptrdiff_t>(n));
+      if (auto why = check_frames(s)) return close(s, why);
+      if (s->checked == 0) return read_up(s);
+      s->out.assign(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
+      s->in.erase(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
+      s->checked = 0;
+      asio::async_write(s->upstream, asio::buffer(s->out),
+                        [this, s](const boost::system::error_code& wec, std::size_t) {
+                          if (wec) return close(s);
+                          read_up(s);
+                        });
+    });
   }
 
-  void read_payload(const std::shared_ptr<session>& s) {
-    asio::async_read(s->client, asio::buffer(s->payload),
-                     [this, s](const boost::system::error_code& ec, std::size_t) {
-                       if (ec) return close(s);
-                       arm_idle(s);
-                       const auto verdict =
-                           frame_verdict(s->hdr.data(), s->payload, s->peer, self,
-                                         [&](const caf::node_id& id) { return taken(id); });
-                       if (!verdict.empty()) return close(s, &gate_stats::bad_frames);
-                       forward(s);
-                     });
-  }
-
-  void forward(const std::shared_ptr<session>& s) {
-    s->frame.assign(s->hdr.begin(), s->hdr.begin() + frame_header_size());
-    s->frame.insert(s->frame.end(), s->payload.begin(), s->payload.end());
-    count(&gate_stats::frames);
-    asio::async_write(s->upstream, asio::buffer(s->frame),
-                      [this, s](const boost::system::error_code& ec, std::size_t) {
-                        if (ec) return close(s);
-                        read_header(s);
-                      });
+  /// Checks the whole frames in `s->in` past `s->checked`; the counter to close the
+  /// connection for, or null when every whole frame passed.
+  std::int64_t gate_stats::*check_frames(const std::shared_ptr<session>& s) {
+    const std::size_t hs = frame_header_size();
+    while (s->in.size() - s->checked >= hs) {
+      const std::uint8_t* h = s->in.data() + s->checked;
+      auto len = frame_payload_length(h);
+      if (!len) return &gate_stats::bad_frames;
+      if (*len > limits.max_message) return &gate_stats::oversized;
+      if (s->in.size() - s->checked - hs < *len) break;  // the rest of its payload is to come
+      if (!frame_verdict(h, h + hs, *len, s->peer, self,
+                         [&](const caf::node_id& id) { return taken(id, s); })
+               .empty())
+        return &gate_stats::bad_frames;
+      s->checked += hs + *len;
+      count(&gate_stats::frames);
+    }
+    return nullptr;
   }
 };
 

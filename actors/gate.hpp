@@ -47,12 +47,12 @@ struct gate_stats {
 };
 
 /// Why the gate would close a connection for a frame, or "" when the frame may pass.
-/// `hdr` is the frame's header bytes; `payload` its payload. `peer` is the node id the
+/// `hdr` is the frame's header bytes; `payload` its `payload_size` payload bytes. `peer` is the node id the
 /// connection's handshake named (empty before it), `self` the scheduler's; `taken(id)` says
 /// whether another open connection announced node `id`. On a valid client handshake `peer`
 /// is set. Plain function: the gate's rules, tested without sockets.
-std::string frame_verdict(const std::uint8_t* hdr, const std::vector<std::uint8_t>& payload,
-                          caf::node_id& peer, const caf::node_id& self,
+std::string frame_verdict(const std::uint8_t* hdr, const std::uint8_t* payload,
+                          std::size_t payload_size, caf::node_id& peer, const caf::node_id& self,
                           const std::function<bool(const caf::node_id&)>& taken);
 
 /// The announced payload length of a frame header (bytes), or an error when the header does

@@ -67,7 +67,7 @@ std::vector<char> nodes_payload(std::vector<caf::node_id> ids, std::size_t tail 
 std::string verdict(const std::vector<std::uint8_t>& f, caf::node_id& peer,
                     const caf::node_id& self, const caf::node_id& other_conn = {}) {
   const std::vector<std::uint8_t> payload(f.begin() + frame_header_size(), f.end());
-  return frame_verdict(f.data(), payload, peer, self,
+  return frame_verdict(f.data(), payload.data(), payload.size(), peer, self,
                        [&](const caf::node_id& id) { return other_conn && id == other_conn; });
 }
 
@@ -208,7 +208,8 @@ TEST_CASE("gate rules: any header bytes decode or are refused, never more", "[ac
     if (len) ++decoded;
     caf::node_id peer;
     const std::vector<std::uint8_t> payload(rng() % 64, 0xab);
-    (void)frame_verdict(hdr.data(), payload, peer, node(1, 1), [](const caf::node_id&) { return false; });
+    (void)frame_verdict(hdr.data(), payload.data(), payload.size(), peer, node(1, 1),
+                        [](const caf::node_id&) { return false; });
   }
   CHECK(decoded > 0);
 }
