@@ -385,4 +385,15 @@ inline int dial_loopback(int port) {
   return fd;
 }
 
+/// A shell prefix bounding a command's memory to about 1 GB of address space, so a test of an
+/// unbounded input fails fast instead of swapping; empty under AddressSanitizer, whose shadow
+/// memory needs terabytes of address space (its own allocator reports a runaway allocation).
+inline std::string memory_bound_prefix() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "";
+#else
+  return "ulimit -v 1000000; ";
+#endif
+}
+
 }  // namespace tessera::test

@@ -115,8 +115,8 @@ namespace {
 /// Runs tessera bounded in memory (1 GB of address space) and time (30 s), so an input that
 /// made it buffer or loop without end fails the test instead of the machine.
 tessera::test::command_result run_bounded(const std::string& args) {
-  return tessera::test::run_shell("ulimit -v 1000000; timeout 30 " + std::string(TESSERA_BINARY) +
-                                  " " + args);
+  return tessera::test::run_shell(tessera::test::memory_bound_prefix() + "timeout 30 " +
+                                  std::string(TESSERA_BINARY) + " " + args);
 }
 
 }  // namespace

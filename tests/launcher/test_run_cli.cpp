@@ -142,8 +142,9 @@ TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run
   };
   for (const auto& r : rows) {
     INFO(r.args);
-    const auto res = tessera::test::run_shell("ulimit -v 1000000; timeout 30 " +
-                                              std::string(TESSERA_BINARY) + " " + r.args);
+    const auto res = tessera::test::run_shell(tessera::test::memory_bound_prefix() +
+                                              "timeout 30 " + std::string(TESSERA_BINARY) + " " +
+                                              r.args);
     CHECK(res.code == 2);
     CHECK_THAT(res.out, Catch::Contains(r.part));
     CHECK(res.seconds < 10);
