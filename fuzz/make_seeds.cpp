@@ -68,7 +68,8 @@ void message_seeds(caf::actor_system& sys, const fs::path& dir) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     auto value = sys.config().value_factories_by_name.at(names[i])();
     const bytes b = encode(sys, *value);
-    put(dir / ("seed-" + std::to_string(i)), std::string(1, static_cast<char>(i)), b.data(), b.size());
+    const std::string pick(1, static_cast<char>(i));
+    put(dir / ("seed-" + std::to_string(i)), pick, b.data(), b.size());
   }
   const std::string whole(1, static_cast<char>(names.size()));
   tessera::actors::heartbeat beat{3, 42};
@@ -123,7 +124,8 @@ void basp_seeds(caf::actor_system& sys, const fs::path& dir) {
       {"monitor", frame(sys, basp::message_type::monitor_message, payload(me, me))},
       {"down", frame(sys, basp::message_type::down_message, payload(me, me, reason))},
       {"heartbeat", frame(sys, basp::message_type::heartbeat, {})}};
-  for (const auto& [name, b] : frames) put(dir / (std::string("seed-") + name), "", b.data(), b.size());
+  for (const auto& [name, b] : frames)
+    put(dir / (std::string("seed-") + name), "", b.data(), b.size());
 }
 
 }  // namespace
