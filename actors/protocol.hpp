@@ -40,6 +40,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/wire.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/records.hpp"
 
@@ -48,7 +49,7 @@ namespace tessera {
 /// Serialises round_record (runtime/records.hpp), carried in run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_record& x) {
-  return f(caf::meta::type_name("round_record"), x.start, x.busy_gpus, x.idle_gpus,
+  return actors::wire::fields(f, "round_record", x.start, x.busy_gpus, x.idle_gpus,
            x.active_jobs, x.waiting_jobs);
 }
 
@@ -304,37 +305,39 @@ struct run_summary {
 };
 
 // ---- serialisation ------------------------------------------------------------------------
+// Every inspect goes through wire::fields (actors/wire.hpp), which sends doubles as their bit
+// patterns: CAF 0.17's own packing hangs on an infinity.
 
 /// Serialises auth_request.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, auth_request& x) {
-  return f(caf::meta::type_name("auth_request"), x.nonce);
+  return wire::fields(f, "auth_request", x.nonce);
 }
 /// Serialises auth_challenge.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, auth_challenge& x) {
-  return f(caf::meta::type_name("auth_challenge"), x.nonce, x.proof);
+  return wire::fields(f, "auth_challenge", x.nonce, x.proof);
 }
 /// Serialises node_hello.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
-  return f(caf::meta::type_name("node_hello"), x.version, x.rank, x.name, x.gpu_type, x.gpus,
+  return wire::fields(f, "node_hello", x.version, x.rank, x.name, x.gpu_type, x.gpus,
            x.speed, x.host, x.pid, x.proof);
 }
 /// Serialises node_welcome.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_welcome& x) {
-  return f(caf::meta::type_name("node_welcome"), x.rank, x.round_length, x.heartbeat_interval);
+  return wire::fields(f, "node_welcome", x.rank, x.round_length, x.heartbeat_interval);
 }
 /// Serialises heartbeat.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
-  return f(caf::meta::type_name("heartbeat"), x.seq);
+  return wire::fields(f, "heartbeat", x.seq);
 }
 /// Serialises start_copy.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
-  return f(caf::meta::type_name("start_copy"), x.job, x.copy, x.kind, x.seed, x.config, x.scale,
+  return wire::fields(f, "start_copy", x.job, x.copy, x.kind, x.seed, x.config, x.scale,
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
            x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
@@ -343,63 +346,63 @@ typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
 /// Serialises round_orders.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_orders& x) {
-  return f(caf::meta::type_name("round_orders"), x.round, x.length, x.copies);
+  return wire::fields(f, "round_orders", x.round, x.length, x.copies);
 }
 /// Serialises stop_copy.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_copy& x) {
-  return f(caf::meta::type_name("stop_copy"), x.round, x.job, x.copy);
+  return wire::fields(f, "stop_copy", x.round, x.job, x.copy);
 }
 /// Serialises copy_started.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
-  return f(caf::meta::type_name("copy_started"), x.round, x.job, x.copy, x.step, x.source,
+  return wire::fields(f, "copy_started", x.round, x.job, x.copy, x.step, x.source,
            x.bad_files, x.why);
 }
 /// Serialises progress_report.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.round, x.job, x.copy, x.step,
+  return wire::fields(f, "progress_report", x.round, x.job, x.copy, x.step,
            x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times,
            x.checkpoint_error);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_done& x) {
-  return f(caf::meta::type_name("checkpoint_done"), x.round, x.job, x.copy, x.step,
+  return wire::fields(f, "checkpoint_done", x.round, x.job, x.copy, x.step,
            x.path);
 }
 /// Serialises job_finished.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
-  return f(caf::meta::type_name("job_finished"), x.job, x.step, x.loss, x.accuracy,
+  return wire::fields(f, "job_finished", x.job, x.step, x.loss, x.accuracy,
            x.reached_target);
 }
 /// Serialises round_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_done& x) {
-  return f(caf::meta::type_name("round_done"), x.round);
+  return wire::fields(f, "round_done", x.round);
 }
 /// Serialises job_desc.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_desc& x) {
-  return f(caf::meta::type_name("job_desc"), x.id, x.kind, x.seed, x.config, x.scale,
+  return wire::fields(f, "job_desc", x.id, x.kind, x.seed, x.config, x.scale,
            x.total_steps, x.step_time, x.arrival, x.priority_weight);
 }
 /// Serialises submit_job.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_job& x) {
-  return f(caf::meta::type_name("submit_job"), x.job);
+  return wire::fields(f, "submit_job", x.job);
 }
 /// Serialises cancel_job.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cancel_job& x) {
-  return f(caf::meta::type_name("cancel_job"), x.job);
+  return wire::fields(f, "cancel_job", x.job);
 }
 /// Serialises job_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
-  return f(caf::meta::type_name("job_summary"), x.id, x.kind, x.job_type, x.scale,
+  return wire::fields(f, "job_summary", x.id, x.kind, x.job_type, x.scale,
            x.total_steps, x.finished, x.canceled, x.arrival, x.first_start, x.finish, x.jct,
            x.steps, x.run_time, x.loss, x.accuracy, x.restarts, x.lost_rounds,
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
@@ -410,7 +413,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 /// Serialises run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
-  return f(caf::meta::type_name("run_summary"), x.ok, x.error, x.rounds, x.seconds, x.jobs,
+  return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs,
            x.failed_ranks, x.dispatch_latency, x.round_records, x.messages, x.dropped,
            x.refused, x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
            x.checkpoint_pauses);

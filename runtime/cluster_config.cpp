@@ -21,6 +21,9 @@ using detail::tables_of;
 
 /// Upper bound on a cluster's GPUs, against typos such as "3600000000 v100".
 constexpr long long max_cluster_gpus = limits::max_gpus;
+/// Upper bound on a cluster's servers: a million one-GPU servers take seconds to name and
+/// index (over 10 s under the sanitizers; found by fuzz/fuzz_cluster).
+constexpr long long max_cluster_servers = 1LL << 16;
 
 /// What a server's speed must be, as messages state it.
 const std::string speed_expect = "a speed factor in [" +
@@ -29,7 +32,7 @@ const std::string speed_expect = "a speed factor in [" +
 const std::string gpus_expect =
     "a positive number of GPUs, at most " + std::to_string(max_cluster_gpus);
 const std::string count_expect =
-    "a positive number of servers, at most " + std::to_string(max_cluster_gpus);
+    "a positive number of servers, at most " + std::to_string(max_cluster_servers);
 
 /// Hands out default server names "<type>-<k>" and checks that names are unique.
 class server_namer {
@@ -114,6 +117,11 @@ result<std::vector<server>> shorthand_servers(const std::string& text, const std
   for (const auto& g : groups) total += g.first;
   if (total > max_cluster_gpus)
     return bad("more than " + std::to_string(max_cluster_gpus) + " GPUs");
+  long long servers = 0;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    servers += (groups[i].first + per_server[i] - 1) / per_server[i];
+  if (servers > max_cluster_servers)
+    return bad("more than " + std::to_string(max_cluster_servers) + " servers");
 
   std::vector<server> out;
   for (std::size_t i = 0; i < groups.size(); ++i) {
@@ -187,7 +195,7 @@ result<cluster> load_cluster(const std::string& path) {
             "speed", false,
             [](double v) { return v >= limits::min_speed && v <= limits::max_speed; },
             speed_expect.c_str());
-        const auto count = s.integer("count", false, 1, max_cluster_gpus, count_expect.c_str());
+        const auto count = s.integer("count", false, 1, max_cluster_servers, count_expect.c_str());
         const auto name = s.str("name", false);
         if (s.err()) return *s.err();
         const std::string t = detail::to_lower(detail::trim(*type));
@@ -198,6 +206,10 @@ result<cluster> load_cluster(const std::string& path) {
           return input_error(
               path, s.line(count ? "count" : "gpus"), count ? "count" : "gpus",
               "the cluster would have more than " + std::to_string(max_cluster_gpus) + " GPUs");
+        if (static_cast<long long>(servers.size()) + n > max_cluster_servers)
+          return input_error(path, s.line("count"), "count",
+                             "the cluster would have more than " +
+                                 std::to_string(max_cluster_servers) + " servers");
         for (long long k = 0; k < n; ++k) {
           server sv;
           sv.gpu_type = t;

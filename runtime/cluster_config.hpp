@@ -12,6 +12,7 @@
 ///   gpus = 8            # required, in [1, 2^20]
 ///   speed = 1.0         # optional, in [1e-3, 1e3] (runtime/input_limits.hpp)
 ///   count = 2           # optional: this many identical servers
+/// A cluster has at most 2^20 GPUs and 65536 servers in all.
 ///   name = "fast"       # optional
 ///
 /// Unknown keys, missing required fields and wrongly typed or out-of-range values are errors

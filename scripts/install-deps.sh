@@ -6,7 +6,8 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       libboost-dev libboost-program-options-dev
       libtomlplusplus-dev nlohmann-json3-dev catch2
       coinor-libclp-dev coinor-libcbc-dev
-      gnuplot-nox python3)
+      gnuplot-nox python3
+      clang-16 libfuzzer-16-dev)   # clang-16 and libFuzzer: the fuzz targets (fuzz/)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
