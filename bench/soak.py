@@ -31,12 +31,12 @@ def cluster_toml(n):
 
 
 def jobs_toml(n, minutes, rng):
-    """n jobs arriving over the first 80% of the run, each a few minutes of training."""
+    """n jobs arriving over the first 90% of the run, each a few minutes of training."""
     out = []
     for i in range(n):
-        arrival = rng.uniform(0, minutes * 60 * 0.8)
+        arrival = rng.uniform(0, minutes * 60 * 0.9)
         kind = "mlp" if i % 2 else "softmax_regression"
-        steps = rng.randint(1500, 6000)
+        steps = rng.randint(2500, 9000)
         out.append('[[job]]\nkind = "%s"\ntotal_steps = %d\nstep_time = 0.02\n'
                    'arrival = %.1f\nscale_factor = %d\n\n'
                    % (kind, steps, arrival, rng.choice([1, 1, 2])))
@@ -92,11 +92,20 @@ def main():
         sys.exit("soak: the scheduler did not start; see " + log.name)
     time.sleep(2)
     rss_start = rss_mb(run.pid)
+    rss_seen = [rss_start]  # sampled every few seconds while the run lives
     joiners = {}  # rank -> Popen of the process now serving it after a join
     faults = []
     t0 = time.time()
+    def wait(seconds):
+        until = time.time() + seconds
+        while time.time() < until and run.poll() is None:
+            time.sleep(min(5, max(0, until - time.time())))
+            r = rss_mb(run.pid)
+            if r > 0:
+                rss_seen.append(r)
+
     while time.time() - t0 < a.minutes * 60 and run.poll() is None:
-        time.sleep(min(a.interval, max(0, a.minutes * 60 - (time.time() - t0))))
+        wait(min(a.interval, max(0, a.minutes * 60 - (time.time() - t0))))
         if run.poll() is not None or time.time() - t0 >= a.minutes * 60:
             break
         rank = rng.randint(1, 3)
@@ -108,14 +117,16 @@ def main():
         faults.append((round(time.time() - t0), rank))
         print("soak: %4.0f s: killed node rank %d (pid %d)" % (time.time() - t0, rank, pid),
               flush=True)
-        time.sleep(5)  # declared lost after the heartbeat time-out
+        wait(5)  # declared lost after the heartbeat time-out
         joiners[rank] = subprocess.Popen(
             [a.binary, "node", "--join", "127.0.0.1:" + port, "--server", "node-%d" % rank,
              "--cluster", cl, "--secret-file", secret, "--heartbeat-timeout", "3",
              "--timeout", str(a.minutes * 60 * 3)], stdout=log, stderr=subprocess.STDOUT)
-    rss_end = rss_mb(run.pid)
-    print("soak: %d faults in %.1f min; waiting for the jobs left" % (len(faults), (time.time() - t0) / 60),
+    minutes_run = (time.time() - t0) / 60
+    print("soak: %d faults in %.1f min; waiting for the jobs left" % (len(faults), minutes_run),
           flush=True)
+    while run.poll() is None:
+        wait(5)
     code = run.wait()
     s = json.load(open(summary))
     lost_rounds = sum(j["lost_rounds"] for j in s["jobs"])
@@ -130,7 +141,9 @@ def main():
     print("job-rounds lost      %d in all, %.2f per fault (%.1f s of progress per fault)"
           % (lost_rounds, lost_rounds / max(1, len(faults)), 2.0 * lost_rounds / max(1, len(faults))))
     print("regressions          %d" % sum(j["regressions"] for j in s["jobs"]))
-    print("scheduler RSS        %.1f MB at start, %.1f MB after the last fault" % (rss_start, rss_end))
+    print("scheduler RSS        %.1f MB at start, %.1f MB at the end (last sample), %.1f MB at most"
+          % (rss_start, rss_seen[-1], max(rss_seen)))
+    print("faults over          %.1f min" % minutes_run)
     print("work directory       " + work)
     return 0 if code == 0 and not unfinished else 1
 
