@@ -18,6 +18,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/trainable.hpp"
 #include "tests/support.hpp"
 
 namespace tessera::test {
@@ -55,6 +57,33 @@ inline json load_json(const std::string& path) {
   std::ifstream f(path);
   REQUIRE(f);
   return json::parse(f);
+}
+
+/// A trainable of `kind` and `seed` loaded from the final checkpoint the summary's entry `job`
+/// names.
+inline std::unique_ptr<train::trainable> load_final(const json& job, const std::string& kind,
+                                                      std::uint64_t seed) {
+  auto t = make_trainable(kind, seed);
+  const auto path = job["checkpoint"].get<std::string>();
+  INFO("checkpoint " << path);
+  auto h = train::load_trainable_checkpoint(path, *t);
+  REQUIRE(h);
+  CHECK(h->job == job["id"].get<std::int64_t>());
+  return t;
+}
+
+/// Every job's final checkpoint equals the same job trained without interruption.
+inline void check_bitwise(const json& sum) {
+  for (const auto& j : sum["jobs"]) {
+    const auto id = j["id"].get<std::int64_t>();
+    const auto kind = j["kind"].get<std::string>();
+    const auto steps = j["steps"].get<std::int64_t>();
+    INFO("job " << id << " (" << kind << ")");
+    const auto seed = static_cast<std::uint64_t>(id + 1);
+    auto resumed = load_final(j, kind, seed);
+    CHECK(resumed->step() == steps);
+    CHECK(same_bits(resumed->params(), uninterrupted(kind, seed, steps)));
+  }
 }
 
 /// A shell command run in the background, its output going to a file.

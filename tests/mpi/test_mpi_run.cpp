@@ -25,6 +25,8 @@
 using json = nlohmann::json;
 using tessera::test::cluster_toml;
 using tessera::test::jobs_toml;
+using tessera::test::check_bitwise;
+using tessera::test::load_final;
 using tessera::test::load_json;
 using tessera::test::mpirun;
 using tessera::test::command_result;
@@ -35,33 +37,6 @@ using tessera::test::scratch_dir;
 using tessera::test::uninterrupted;
 
 namespace {
-
-/// A trainable of `kind` and `seed` loaded from the final checkpoint the summary's entry `job`
-/// names.
-std::unique_ptr<tessera::train::trainable> load_final(const json& job, const std::string& kind,
-                                                      std::uint64_t seed) {
-  auto t = make_trainable(kind, seed);
-  const auto path = job["checkpoint"].get<std::string>();
-  INFO("checkpoint " << path);
-  auto h = tessera::train::load_trainable_checkpoint(path, *t);
-  REQUIRE(h);
-  CHECK(h->job == job["id"].get<std::int64_t>());
-  return t;
-}
-
-/// Every job's final checkpoint equals the same job trained without interruption.
-void check_bitwise(const json& sum) {
-  for (const auto& j : sum["jobs"]) {
-    const auto id = j["id"].get<std::int64_t>();
-    const auto kind = j["kind"].get<std::string>();
-    const auto steps = j["steps"].get<std::int64_t>();
-    INFO("job " << id << " (" << kind << ")");
-    const auto seed = static_cast<std::uint64_t>(id + 1);
-    auto resumed = load_final(j, kind, seed);
-    CHECK(resumed->step() == steps);
-    CHECK(same_bits(resumed->params(), uninterrupted(kind, seed, steps)));
-  }
-}
 
 /// The checkpoint directory holds no temporary file and at most two checkpoints per job.
 void check_tidy(const scratch_dir& dir) {

@@ -167,6 +167,7 @@ TEST_CASE("(j) a node killed, then restarted with tessera node --join, gets work
   REQUIRE(run.proc.wait(60) == 0);
   const auto sum = load_json(run.summary);
   check_all_finished(sum);
+  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"] == json::array({2}));
   CHECK(sum["joins"].get<int>() == 1);
   CHECK_THAT(run.proc.output(), Catch::Contains("node rank 2 (") );
@@ -188,6 +189,7 @@ TEST_CASE("(k) SIGTERM drains a node: it finishes its round, leaves with exit 0,
   CHECK_THAT(out, Catch::Contains("node rank 1 left the cluster (drained)"));
   const auto sum = load_json(run.summary);
   check_all_finished(sum);
+  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"].empty());  // it left; it was not lost
   for (const auto& j : sum["jobs"]) CHECK(j["lost_rounds"].get<int>() == 0);
 }
@@ -205,6 +207,7 @@ TEST_CASE("(l) a node stopped past the heartbeat time-out, then continued, is fe
   REQUIRE(run.proc.wait(60) == 0);
   const auto sum = load_json(run.summary);
   check_all_finished(sum);
+  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"] == json::array({2}));
 }
 
@@ -315,6 +318,7 @@ TEST_CASE("(n) a node killed during its registration: a new process for its serv
   CHECK(joiner.wait(20) == 0);
   const auto sum = load_json(dir.file("sum.json"));
   check_all_finished(sum);
+  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"].empty());  // it never registered, so it was never lost
   CHECK(sum["joins"].get<int>() == 0);  // the replacement registered before the run started
 }
