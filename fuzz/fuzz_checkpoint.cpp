@@ -41,11 +41,12 @@ void read_file(const std::string& path) {
 /// Loads `payload` into each trainable through a checkpoint file.
 void load_payload(const std::string& path, const std::vector<std::uint8_t>& payload) {
   static const auto trainables = make_trainables();
-  if (!train::write_checkpoint(path, 7, 3, payload)) tessera::fuzz::fail("cannot write checkpoint");
+  if (!train::write_checkpoint(path, train::checkpoint_tag{7, 3, 11}, payload))
+    tessera::fuzz::fail("cannot write checkpoint");
   for (const auto& t : trainables) {
     auto header = train::load_trainable_checkpoint(path, *t);
-    if (header && (header->job != 7 || header->round != 3))
-      tessera::fuzz::fail("a checkpoint reads back another job or round");
+    if (header && (header->job != 7 || header->round != 3 || header->epoch != 11))
+      tessera::fuzz::fail("a checkpoint reads back another job, round or epoch");
   }
 }
 

@@ -40,12 +40,14 @@ void checkpoint_seeds(const fs::path& dir) {
     if (!t) tessera::fuzz::fail("cannot make a built-in trainable");
     const auto state = (*t)->save_state();
     put(dir / ("seed-state-" + kind), "\x01", state.data(), state.size());
-    if (!train::write_checkpoint(file, 7, 3, state)) tessera::fuzz::fail("cannot write checkpoint");
+    if (!train::write_checkpoint(file, train::checkpoint_tag{7, 3, 11}, state))
+      tessera::fuzz::fail("cannot write checkpoint");
     std::ifstream in(file, std::ios::binary);
     const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     put(dir / ("seed-file-" + kind), std::string(1, '\0'), whole.data(), whole.size());
   }
-  if (!train::write_checkpoint(file, 0, 0, {})) tessera::fuzz::fail("cannot write checkpoint");
+  if (!train::write_checkpoint(file, train::checkpoint_tag{0, 0, 0}, {}))
+    tessera::fuzz::fail("cannot write checkpoint");
   std::ifstream in(file, std::ios::binary);
   const std::string empty((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   put(dir / "seed-file-empty-payload", std::string(1, '\0'), empty.data(), empty.size());
@@ -72,7 +74,7 @@ void message_seeds(caf::actor_system& sys, const fs::path& dir) {
     put(dir / ("seed-" + std::to_string(i)), pick, b.data(), b.size());
   }
   const std::string whole(1, static_cast<char>(names.size()));
-  tessera::actors::heartbeat beat{3, 42};
+  tessera::actors::heartbeat beat{42};
   const bytes hb = encode(sys, caf::make_message(beat));
   put(dir / "seed-message-heartbeat", whole, hb.data(), hb.size());
   tessera::actors::round_orders orders;
@@ -112,7 +114,7 @@ void basp_seeds(caf::actor_system& sys, const fs::path& dir) {
     if (sink(const_cast<std::decay_t<decltype(xs)>&>(xs)...)) tessera::fuzz::fail("encode");
     return out;
   };
-  const auto msg = caf::make_message(tessera::actors::heartbeat{1, 2});
+  const auto msg = caf::make_message(tessera::actors::heartbeat{2});
   const caf::actor_id aid = 5;
   const caf::error reason = caf::sec::runtime_error;
   const std::pair<const char*, bytes> frames[] = {

@@ -15,6 +15,8 @@
 #include <limits>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "actor_support.hpp"
 
 using namespace tessera::actors;
@@ -119,4 +121,33 @@ TEST_CASE("fuzz findings: every saved protocol input decodes, re-encodes and rea
     ++files;
   }
   CHECK(files > 0);
+}
+
+TEST_CASE("fuzz findings: a byte vector announcing 4 GiB is refused without allocating it",
+          "[actors][protocol][fuzz]") {
+  // fuzz_messages: 9 bytes announcing a 0xffffffff-byte nonce made CAF 0.17 resize the vector
+  // before checking that the bytes were there (4 GiB touched). Byte vectors now go as strings,
+  // whose length CAF checks against the input first.
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  const std::string input = tessera::test::file_contents(
+      TESSERA_TEST_DATA_DIR "/fuzz/messages/oom-auth_request-2d1b7f5c");
+  REQUIRE(input.size() > 1);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  auth_request r;
+  caf::binary_deserializer in{sys, input.data() + 1, input.size() - 1};
+  CHECK(in(r));  // refused: the bytes are not there
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  CHECK(after.ru_maxrss - before.ru_maxrss < 100 * 1024);  // KB: far below 4 GiB
+  // The wire form is unchanged: a nonce still round-trips byte for byte.
+  auth_request good{std::vector<std::uint8_t>{0, 1, 2, 255}};
+  bytes buf;
+  caf::binary_serializer out{sys, buf};
+  REQUIRE_FALSE(out(good));
+  auth_request back;
+  caf::binary_deserializer again{sys, buf};
+  REQUIRE_FALSE(again(back));
+  CHECK(back.nonce == good.nonce);
 }
