@@ -213,6 +213,28 @@ std::string share_leader_state(const start_copy& o, train::trainable& m, bool le
   return "";
 }
 
+/// Merges a forked job's copies at the round end (their leaders, through the aggregator),
+/// then hands the merged state to the copy's other parts; why it failed, or "".
+std::string merge_copies(copy_slot& slot, train::trainable& m, comm::aggregator& agg, bool leader,
+                         const copy_hooks& hooks) {
+  const auto& o = slot.order;
+  std::string why;
+  if (leader) {
+    if (hooks.before_merge) hooks.before_merge(o, slot.round);
+    const auto rule = train::parse_fork_merge_rule(o.merge);
+    comm::group leaders(o.fork_ranks.begin(), o.fork_ranks.end());
+    std::sort(leaders.begin(), leaders.end());
+    if (!rule)
+      why = "unknown merge rule '" + o.merge + "' (known: " + train::fork_merge_rule_names() + ")";
+    else if (auto st = train::fork_merge(m, {slot.start_step, slot.steps}, *rule, agg, leaders,
+                                         sync_options(o));
+             !st)
+      why = st.err().message;
+  }
+  if (why.empty() && o.part_ranks.size() > 1) why = share_leader_state(o, m, leader, agg);
+  return why;
+}
+
 }  // namespace
 
 bool leads_copy(const start_copy& o, std::int32_t rank) {
@@ -292,27 +314,11 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
         go = can_step(slot.steps, m.step(), clock_type::now());
       }
     }
-    if (fork > 1 && slot.error.empty()) {
-      std::string why;
-      if (leader) {
-        if (hooks.before_merge) hooks.before_merge(o, slot.round);
-        const auto rule = train::parse_fork_merge_rule(o.merge);
-        comm::group leaders(o.fork_ranks.begin(), o.fork_ranks.end());
-        std::sort(leaders.begin(), leaders.end());
-        if (!rule)
-          why = "unknown merge rule '" + o.merge + "' (known: " +
-                train::fork_merge_rule_names() + ")";
-        else if (auto st = train::fork_merge(m, {slot.start_step, slot.steps}, *rule, *agg,
-                                             leaders, sync_options(o));
-                 !st)
-          why = st.err().message;
-      }
-      if (why.empty() && spread) why = share_leader_state(o, m, leader, *agg);
-      if (!why.empty())
+    if (fork > 1 && slot.error.empty())
+      if (const auto why = merge_copies(slot, m, *agg, leader, hooks); !why.empty())
         fail("merging the " + std::to_string(fork) + " copies of job " + std::to_string(o.job) +
                  ": " + why,
              true);
-    }
     slot.loss = m.loss();
     slot.reached_target = o.target_loss > 0 && slot.loss <= o.target_loss;
     slot.finished = m.step() >= o.total_steps || slot.reached_target;
