@@ -170,6 +170,11 @@ struct gate::impl {
                                             static_cast<unsigned short>(upstream_port)),
                               [this, s](const boost::system::error_code& ec) {
                                 if (ec) return close(s);
+                                // Small frames go out at once both ways: with Nagle's
+                                // algorithm a reply waits for a delayed ACK (about 40 ms).
+                                boost::system::error_code opt;
+                                s->client.set_option(tcp::no_delay(true), opt);
+                                s->upstream.set_option(tcp::no_delay(true), opt);
                                 relay_down(s);
                                 read_up(s);
                               });
