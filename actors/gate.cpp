@@ -219,20 +219,29 @@ struct gate::impl {
   /// connection for, or null when every whole frame passed.
   std::int64_t gate_stats::*check_frames(const std::shared_ptr<session>& s) {
     const std::size_t hs = frame_header_size();
-    while (s->in.size() - s->checked >= hs) {
+    std::int64_t passed = 0;  // counted once per read, not per frame: the counters take a lock
+    std::int64_t gate_stats::*why = nullptr;
+    while (!why && s->in.size() - s->checked >= hs) {
       const std::uint8_t* h = s->in.data() + s->checked;
       auto len = frame_payload_length(h);
-      if (!len) return &gate_stats::bad_frames;
-      if (*len > limits.max_message) return &gate_stats::oversized;
-      if (s->in.size() - s->checked - hs < *len) break;  // the rest of its payload is to come
-      if (!frame_verdict(h, h + hs, *len, s->peer, self,
-                         [&](const caf::node_id& id) { return taken(id, s); })
-               .empty())
-        return &gate_stats::bad_frames;
-      s->checked += hs + *len;
-      count(&gate_stats::frames);
+      if (!len) {
+        why = &gate_stats::bad_frames;
+      } else if (*len > limits.max_message) {
+        why = &gate_stats::oversized;
+      } else if (s->in.size() - s->checked - hs < *len) {
+        break;  // the rest of its payload is to come
+      } else if (!frame_verdict(h, h + hs, *len, s->peer, self,
+                                [&](const caf::node_id& id) { return taken(id, s); })
+                      .empty()) {
+        why = &gate_stats::bad_frames;
+      } else {
+        s->checked += hs + *len;
+        ++passed;
+      }
     }
-    return nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    counters.frames += passed;
+    return why;
   }
 };
 

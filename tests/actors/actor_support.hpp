@@ -68,6 +68,18 @@ inline run_job make_run_job(job_id id, const std::string& kind, std::int64_t ste
 /// randomness to prove it).
 inline secret_key test_secret() { return secret_key(secret_bytes, 0x5a); }
 
+/// The hello of server `rank` of `cl` from host `host` (no proof yet).
+inline node_hello hello_for(const cluster& cl, int rank, const std::string& host) {
+  node_hello h;
+  h.rank = rank;
+  h.name = cl.servers[rank].name;
+  h.gpu_type = cl.servers[rank].gpu_type;
+  h.gpus = cl.servers[rank].gpus;
+  h.speed = cl.servers[rank].speed;
+  h.host = host;
+  return h;
+}
+
 /// `h` with its proof of `key` over the nonces `n` (what a node sends after its challenge).
 inline node_hello proven(node_hello h, const nonce_pair& n, const secret_key& key = test_secret()) {
   h.proof = proof_of(key, hello_proof_parts(h, n));

@@ -58,13 +58,7 @@ void report(caf::event_based_actor* self, const caf::actor& sched, const round_o
 /// round_orders to `probe`; `report_atom` makes it report the orders it held back.
 caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster cl, int rank,
                             script sc, caf::actor sched, caf::actor probe) {
-  node_hello h;
-  h.rank = rank;
-  h.name = cl.servers[rank].name;
-  h.gpu_type = cl.servers[rank].gpu_type;
-  h.gpus = cl.servers[rank].gpus;
-  h.speed = cl.servers[rank].speed;
-  h.host = "scripted";
+  const node_hello h = hello_for(cl, rank, "scripted");
   self->request(sched, caf::infinite, auth_request{test_nonce()})
       .then([=](const auth_challenge& c) {
         self->request(sched, caf::infinite, proven(h, nonce_pair{test_nonce(), c.nonce}, sc.key))
@@ -299,24 +293,13 @@ caf::behavior rogue(caf::event_based_actor* self, caf::actor sched, node_hello h
   return {[](const caf::message&) {}};
 }
 
-node_hello hello_for(const cluster& cl, int rank) {
-  node_hello h;
-  h.rank = rank;
-  h.name = cl.servers[rank].name;
-  h.gpu_type = cl.servers[rank].gpu_type;
-  h.gpus = cl.servers[rank].gpus;
-  h.speed = cl.servers[rank].speed;
-  h.host = "rogue";
-  return h;
-}
-
 }  // namespace
 
 TEST_CASE("trust: registrations without the secret are refused, the run goes on",
           "[actors][scheduler][clock][trust]") {
   virtual_run run({1.0, 1.0}, long_jobs(1));
   // One rogue claims rank 1 with no exchange at all, one proves the wrong secret.
-  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 1)));
+  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 1, "rogue")));
   script wrong;
   wrong.key = secret_key(secret_bytes, 0x11);
   run.node(1, wrong);
@@ -336,7 +319,7 @@ TEST_CASE("trust: progress or completion from an actor that is not a live node i
   run.advance(0);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
   // Claims job 0 finished and round 0 reported: none of it counts.
-  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 0)));
+  run.nodes.push_back(run.sys.spawn(rogue, run.sched, hello_for(run.cl, 0, "rogue")));
   run.advance(3);
   CHECK_FALSE(run.summary());  // job 0 (10^6 steps) is not finished
   CHECK(run.rounds_ordered().size() == 3);
