@@ -52,6 +52,10 @@ std::string checkpoint_file_path(const std::string& dir, std::int64_t job, std::
       .string();
 }
 
+std::string program_checkpoint_dir(const std::string& dir, std::int64_t job) {
+  return (std::filesystem::path(dir) / ("job-" + std::to_string(job))).string();
+}
+
 std::string fence_file_path(const std::string& dir, std::int64_t job) {
   return (std::filesystem::path(dir) / ("job-" + std::to_string(job) + ".fence")).string();
 }

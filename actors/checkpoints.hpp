@@ -31,6 +31,10 @@ namespace tessera::actors {
 /// The checkpoint file of job `job` written at the end of round `round` in `dir`.
 std::string checkpoint_file_path(const std::string& dir, std::int64_t job, std::int64_t round);
 
+/// The directory a program job (kind "program") keeps its own checkpoints in:
+/// "<dir>/job-<id>" (never taken for a stray file: it has no ".r<round>.ckpt" tail).
+std::string program_checkpoint_dir(const std::string& dir, std::int64_t job);
+
 /// The fence file of job `job` in `dir` (runtime/train/checkpoint.hpp, check_fence).
 std::string fence_file_path(const std::string& dir, std::int64_t job);
 

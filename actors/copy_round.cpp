@@ -332,6 +332,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
   // A failed round may leave the model half merged or out of step with the other parts, and
   // an unsaved one is ahead of every checkpoint: the next round loads a checkpoint instead.
   if (!slot.error.empty() || !slot.checkpoint_error.empty()) slot.model.reset();
+  slot.end_step = slot.model ? slot.model->step() : o.resume_step;
   slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (slot.busy_seconds > 0 && slot.steps > 0) {
     const double rate = slot.steps / slot.busy_seconds;

@@ -59,9 +59,11 @@ struct copy_slot {
   std::unique_ptr<train::trainable> model;   ///< in-memory state, null until loaded
   std::thread worker;                        ///< runs the round
   std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
+  std::atomic<bool> abort{false};            ///< a program's processes are ended now (shutdown)
   // Results of the round.
   std::int64_t start_step = 0;   ///< step the round started from
   std::int64_t steps = 0;        ///< steps made
+  std::int64_t end_step = 0;     ///< the job's step after the round (its start on failure)
   double busy_seconds = 0;       ///< wall seconds from start to checkpoint
   double loss = 0;               ///< training loss after the round
   double accuracy = 0;           ///< held-out accuracy (computed when finished)
@@ -75,6 +77,8 @@ struct copy_slot {
   bool fenced = false;           ///< the job's fence refused the checkpoint (a stale writer)
   std::string error;             ///< why the round failed, empty if it did not
   bool retry = false;            ///< the failure was a synchronisation with other nodes
+  bool program_failed = false;   ///< a user's program failed (progress_report::program_failed)
+  double startup_seconds = 0;    ///< a program: from its start to its hello (0 = not a program)
   double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
 };
 

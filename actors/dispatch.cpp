@@ -119,6 +119,39 @@ void set_checkpoints(start_copy& o, const dispatch_job& j, const dispatch_contex
   }
 }
 
+/// Seconds one step of a part takes: measured on its GPU type when known, else planned.
+double part_step_seconds(const dispatch_job& j, const node_part& np, const dispatch_context& ctx) {
+  const auto& srv = ctx.configured->servers[np.rank];
+  if (j.measured) {
+    auto it = j.measured->find(srv.gpu_type);
+    if (it != j.measured->end() && it->second > 0) return np.part.task_times / it->second;
+  }
+  return np.part.task_times * j.spec->step_time / srv.speed;
+}
+
+/// The program fields of the order of one part of copy `copy` (whose parts are `run`).
+void set_program(start_copy& o, const dispatch_job& j, const std::vector<node_part>& run,
+                 const dispatch_context& ctx) {
+  const auto& p = j.spec->program;
+  o.checkpoint_path = program_checkpoint_dir(ctx.checkpoint_dir, o.job);
+  o.program.command = p.command;
+  o.program.workdir = p.workdir;
+  o.program.env = p.env;
+  o.program.grace = p.grace_seconds;
+  if (o.scale > 1) {
+    double slowest = 0;
+    for (const auto& np : run) slowest = std::max(slowest, part_step_seconds(j, np, ctx));
+    o.program.lease_steps =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(ctx.round_length / slowest));
+  }
+  const auto leader = static_cast<std::size_t>(run.front().rank);
+  if (leader < ctx.hosts.size()) o.program.master_addr = ctx.hosts[leader];
+  const auto spread = static_cast<std::uint64_t>(o.job) * 1000003u +
+                      static_cast<std::uint64_t>(o.copy) * 7919u +
+                      static_cast<std::uint64_t>(ctx.round);
+  o.program.master_port = ctx.master_port_base + static_cast<int>(spread % 4096u);
+}
+
 /// Adds the orders of one job's copies to `orders`.
 void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_layout*>& copies,
                          const std::map<copy_id, double>& budget, const dispatch_context& ctx,
@@ -144,6 +177,7 @@ void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_lay
       if (n > 1) o.fork_ranks = leaders;
       o.aggregate_timeout = std::max(1.0, ctx.report_grace / 2) + longest_step;
       set_checkpoints(o, j, ctx);
+      if (j.spec->is_program()) set_program(o, j, runs[c], ctx);
       orders[np.rank].copies.push_back(std::move(o));
     }
   }

@@ -13,7 +13,11 @@
 /// - a forked job's copies together overshoot its total by fewer than n steps: each copy's
 ///   budget is at most ceil(remaining / n);
 /// - the collectives of a job wait at most `report_grace / 2` (at least 1 s) plus its slowest
-///   part's step time.
+///   part's step time;
+/// - a program job (kind "program") checkpoints into its own directory
+///   (program_checkpoint_dir); a copy of several processes gets a lease of as many steps as
+///   its slowest part makes in the round (at least 1), the same on every part, and the host of
+///   its first part as MASTER_ADDR.
 
 #include <cstdint>
 #include <functional>
@@ -38,6 +42,9 @@ struct dispatch_job {
   /// Its checkpoints: where copies resume from and fall back to, the writers' epoch; null
   /// when it has none (the job starts at `step` with nothing to load).
   const checkpoint_book* book = nullptr;
+  /// Measured steps/s per GPU type (tracked_job::measured), null when none: a program copy
+  /// of several processes gets its lease in steps from them (else from step_time / speed).
+  const std::map<std::string, double>* measured = nullptr;
 };
 
 /// The round and launch a plan is dispatched in.
@@ -49,6 +56,10 @@ struct dispatch_context {
   double round_length = 0;              ///< seconds
   double report_grace = 0;              ///< seconds past the round a report may take
   std::string checkpoint_dir;           ///< shared directory of job checkpoints
+  std::vector<std::string> hosts;       ///< host of each rank's node ("" = unknown)
+  /// First MASTER_PORT a program copy's process group may get; ports are spread over
+  /// [base, base + 4096) by job, copy and round.
+  int master_port_base = 29500;
 };
 
 /// Orders for every live rank (possibly with no copies), or an error naming the policy

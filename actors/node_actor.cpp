@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors/admission.hpp"
+#include "actors/program_round.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 namespace tessera::actors {
@@ -28,6 +29,7 @@ caf::timespan seconds(double s) {
 node_state::~node_state() {
   for (auto& [key, slot] : slots) {
     slot->stop = true;
+    slot->abort = true;
     if (slot->worker.joinable()) slot->worker.join();
   }
 }
@@ -36,7 +38,7 @@ namespace {
 
 /// Ends the node with a run error of `code` and `text`, stopping its copies.
 void fail(self_ptr self, run_errc code, const std::string& text) {
-  for (auto& [key, slot] : self->state.slots) slot->stop = true;
+  for (auto& [key, slot] : self->state.slots) slot->stop = slot->abort = true;
   self->quit(make_run_error(code, "node rank " + std::to_string(self->state.cfg.rank) + " " + text));
 }
 
@@ -105,6 +107,40 @@ caf::behavior registering(self_ptr self) {
   };
 }
 
+/// Starts the worker thread of one copy of round `o`: a built-in trainable's executor, or a
+/// user's program's (kind "program") with the GPU indices `devices`.
+void start_worker(self_ptr self, copy_slot& slot, const round_orders& o, std::vector<int> devices) {
+  auto& s = self->state;
+  auto me = caf::actor_cast<caf::actor>(self);
+  auto sched = s.scheduler;
+  const auto* kinds = s.cfg.kinds;
+  const double speed = s.cfg.srv.speed;
+  const auto rank = s.cfg.rank;
+  const auto round = o.round;
+  const double length = o.length;
+  copy_slot* raw = &slot;
+  comm::aggregator* agg = s.cfg.agg.get();
+  const copy_hooks* hooks = &s.cfg.hooks.copy;  // the state outlives its workers
+  program_context pc;
+  pc.leases = s.cfg.leases.get();
+  pc.speed = speed;
+  pc.rank = rank;
+  pc.devices = std::move(devices);
+  slot.worker = std::thread([=] {
+    auto started = [&](std::int64_t step) {
+      // As the node actor: the scheduler attributes messages to their sender.
+      caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step,
+                                           static_cast<std::int32_t>(raw->source),
+                                           raw->bad_files, raw->source_why});
+    };
+    if (raw->order.is_program())
+      run_program_round(*raw, pc, length, started, agg);
+    else
+      run_copy_round(*raw, *kinds, speed, length, started, agg, rank, *hooks);
+    caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
+  });
+}
+
 /// Starts the copies of a round's orders, each on its worker thread; copies the orders do
 /// not list are dropped (their state is checkpointed).
 void run_orders(self_ptr self, const round_orders& o) {
@@ -121,32 +157,18 @@ void run_orders(self_ptr self, const round_orders& o) {
   }
   s.pending = static_cast<int>(o.copies.size());
   if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
-  for (const auto& c : o.copies) {
+  std::vector<std::int32_t> want;
+  for (const auto& c : o.copies) want.push_back(c.gpus);
+  const auto devices = assign_devices(want, s.cfg.srv.gpus);
+  for (std::size_t i = 0; i < o.copies.size(); ++i) {
+    const auto& c = o.copies[i];
     auto& slot = s.slots[c.id()];
     if (!slot) slot = std::make_shared<copy_slot>();
     if (slot->worker.joinable()) slot->worker.join();  // finished in an earlier round
     slot->order = c;
     slot->round = o.round;
     slot->stop = false;
-    auto me = caf::actor_cast<caf::actor>(self);
-    auto sched = s.scheduler;
-    const auto* kinds = s.cfg.kinds;
-    const double speed = s.cfg.srv.speed;
-    const auto rank = s.cfg.rank;
-    const auto round = o.round;
-    const double length = o.length;
-    copy_slot* raw = slot.get();
-    comm::aggregator* agg = s.cfg.agg.get();
-    const copy_hooks* hooks = &s.cfg.hooks.copy;  // the state outlives its workers
-    slot->worker = std::thread([=] {
-      run_copy_round(*raw, *kinds, speed, length, [&](std::int64_t step) {
-        // As the node actor: the scheduler attributes messages to their sender.
-        caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step,
-                                             static_cast<std::int32_t>(raw->source),
-                                             raw->bad_files, raw->source_why});
-      }, agg, rank, *hooks);
-      caf::anon_send(me, copy_done_atom::value, raw->order.job, raw->order.copy, round);
-    });
+    start_worker(self, *slot, o, devices[i]);
   }
   if (s.pending == 0) self->send(s.scheduler, round_done{o.round});
 }
@@ -163,7 +185,7 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   r.round = round;
   r.job = slot.order.job;
   r.copy = slot.order.copy;
-  r.step = slot.model ? slot.model->step() : slot.order.resume_step;
+  r.step = slot.end_step;
   r.steps = slot.steps;
   r.busy_seconds = slot.busy_seconds;
   r.throughput = slot.ema_throughput;
@@ -172,6 +194,8 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   r.retry = slot.retry;
   r.task_times = slot.order.task_times;
   r.checkpoint_error = slot.checkpoint_error;
+  r.program_failed = slot.program_failed;
+  r.startup_seconds = slot.startup_seconds;
   self->send(s.scheduler, r);
   if (slot.checkpointed)
     self->send(s.scheduler, checkpoint_done{round, slot.order.job,

@@ -31,6 +31,7 @@
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
 #include "runtime/model.hpp"
+#include "runtime/program/lease_server.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::actors {
@@ -64,6 +65,9 @@ struct node_config {
   /// Merges forked copies (MPI backend under mpirun, local backend in one process); null when
   /// the launch has none, and then the scheduler does not fork jobs.
   std::shared_ptr<comm::aggregator> agg;
+  /// The node's lease socket for jobs of kind "program" (docs/lease-protocol.md); null when
+  /// the launch runs none, and then such a job's copy fails with a message saying so.
+  std::shared_ptr<program::lease_server> leases;
   node_hooks hooks;  ///< tests and benchmarks only
 };
 

@@ -59,7 +59,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 5;
+constexpr std::uint32_t protocol_version = 6;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -106,6 +106,20 @@ struct heartbeat {
   std::int64_t seq = 0;   ///< counts up from 0
 };
 
+/// How a node runs a copy of a job of kind "program" (runtime/job_file.hpp program_spec,
+/// docs/lease-protocol.md): one process per task of the part it runs here.
+struct program_order {
+  std::vector<std::string> command;          ///< argv
+  std::string workdir;                       ///< where the processes run
+  std::map<std::string, std::string> env;    ///< added to the node's environment
+  double grace = 30;                         ///< seconds the node waits for the program
+  /// Steps of the lease when the copy has several processes (all must stop at the same
+  /// step, as torch.distributed needs), -1 when it has one (its lease is the round's time).
+  std::int64_t lease_steps = -1;
+  std::string master_addr;                   ///< MASTER_ADDR: host of the copy's first part
+  std::int32_t master_port = 0;              ///< MASTER_PORT of the copy's process group
+};
+
 /// Start (or continue) one copy of a job on a node for one round.
 struct start_copy {
   std::int64_t job = 0;                   ///< job id
@@ -144,6 +158,9 @@ struct start_copy {
   std::int64_t fallback_step = 0;         ///< step of fallback_path
   std::uint64_t epoch = 0;                ///< this round's writer epoch (checkpoint fencing)
   std::string fence_path;                 ///< the job's fence file, checked before publishing
+  program_order program;                  ///< kind "program" only
+  /// True for a user's program (kind "program").
+  bool is_program() const { return kind == "program"; }
   /// The job copy it starts.
   copy_id id() const { return {job, copy}; }
 };
@@ -202,6 +219,13 @@ struct progress_report {
   /// Non-empty when the round ran but its checkpoint could not be written (e.g. the
   /// directory is full): the round's progress is lost and the run goes on.
   std::string checkpoint_error;
+  /// The user's program failed (a non-zero exit, a signal, a protocol error, silence past
+  /// its grace; `error` says which, with the tail of its stderr): the round's progress is
+  /// lost, the job restarts from its checkpoint, and the failure counts against its
+  /// max_restarts. The run goes on.
+  bool program_failed = false;
+  /// A program's seconds from its start to its first contact (hello); 0 for a trainable.
+  double startup_seconds = 0;
 };
 
 /// A copy's state is saved at a round boundary.
@@ -283,6 +307,10 @@ struct job_summary {
   std::int32_t checkpoint_write_failures = 0;  ///< rounds whose checkpoint was not written
   std::int32_t paused_rounds = 0;           ///< rounds it waited for the checkpoint directory
   std::string checkpoint;                   ///< its newest confirmed checkpoint ("" = none)
+  bool failed = false;                      ///< its program failed past max_restarts
+  std::string failure;                      ///< why (the last failure, with stderr's tail)
+  std::int32_t program_failures = 0;        ///< rounds its program failed in
+  double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
 };
 
 /// The end of a run.
@@ -334,6 +362,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
   return wire::fields(f, "heartbeat", x.seq);
 }
+/// Serialises program_order.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, program_order& x) {
+  return wire::fields(f, "program_order", x.command, x.workdir, x.env, x.grace, x.lease_steps,
+           x.master_addr, x.master_port);
+}
 /// Serialises start_copy.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
@@ -341,7 +375,7 @@ typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
            x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
-           x.epoch, x.fence_path);
+           x.epoch, x.fence_path, x.program);
 }
 /// Serialises round_orders.
 template <class Inspector>
@@ -364,7 +398,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
   return wire::fields(f, "progress_report", x.round, x.job, x.copy, x.step,
            x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times,
-           x.checkpoint_error);
+           x.checkpoint_error, x.program_failed, x.startup_seconds);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>
@@ -408,7 +442,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
            x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target,
            x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_write_failures,
-           x.paused_rounds, x.checkpoint);
+           x.paused_rounds, x.checkpoint, x.failed, x.failure, x.program_failures, x.startup_seconds);
 }
 /// Serialises run_summary.
 template <class Inspector>

@@ -119,6 +119,37 @@ std::optional<std::string> check_size(const run_settings& o, const cluster& cl, 
          "); tessera runs one node per server";
 }
 
+/// The lease socket of a node process (docs/lease-protocol.md) in a directory only this user
+/// can enter, removed with the server; null (with a message) when it cannot be opened: then
+/// only program jobs fail, each saying why.
+std::shared_ptr<program::lease_server> open_leases(int rank) {
+  struct holder {
+    std::string dir;
+    std::unique_ptr<program::lease_server> server;
+    ~holder() {
+      server.reset();
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  };
+  auto h = std::make_shared<holder>();
+  std::string tmpl = "/tmp/tessera-node-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    std::cerr << "tessera: node rank " << rank << ": no lease socket (mkdtemp: "
+              << std::strerror(errno) << "); program jobs cannot run here\n";
+    return nullptr;
+  }
+  h->dir = tmpl;
+  auto server = program::lease_server::start(tmpl + "/lease.sock");
+  if (!server) {
+    std::cerr << "tessera: node rank " << rank << ": no lease socket (" << server.err().message
+              << "); program jobs cannot run here\n";
+    return nullptr;
+  }
+  h->server = std::move(*server);
+  return std::shared_ptr<program::lease_server>(h, h->server.get());
+}
+
 node_config make_node_config(const run_settings& o, const run_inputs& in, int rank,
                              const train::trainable_registry& kinds, const node_setup& setup,
                              const secret_key& key) {
@@ -129,6 +160,9 @@ node_config make_node_config(const run_settings& o, const run_inputs& in, int ra
   nc.host = host_name();
   nc.kinds = &kinds;
   nc.register_timeout = o.connect_timeout;
+  const bool programs = std::any_of(in.jobs.begin(), in.jobs.end(),
+                                    [](const run_job& j) { return j.is_program(); });
+  if (programs || in.jobs.empty()) nc.leases = open_leases(rank);
   if (setup) setup(nc);
   return nc;
 }
@@ -150,6 +184,7 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.max_seconds = o.timeout;
   sc.verbose = o.verbose;
   // Fencing epochs above those of any earlier run in the same checkpoint directory.
+  sc.master_port_base = 20000 + static_cast<int>(::getpid() % 10) * 4096;
   sc.epoch_base = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  std::chrono::system_clock::now().time_since_epoch())
                                                  .count());
@@ -245,11 +280,13 @@ void print_summary(const run_summary& s, const run_settings& o, const cluster& c
     if (j.finished)
       out << std::setprecision(2) << j.jct;
     else
-      out << (j.canceled ? "cancelled" : "-");
+      out << (j.canceled ? "cancelled" : j.failed ? "failed" : "-");
     out << std::setw(8) << j.steps << std::setw(10) << std::setprecision(4) << j.loss
         << std::setw(10) << j.accuracy << std::setw(10) << j.restarts << std::setw(8) << j.rounds
         << std::setw(8) << j.max_copies << (j.reached_target ? "  (target loss)" : "") << '\n';
   }
+  for (const auto& j : s.jobs)
+    if (j.failed) out << "job " << j.id << " failed: " << j.failure << '\n';
   out << "schedule metrics (computed as in simulation):\n";
   print_metrics_table(out, {run_metrics(s, o.policy, cl.total_gpus())}, time_unit::seconds);
   if (!o.checkpoint_dir.empty()) {
@@ -291,6 +328,10 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
     e["kind"] = x.kind;
     e["finished"] = x.finished;
     e["canceled"] = x.canceled;
+    e["failed"] = x.failed;
+    e["failure"] = x.failure;
+    e["program_failures"] = x.program_failures;
+    e["startup_seconds"] = x.startup_seconds;
     e["arrival"] = x.arrival;
     e["finish"] = x.finish;
     e["jct"] = x.jct;

@@ -57,7 +57,9 @@ std::map<std::int64_t, const checkpoint_book*> checkpoint_books(const scheduler_
 }
 
 /// Admitted and neither finished nor cancelled: the policy plans it.
-bool active_job(const tracked_job& j) { return j.arrived && !j.finished && !j.canceled; }
+bool active_job(const tracked_job& j) {
+  return j.arrived && !j.finished && !j.canceled && !j.failed;
+}
 
 /// Whether the active jobs wait for the checkpoint directory this round (counted per job);
 /// probes it while they do and removes stray files (actors/checkpoints.hpp).
@@ -117,11 +119,15 @@ job_summary summarise(const tracked_job& j) {
   js.checkpoint_write_failures = j.ckpt.write_failures;
   js.paused_rounds = j.ckpt.paused_rounds;
   if (const auto* f = j.ckpt.book.resume()) js.checkpoint = f->path;
+  js.failed = j.failed;
+  js.failure = j.failure;
+  js.program_failures = j.program_failures;
+  js.startup_seconds = j.startups > 0 ? j.startup_sum / j.startups : 0;
   return js;
 }
 
 /// Ends the run: shuts the live nodes down, sends the summary, quits.
-void finish(self_ptr self, bool ok, const std::string& why) {
+void finish(self_ptr self, bool ok, std::string why) {
   auto& st = self->state;
   if (st.done) return;
   st.done = true;
@@ -137,6 +143,15 @@ void finish(self_ptr self, bool ok, const std::string& why) {
   sum.dropped = st.dropped;
   sum.refused = st.refused;
   sum.joins = st.joins;
+  std::string failed;
+  for (const auto& j : st.jobs)
+    if (j.failed) failed += (failed.empty() ? "" : ", ") + std::to_string(j.spec.spec.id);
+  if (ok && !failed.empty()) {
+    ok = false;
+    why = "the program of job(s) " + failed + " failed more often than its max_restarts";
+  }
+  sum.ok = ok;
+  sum.error = why;
   for (const auto& j : st.jobs) {
     sum.jobs.push_back(summarise(j));
     sum.checkpoint_fallbacks += j.ckpt.fallbacks;
@@ -144,7 +159,8 @@ void finish(self_ptr self, bool ok, const std::string& why) {
   }
   sum.checkpoint_pauses = st.ckpts.health.pauses();
   before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr);  // last strays
-  const std::int32_t code = ok ? 0 : 1;
+  // A failed program is the job's failure, not the run's: the nodes end normally.
+  const std::int32_t code = ok || !failed.empty() ? 0 : 1;
   for (auto& n : st.nodes)
     if (n.alive) self->send(n.handle, shutdown_atom::value, code);
   if (st.listener) self->send(st.listener, std::move(sum));
@@ -316,10 +332,12 @@ void start_round(self_ptr self) {
   if (!planned)
     return finish(self, false, "policy " + cfg.pol->name() + ": " + planned.err().message);
   dispatch_context dc{&cfg.cl, st.live_ranks, cfg.can_sync, st.round + 1, cfg.round_length,
-                      cfg.report_grace, cfg.checkpoint_dir};
+                      cfg.report_grace, cfg.checkpoint_dir, {}, cfg.master_port_base};
+  for (const auto& n : st.nodes) dc.hosts.push_back(n.hello.host);
   std::map<std::int64_t, dispatch_job> known;
   for (const auto& j : st.jobs)
-    known[j.spec.spec.id] = dispatch_job{&j.spec, j.step, j.sync_epoch, &j.ckpt.book};
+    known[j.spec.spec.id] =
+        dispatch_job{&j.spec, j.step, j.sync_epoch, &j.ckpt.book, &j.measured};
   auto orders = dispatch_plan(planned->plan, dc, [&](std::int64_t id) -> const dispatch_job* {
     auto it = known.find(id);
     return it == known.end() ? nullptr : &it->second;
@@ -332,7 +350,10 @@ void start_round(self_ptr self) {
   st.round_records.push_back(record_round(planned->plan, st.live.total_gpus(),
                                           static_cast<int>(active.size())));
   st.pending.clear();
+  double program_grace = 0;  // a program's node may wait this long past the round for it
   for (auto& [rank, o] : *orders) {
+    for (const auto& c : o.copies)
+      if (c.is_program()) program_grace = std::max(program_grace, c.program.grace);
     st.pending.insert(rank);
     self->send(st.nodes[rank].handle, std::move(o));
   }
@@ -342,8 +363,8 @@ void start_round(self_ptr self) {
     std::cerr << "tessera: round " << st.round << " at " << now << " s: " << st.expected_starts
               << " parts on " << st.live_ranks.size() << " nodes\n";
   self->delayed_send(self, seconds(cfg.round_length), round_tick_atom::value, st.round);
-  self->delayed_send(self, seconds(cfg.round_length + cfg.report_grace),
-                     round_deadline_atom::value, st.round);
+  st.round_deadline = cfg.round_length + cfg.report_grace + program_grace;
+  self->delayed_send(self, seconds(st.round_deadline), round_deadline_atom::value, st.round);
   self->become(running(self));
 }
 
@@ -508,6 +529,35 @@ void check_heartbeats(self_ptr self) {
     self->delayed_send(self, seconds(st.cfg.heartbeat_interval), hb_check_atom::value);
 }
 
+/// A user's program failed in its round (progress_report::program_failed): the round is lost,
+/// the job restarts from its checkpoint in a later round, and after max_restarts failures it
+/// is failed (the run goes on with the other jobs).
+void on_program_failure(self_ptr self, tracked_job& j, int rank, const progress_report& r,
+                        bool keeper) {
+  auto& s = self->state;
+  if (--j.reports_left <= 0) j.reported = true;
+  if (keeper && !j.round_failed) {
+    j.round_failed = true;
+    ++j.lost_rounds;
+  }
+  if (j.failed) return;
+  ++j.program_failures;
+  j.failure = r.error;
+  const int allowed = j.spec.program.max_restarts;
+  if (j.program_failures > allowed) {
+    j.failed = true;
+    ++s.job_set_version;
+    std::cerr << "tessera: job " << r.job << " failed on node rank " << rank << " (failure "
+              << j.program_failures << ", max_restarts " << allowed << "): " << r.error << '\n';
+    for (const auto& pc : j.pieces)
+      if (s.nodes[pc.rank].alive) self->send(s.nodes[pc.rank].handle, stop_copy{s.round, r.job, pc.copy});
+    return;
+  }
+  std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
+            << "\ntessera: job " << r.job << " restarts from its last checkpoint (failure "
+            << j.program_failures << " of at most " << allowed << " restarts)\n";
+}
+
 /// A copy's report of its round: progress, time, measured rate, or a failure.
 void on_progress(self_ptr self, int rank, const progress_report& r) {
   auto& s = self->state;
@@ -518,6 +568,7 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
     if (pc.copy == r.copy && pc.rank == rank) piece = &pc;
   // Copy 0's leader wrote the checkpoint: its report carries the job's progress.
   const bool keeper = piece && piece->copy == 0 && piece->leader;
+  if (r.program_failed) return on_program_failure(self, *j, rank, r, keeper);
   if (!r.error.empty()) {
     if (!r.retry)
       return finish(self, false,
@@ -544,6 +595,10 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
   if (keeper && !r.checkpoint_error.empty()) {
     j->round_failed = true;
     note_write_failure(j->ckpt, s.ckpts, r.job, r.checkpoint_error, std::cerr);
+  }
+  if (r.startup_seconds > 0) {
+    j->startup_sum += r.startup_seconds;
+    ++j->startups;
   }
   j->gpu_seconds += r.busy_seconds * gpus;
   j->busy[rank] += r.busy_seconds * gpus;
@@ -660,6 +715,10 @@ caf::message_handler common(self_ptr self) {
         auto& s = self->state;
         if (sender_rank(self) < 0) return;
         if (auto* j = find_job(s, c.job); j && c.round == s.round && !j->round_failed) {
+          if (j->spec.is_program()) {
+            j->step = c.step;  // the program keeps its own files in its directory
+            return;
+          }
           note_confirmed(j->ckpt, c.job, {c.path, c.round, c.step}, std::cerr);
           j->step = j->ckpt.book.step();
         }
@@ -712,7 +771,7 @@ void lose_late_nodes(self_ptr self, std::int64_t round) {
   for (int r : late)
     node_lost(self, r,
               "no report for round " + std::to_string(round) + " within " +
-                  std::to_string(s.cfg.round_length + s.cfg.report_grace) + " s");
+                  std::to_string(s.round_deadline) + " s");
 }
 
 /// Registering: nodes register until every server of the cluster file has one.

@@ -95,6 +95,9 @@ struct scheduler_config {
   /// First fencing epoch of every job: a run's epochs start above any earlier run's in the
   /// same directory when it grows with time (the launcher uses the wall clock in ms).
   std::uint64_t epoch_base = 0;
+  /// First MASTER_PORT of program copies (dispatch_context::master_port_base); the launcher
+  /// draws it per run so that runs sharing a host rarely meet.
+  int master_port_base = 29500;
   scheduler_hooks hooks;  ///< tests only
 };
 
@@ -113,6 +116,11 @@ struct tracked_job {
   bool arrived = false;                     ///< admitted to the active set
   bool finished = false;                    ///< reached its total steps
   bool canceled = false;                    ///< cancelled by a client
+  bool failed = false;                      ///< its program failed past max_restarts
+  std::string failure;                      ///< the last failure of its program
+  int program_failures = 0;                 ///< rounds its program failed in
+  double startup_sum = 0;                   ///< its program's start-to-hello times, summed
+  int startups = 0;                         ///< how many are summed
   std::int64_t step = 0;                    ///< step of its latest checkpoint
   double run_time = 0;                      ///< seconds it held GPUs
   double gpu_seconds = 0;                   ///< GPUs x seconds it held
@@ -171,6 +179,7 @@ struct scheduler_state {
   int expected_starts = 0;                  ///< copies of the current round
   int started = 0;                          ///< copy_started received this round
   double round_t0 = 0;                      ///< when the current round began (s)
+  double round_deadline = 0;                ///< seconds after round_t0 every report is due
   std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
   std::vector<int> live_ranks;              ///< rank of each live-cluster server
   cluster live;                             ///< the cluster of live nodes

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -47,7 +48,90 @@ struct run_extras {
   train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;
   int config_line = 0;  ///< line of [job.config], or of the [[job]] table without one
+  program_spec program;  ///< kind "program" only
 };
+
+/// The keys only a program job takes, and the keys only a trainable takes.
+const char* const program_keys[] = {"command", "workdir", "env", "max_restarts", "grace_seconds"};
+const char* const trainable_keys[] = {"seed", "config", "target_loss", "merge"};
+
+/// An array of strings (`command`): at least one, none empty.
+result<std::vector<std::string>> read_strings(const std::string& path, const toml::node& n,
+                                              const char* field) {
+  std::vector<std::string> out;
+  const auto* arr = n.as_array();
+  if (!arr)
+    return input_error(path, line_of(n), field,
+                       std::string("expected an array of strings, got ") + kind_name(n.type()));
+  for (const auto& e : *arr) {
+    const auto* sv = e.as_string();
+    if (!sv || sv->get().empty())
+      return input_error(path, line_of(n), field,
+                         std::string("expected non-empty strings, got ") +
+                             (sv ? "an empty string" : kind_name(e.type())));
+    out.push_back(sv->get());
+  }
+  if (out.empty()) return input_error(path, line_of(n), field, "expected the program to run");
+  return out;
+}
+
+/// The `env` table of a program job: strings only, names without '='.
+result<std::map<std::string, std::string>> read_env(const std::string& path, const toml::table& t) {
+  std::map<std::string, std::string> env;
+  const toml::node* en = t.get("env");
+  if (!en) return env;
+  const auto* et = en->as_table();
+  if (!et)
+    return input_error(path, line_of(*en), "env",
+                       std::string("expected a table of strings, got ") + kind_name(en->type()));
+  for (auto&& [k, v] : *et) {
+    const std::string name(k.str());
+    const auto* sv = v.as_string();
+    if (name.empty() || name.find('=') != std::string::npos || !sv)
+      return input_error(path, line_of(v), "env." + name,
+                         sv ? "expected a variable name without '='"
+                            : std::string("expected a string, got ") + kind_name(v.type()));
+    env[name] = sv->get();
+  }
+  return env;
+}
+
+/// The keys of a program job (kind "program"); relative workdirs are taken from the job
+/// file's directory.
+result<program_spec> read_program(const std::string& path, const toml::table& t,
+                                  table_reader& r) {
+  for (const char* key : trainable_keys)
+    if (t.get(key))
+      return input_error(path, r.line(key), key,
+                         "a program job takes no '" + std::string(key) +
+                             "' (it is the program's own business)");
+  const auto restarts = r.integer("max_restarts", false, 0, 1000, "an integer in [0, 1000]");
+  const auto grace = r.number("grace_seconds", false,
+                              [](double v) { return v >= 0.1 && v <= 3600; },
+                              "a number of seconds in [0.1, 3600]");
+  const auto workdir = r.str("workdir", false);
+  if (r.err()) return *r.err();
+  program_spec p;
+  const toml::node* cn = t.get("command");
+  if (!cn) return input_error(path, r.table_line(), "command", "missing in a program job");
+  auto cmd = read_strings(path, *cn, "command");
+  if (!cmd) return cmd.err();
+  p.command = std::move(*cmd);
+  auto env = read_env(path, t);
+  if (!env) return env.err();
+  p.env = std::move(*env);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path base = fs::absolute(fs::path(path), ec).parent_path();
+  const fs::path dir = workdir ? base / fs::path(*workdir) : base;
+  if (!fs::is_directory(dir, ec))
+    return input_error(path, r.line("workdir"), "workdir",
+                       "no such directory: " + dir.lexically_normal().string());
+  p.workdir = dir.lexically_normal().string();
+  if (restarts) p.max_restarts = static_cast<std::int32_t>(*restarts);
+  if (grace) p.grace_seconds = *grace;
+  return p;
+}
 
 /// The [job.config] table of a run's job: numbers only.
 result<std::map<std::string, double>> read_config(const std::string& path, const toml::table& t) {
@@ -103,10 +187,22 @@ result<run_extras> read_run_extras(const std::string& path, const toml::table& t
   ex.kind = *kind;
   ex.seed = seed;
   ex.step_time = step_time;
+  ex.config_line = r.table_line();
+  if (ex.kind == program_kind) {
+    auto program = read_program(path, t, r);
+    if (!program) return program.err();
+    ex.program = std::move(*program);
+    return ex;
+  }
+  for (const char* key : program_keys)
+    if (t.get(key))
+      return input_error(path, r.line(key), key,
+                         "only a job of kind \"program\" takes '" + std::string(key) + "'");
   if (known_kinds &&
       std::find(known_kinds->begin(), known_kinds->end(), ex.kind) == known_kinds->end()) {
     std::string list;
     for (const auto& k : *known_kinds) list += (list.empty() ? "" : ", ") + k;
+    list += ", " + program_kind;
     return input_error(path, r.line("kind"), "kind",
                        "unknown job kind " + detail::quoted(ex.kind) + " (known: " + list + ")");
   }
@@ -207,7 +303,8 @@ result<std::vector<job>> load_jobs_impl(const std::string& path, const throughpu
       if (extras)
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
                       "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
-                      "merge", "config"});
+                      "merge", "config", "command", "workdir", "env", "max_restarts",
+                      "grace_seconds"});
       else
         r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
                       "slo", "id", "acceptable_gpus"});
@@ -265,7 +362,8 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
     rj.target_loss = extras[i].target_loss.value_or(0.0);
     rj.merge = extras[i].merge;
     rj.config = std::move(extras[i].config);
-    if (check)
+    rj.program = std::move(extras[i].program);
+    if (check && !rj.is_program())
       if (auto st = check(rj); !st)
         return input_error(path, extras[i].config_line, rj.config.empty() ? "kind" : "config",
                            st.err().message);

@@ -23,6 +23,16 @@
 ///   [job.config]          # optional: trainable configuration, numbers only (lr = 0.05, ...)
 /// and there `job_type` is optional (default: the kind) and total_steps must be whole.
 ///
+/// kind = "program" is the user's own process (docs/lease-protocol.md); it takes instead of
+/// seed and [job.config]:
+///   command = ["python3", "train.py", "--lr", "0.1"]  # required: argv, searched in PATH
+///   workdir = "."            # optional: where it runs, relative to the job file's directory
+///                            # (default: that directory)
+///   env = { OMP_NUM_THREADS = "1" }   # optional: added to the node's environment
+///   max_restarts = 3         # optional, 0..1000: failed rounds before the job is failed
+///   grace_seconds = 30       # optional, in [0.1, 3600]: how long the node waits for the
+///                            # program (first contact, reports, exit after the lease)
+///
 /// Errors name the file, the line and the field, as for cluster files
 /// (runtime/cluster_config.hpp). Bounds (runtime/input_limits.hpp): total_steps at most 1e11;
 /// scale_factor and acceptable_gpus at most 2^20; arrival and slo at most 1e9 s;
@@ -47,6 +57,18 @@ namespace tessera {
 result<std::vector<job>> load_jobs(const std::string& path,
                                    const throughput_table* table = nullptr);
 
+/// The job kind of users' own programs.
+inline const std::string program_kind = "program";
+
+/// How a node runs a job of kind "program" (see the file comment).
+struct program_spec {
+  std::vector<std::string> command;          ///< argv; command[0] is searched in PATH
+  std::string workdir;                       ///< absolute directory the processes run in
+  std::map<std::string, std::string> env;    ///< added to the node's environment
+  std::int32_t max_restarts = 3;             ///< failed rounds allowed before the job fails
+  double grace_seconds = 30;                 ///< first contact, report gap, exit after lease
+};
+
 /// A job of a real run (`tessera run`): the scheduling description plus what a node needs to
 /// build and train it.
 struct run_job {
@@ -60,6 +82,9 @@ struct run_job {
   /// How the copies of this job merge when a policy forks it (runtime/train/fork_merge.hpp).
   train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;  ///< trainable configuration ([job.config])
+  program_spec program;                  ///< kind "program" only
+  /// True for a user's program (kind "program"), false for a built-in trainable.
+  bool is_program() const { return kind == program_kind; }
 };
 
 /// Checks one job of a run before anything starts, e.g. that its trainable kind takes its

@@ -1,0 +1,433 @@
+#include "actors/program_round.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "actors/auth.hpp"
+#include "runtime/program/process.hpp"
+#include "runtime/train/checkpoint.hpp"
+
+namespace tessera::actors {
+
+namespace {
+
+using clock_type = program::lease_clock;
+
+clock_type::duration secs(double s) {
+  return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
+}
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// Tasks this node runs of the order's copy (all K when the copy is not split).
+int local_tasks(const start_copy& o) { return o.shards > 0 ? o.shards : o.scale; }
+
+/// One process of the copy on this node and its lease.
+struct task_proc {
+  std::string token;
+  std::shared_ptr<program::lease_slot> lease;
+  std::optional<program::child_process> proc;
+  bool averaged = false;  ///< its average request was answered
+};
+
+/// A step count as two exact floats (24-bit halves), and back.
+void push_count(std::vector<float>& v, std::int64_t n) {
+  v.push_back(static_cast<float>(n >> 24));
+  v.push_back(static_cast<float>(n & 0xffffff));
+}
+std::int64_t read_count(const float* two) {
+  return (static_cast<std::int64_t>(two[0]) << 24) + static_cast<std::int64_t>(two[1]);
+}
+
+/// The round of one program copy on this node (see the header).
+class program_run {
+ public:
+  program_run(copy_slot& slot, const program_context& ctx, double length, comm::aggregator* agg)
+      : slot_(slot), o_(slot.order), ctx_(ctx), agg_(agg), t0_(clock_type::now()),
+        deadline_(t0_ + secs(length)), out_(ctx.out ? *ctx.out : std::cout),
+        err_(ctx.err ? *ctx.err : std::cerr) {}
+  ~program_run() {
+    for (auto& t : tasks_) ctx_.leases->remove(t.token);
+  }
+
+  bool start();
+  void watch();
+  void finish();
+
+ private:
+  void fail(const std::string& why, const task_proc* t);
+  bool leads() const { return o_.shard_begin == 0; }
+  std::int64_t lease_cap() const;
+  void check_task(task_proc& t, clock_type::time_point now);
+  bool lease_over(const program::program_view& v, clock_type::time_point now) const;
+  void maybe_average();
+  std::vector<float> merge_with_copies(const std::vector<float>& mine, std::int64_t steps,
+                                       bool present, std::int32_t& copies, std::int64_t& step);
+  void end_all();
+
+  copy_slot& slot_;
+  const start_copy& o_;
+  const program_context& ctx_;
+  comm::aggregator* agg_;
+  clock_type::time_point t0_, deadline_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::vector<task_proc> tasks_;
+  bool averaged_ = false;          ///< the copy's average is done (or given up)
+  std::int64_t merged_step_ = -1;  ///< the job's step after the merge (-1: no merge)
+};
+
+std::int64_t program_run::lease_cap() const {
+  std::int64_t cap = std::max<std::int64_t>(0, o_.total_steps - o_.resume_step);
+  if (o_.step_budget >= 0) cap = std::min(cap, o_.step_budget);
+  if (o_.program.lease_steps >= 0) cap = std::min(cap, o_.program.lease_steps);
+  return cap;
+}
+
+void program_run::fail(const std::string& why, const task_proc* t) {
+  if (!slot_.error.empty()) return;
+  slot_.program_failed = true;
+  std::string text = "job " + std::to_string(o_.job) + " copy " + std::to_string(o_.copy) +
+                     ": its program " + why;
+  if (t && t->proc) {
+    const auto tail = t->proc->stderr_tail();
+    if (!tail.empty()) text += "; the end of its stderr:\n" + tail;
+  }
+  slot_.error = text;
+}
+
+bool program_run::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(o_.checkpoint_path, ec);
+  if (ec) {
+    slot_.checkpoint_error = "cannot make the checkpoint directory " + o_.checkpoint_path +
+                             ": " + ec.message();
+    return false;
+  }
+  const int n = local_tasks(o_);
+  const bool single = o_.scale == 1;
+  for (int i = 0; i < n; ++i) {
+    auto bytes = random_bytes(32);
+    if (!bytes) {
+      fail("could not be given a lease token: " + bytes.err().message, nullptr);
+      return false;
+    }
+    program::lease_terms terms;
+    terms.job = o_.job;
+    terms.copy = o_.copy;
+    terms.copies = static_cast<std::int32_t>(std::max<std::size_t>(1, o_.fork_ranks.size()));
+    terms.step = o_.resume_step;
+    terms.steps = lease_cap();
+    terms.speed = ctx_.speed;
+    terms.writer = o_.copy == 0 && o_.shard_begin + i == 0;
+    task_proc t;
+    t.token = to_hex(*bytes);
+    t.lease = std::make_shared<program::lease_slot>(
+        terms, single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt);
+    ctx_.leases->add(t.token, t.lease);
+    program::process_spec spec;
+    spec.argv = o_.program.command;
+    spec.workdir = o_.program.workdir;
+    spec.env = program_environment(o_, i, ctx_, ctx_.leases->path());
+    spec.env["TESSERA_LEASE_TOKEN"] = t.token;
+    spec.prefix = "[job " + std::to_string(o_.job) + "." + std::to_string(o_.copy) + " rank " +
+                  std::to_string(o_.shard_begin + i) + "] ";
+    auto p = program::child_process::start(spec);
+    if (!p) {
+      ctx_.leases->remove(t.token);
+      fail("could not start: " + p.err().message, nullptr);
+      return false;
+    }
+    t.proc.emplace(std::move(*p));
+    tasks_.push_back(std::move(t));
+  }
+  return true;
+}
+
+bool program_run::lease_over(const program::program_view& v, clock_type::time_point now) const {
+  if (v.final_report || v.complete) return true;
+  if (o_.scale == 1 && now >= deadline_) return true;
+  return lease_cap() >= 0 && v.steps >= lease_cap() && v.said_hello;
+}
+
+/// Applies the grace rules to one task (see the header).
+void program_run::check_task(task_proc& t, clock_type::time_point now) {
+  const auto v = t.lease->view();
+  const double grace = o_.program.grace;
+  if (!v.protocol_error.empty()) return fail("broke the lease protocol: " + v.protocol_error, &t);
+  if (t.proc->exited()) {
+    if (!t.proc->succeeded()) fail(t.proc->describe_exit(), &t);
+    return;
+  }
+  if (!v.said_hello) {
+    if (seconds_between(t0_, now) > grace)
+      fail("did not reach its lease within " + std::to_string(grace) + " s", &t);
+    return;
+  }
+  if (v.average_waiting) return;  // it waits for the node, not the other way round
+  if (lease_over(v, now)) {
+    const bool by_time = o_.scale == 1 && !v.final_report && !v.complete && now >= deadline_;
+    const auto end = by_time ? deadline_ : v.last_contact;
+    if (seconds_between(end, now) > grace)
+      fail("still ran " + std::to_string(grace) + " s after its lease ended", &t);
+    return;
+  }
+  if (seconds_between(v.last_contact, now) > grace)
+    fail("sent nothing for " + std::to_string(grace) + " s while its lease ran", &t);
+}
+
+void program_run::watch() {
+  const bool sync = o_.fork_ranks.size() > 1;
+  while (true) {
+    bool running = false;
+    for (auto& t : tasks_) running = t.proc->poll(tasks_.size() == 1 ? 20 : 5, out_, err_) || running;
+    const auto now = clock_type::now();
+    if (slot_.stop.load(std::memory_order_relaxed))
+      for (auto& t : tasks_) t.lease->stop();
+    if (slot_.abort.load(std::memory_order_relaxed)) fail("was ended: its node stops", nullptr);
+    for (auto& t : tasks_) check_task(t, now);
+    if (!slot_.error.empty()) break;
+    maybe_average();
+    if (!running) break;
+  }
+  // A forked copy's leader takes part in the merge even when its program failed or never
+  // asked: the other copies wait for it in the collective. Not asking is a failure, unless
+  // the program said its job is complete.
+  if (sync && leads() && !averaged_) {
+    if (slot_.error.empty() && !tasks_.empty() && !tasks_[0].lease->view().complete)
+      fail("exited without calling average, and its job is forked", &tasks_[0]);
+    std::int32_t copies = 0;
+    std::int64_t step = 0;
+    merge_with_copies({}, 0, false, copies, step);
+    averaged_ = true;
+  }
+  if (!slot_.error.empty()) end_all();
+}
+
+/// Answers the copy's average requests once every local process asked or exited; a forked
+/// copy's leader merges with the other copies first.
+void program_run::maybe_average() {
+  if (averaged_) return;
+  bool any = false, all = true;
+  for (auto& t : tasks_) {
+    const auto v = t.lease->view();
+    any = any || v.average_waiting;
+    all = all && (v.average_waiting || t.proc->exited());
+  }
+  const bool forked = o_.fork_ranks.size() > 1;
+  if (!any) return;
+  if (!all) return;
+  std::vector<std::size_t> sizes0;
+  std::vector<float> data0;
+  const bool have_first = leads() && tasks_[0].lease->take_average(sizes0, data0);
+  std::int32_t copies = 1;
+  std::int64_t step = o_.resume_step + tasks_[0].lease->view().steps;
+  std::vector<float> mean = data0;
+  if (forked && leads())
+    mean = merge_with_copies(data0, tasks_[0].lease->view().steps, have_first, copies, step);
+  averaged_ = true;
+  for (std::size_t i = 0; i < tasks_.size(); ++i) {
+    std::vector<std::size_t> sizes;
+    std::vector<float> data;
+    if (i == 0 && have_first) {
+      sizes = sizes0, data = data0;
+    } else if (!tasks_[i].lease->take_average(sizes, data)) {
+      continue;
+    }
+    const bool gets_mean = leads() && mean.size() == data.size();
+    tasks_[i].lease->answer_average(sizes, gets_mean ? mean : data, copies, step);
+  }
+  merged_step_ = step;
+}
+
+/// The forked copies' merge through the aggregator: every leader sends [copy, present,
+/// steps (2 floats), data]; the mean of the present copies in copy order comes back.
+std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine,
+                                                  std::int64_t steps, bool present,
+                                                  std::int32_t& copies, std::int64_t& step) {
+  std::vector<float> send{static_cast<float>(o_.copy), present ? 1.0f : 0.0f};
+  push_count(send, steps);
+  if (present) send.insert(send.end(), mine.begin(), mine.end());
+  comm::group leaders(o_.fork_ranks.begin(), o_.fork_ranks.end());
+  std::sort(leaders.begin(), leaders.end());
+  comm::reduce_options opt;
+  opt.channel = o_.channel;
+  opt.timeout = std::chrono::milliseconds(
+      static_cast<long>((o_.aggregate_timeout + o_.program.grace) * 1000));
+  std::vector<float> all;
+  std::vector<std::size_t> counts;
+  if (!agg_) {
+    fail("is forked but this node has no aggregator (that needs the MPI launch)", nullptr);
+    return mine;
+  }
+  if (auto st = agg_->allgather(leaders, send, all, &counts, opt); !st) {
+    slot_.retry = true;
+    if (slot_.error.empty()) slot_.error = "merging the copies of job " + std::to_string(o_.job) +
+                                           ": " + st.err().message;
+    return mine;
+  }
+  std::vector<std::pair<std::int64_t, std::vector<float>>> by_copy(leaders.size());
+  step = o_.resume_step;
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < counts.size(); at += counts[k], ++k) {
+    if (counts[k] < 4 || all[at + 1] < 0.5f) continue;
+    const auto c = static_cast<std::size_t>(all[at]);
+    const std::int64_t n = read_count(&all[at + 2]);
+    if (c >= by_copy.size() || counts[k] - 4 != mine.size()) continue;
+    by_copy[c] = {n, std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(at + 4),
+                                        all.begin() + static_cast<std::ptrdiff_t>(at + counts[k]))};
+    step += n;
+  }
+  copies = static_cast<std::int32_t>(std::count_if(
+      by_copy.begin(), by_copy.end(), [](const auto& p) { return !p.second.empty(); }));
+  if (!present || mine.empty()) return mine;
+  return average_copies(by_copy, o_.merge);
+}
+
+/// Ends every process group of the copy on this node: SIGTERM, SIGKILL after at most 5 s.
+void program_run::end_all() {
+  for (auto& t : tasks_)
+    if (t.proc) t.proc->signal_group(SIGTERM);
+  const auto until = clock_type::now() + secs(std::min(5.0, o_.program.grace));
+  bool running = true;
+  while (running && clock_type::now() < until) {
+    running = false;
+    for (auto& t : tasks_)
+      if (t.proc) running = t.proc->poll(20, out_, err_) || running;
+  }
+  for (auto& t : tasks_)
+    if (t.proc) t.proc->kill_and_reap(out_, err_);
+}
+
+void program_run::finish() {
+  // Anything still in a process group (a program's own children) goes with it.
+  for (auto& t : tasks_)
+    if (t.proc && t.proc->group_alive()) t.proc->kill_and_reap(out_, err_);
+  if (tasks_.empty()) return;
+  const auto v = tasks_[0].lease->view();
+  if (v.said_hello) slot_.startup_seconds = seconds_between(t0_, v.hello_at);
+  const std::int64_t from = v.own_step.value_or(o_.resume_step);
+  slot_.start_step = from;
+  slot_.steps = v.steps;
+  slot_.end_step = merged_step_ >= 0 ? merged_step_ : from + v.steps;
+  if (v.loss) slot_.loss = *v.loss;
+  if (!slot_.error.empty()) {
+    slot_.end_step = o_.resume_step;
+    return;
+  }
+  slot_.finished = v.complete || slot_.end_step >= o_.total_steps;
+  if (v.accuracy) slot_.accuracy = *v.accuracy;
+  const bool writer = o_.copy == 0 && leads();
+  if (writer && !o_.fence_path.empty())
+    if (auto st = train::check_fence(o_.fence_path, o_.epoch); !st) {
+      slot_.fenced = true;
+      slot_.retry = true;
+      slot_.error = st.err().message;
+      return;
+    }
+  slot_.checkpointed = writer;
+  const double ran = seconds_between(v.hello_at, v.last_contact);
+  if (ran > 0 && v.steps > 0) {
+    const double rate = v.steps / ran;
+    slot_.ema_throughput = slot_.ema_throughput > 0 ? 0.5 * slot_.ema_throughput + 0.5 * rate : rate;
+  }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> program_environment(const start_copy& o, int local,
+                                                       const program_context& ctx,
+                                                       const std::string& socket_path) {
+  std::map<std::string, std::string> env = o.program.env;
+  const int n = local_tasks(o);
+  env["RANK"] = std::to_string(o.shard_begin + local);
+  env["WORLD_SIZE"] = std::to_string(o.scale);
+  env["LOCAL_RANK"] = std::to_string(local);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(n);
+  env["MASTER_ADDR"] = o.program.master_addr.empty() ? "127.0.0.1" : o.program.master_addr;
+  env["MASTER_PORT"] = std::to_string(o.program.master_port);
+  std::string devices;
+  if (!ctx.devices.empty())
+    devices = std::to_string(ctx.devices[static_cast<std::size_t>(local) % ctx.devices.size()]);
+  env["CUDA_VISIBLE_DEVICES"] = devices;
+  env["TESSERA_JOB_ID"] = std::to_string(o.job);
+  env["TESSERA_COPY"] = std::to_string(o.copy);
+  env["TESSERA_COPIES"] = std::to_string(std::max<std::size_t>(1, o.fork_ranks.size()));
+  env["TESSERA_CHECKPOINT_DIR"] = o.checkpoint_path;
+  env["TESSERA_LEASE"] = socket_path;
+  return env;
+}
+
+std::vector<std::vector<int>> assign_devices(const std::vector<std::int32_t>& want, int gpus) {
+  std::vector<std::vector<int>> out;
+  int next = 0;
+  for (const auto w : want) {
+    std::vector<int> mine;
+    for (int i = 0; i < w && gpus > 0; ++i) mine.push_back(next++ % gpus);
+    out.push_back(std::move(mine));
+  }
+  return out;
+}
+
+std::vector<float> average_copies(
+    const std::vector<std::pair<std::int64_t, std::vector<float>>>& copies,
+    const std::string& rule) {
+  std::size_t n = 0;
+  double total_steps = 0;
+  int present = 0;
+  for (const auto& [steps, data] : copies) {
+    if (data.empty()) continue;
+    n = data.size();
+    total_steps += static_cast<double>(steps);
+    ++present;
+  }
+  std::vector<double> sum(n, 0.0);
+  const bool weighted = rule == "weighted" && total_steps > 0;
+  for (const auto& [steps, data] : copies) {
+    if (data.empty() || data.size() != n) continue;
+    const double w = weighted ? static_cast<double>(steps) / total_steps : 1.0;
+    for (std::size_t i = 0; i < n; ++i) sum[i] += w * static_cast<double>(data[i]);
+  }
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(weighted ? sum[i] : sum[i] / std::max(1, present));
+  return out;
+}
+
+void run_program_round(copy_slot& slot, const program_context& ctx, double length,
+                       const std::function<void(std::int64_t)>& on_started,
+                       comm::aggregator* agg) {
+  const auto t0 = clock_type::now();
+  slot.steps = 0;
+  slot.finished = slot.reached_target = slot.checkpointed = slot.fenced = slot.retry = false;
+  slot.program_failed = false;
+  slot.startup_seconds = 0;
+  slot.checkpoint_error.clear();
+  slot.error.clear();
+  slot.bad_files.clear();
+  slot.source_why.clear();
+  slot.start_step = slot.end_step = slot.order.resume_step;
+  slot.source = slot.order.resume_step > 0 ? state_source::resume : state_source::fresh;
+  if (!ctx.leases) {
+    slot.error = "job " + std::to_string(slot.order.job) + " is a program but this node has no "
+                 "lease socket";
+  } else {
+    program_run run(slot, ctx, length, agg);
+    if (run.start()) {
+      if (on_started) on_started(slot.order.resume_step);
+      run.watch();
+    } else {
+      run.watch();  // ends what did start, takes part in a fork's merge
+    }
+    run.finish();
+  }
+  slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+}  // namespace tessera::actors
