@@ -1,5 +1,6 @@
 #include "runtime/program/lease_protocol.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -421,24 +422,17 @@ std::string format_error(std::string_view message) {
 
 std::string base64_encode(const void* bytes, std::size_t n) {
   const auto* b = static_cast<const std::uint8_t*>(bytes);
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= n; i += 3) {
-    const std::uint32_t w = std::uint32_t{b[i]} << 16 | std::uint32_t{b[i + 1]} << 8 | b[i + 2];
-    for (int k = 18; k >= 0; k -= 6) out += b64_alphabet[(w >> k) & 63];
-  }
-  if (n - i == 1) {
-    const std::uint32_t w = std::uint32_t{b[i]} << 16;
-    out += b64_alphabet[(w >> 18) & 63];
-    out += b64_alphabet[(w >> 12) & 63];
-    out += "==";
-  } else if (n - i == 2) {
-    const std::uint32_t w = std::uint32_t{b[i]} << 16 | std::uint32_t{b[i + 1]} << 8;
-    out += b64_alphabet[(w >> 18) & 63];
-    out += b64_alphabet[(w >> 12) & 63];
-    out += b64_alphabet[(w >> 6) & 63];
-    out += '=';
+  std::string out((n + 2) / 3 * 4, '=');  // a short last group keeps its padding
+  char* o = out.data();
+  for (std::size_t i = 0; i < n; i += 3, o += 4) {
+    const std::size_t left = n - i;
+    const std::uint32_t w = std::uint32_t{b[i]} << 16 |
+                            (left > 1 ? std::uint32_t{b[i + 1]} << 8 : 0u) |
+                            (left > 2 ? std::uint32_t{b[i + 2]} : 0u);
+    o[0] = b64_alphabet[w >> 18];
+    o[1] = b64_alphabet[(w >> 12) & 63];
+    if (left > 1) o[2] = b64_alphabet[(w >> 6) & 63];
+    if (left > 2) o[3] = b64_alphabet[w & 63];
   }
   return out;
 }
@@ -451,31 +445,28 @@ result<std::vector<std::uint8_t>> base64_decode(std::string_view text) {
   std::size_t pad = 0;
   while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') ++pad;
   const std::size_t body = text.size() - pad;
-  std::vector<std::uint8_t> out;
-  out.reserve(text.size() / 4 * 3);
-  std::uint32_t acc = 0;
-  for (std::size_t i = 0; i < body; ++i) {
-    const int v = value[static_cast<unsigned char>(text[i])];
-    if (v < 0)
-      return bad("character '" + excerpt(text.substr(i, 1)) + "' at offset " + std::to_string(i) +
-                 (text[i] == '=' ? " is padding before the end" : " is not in the alphabet"));
-    acc = acc << 6 | static_cast<std::uint32_t>(v);
-    if (i % 4 == 3) {
-      out.push_back(static_cast<std::uint8_t>(acc >> 16));
-      out.push_back(static_cast<std::uint8_t>(acc >> 8));
-      out.push_back(static_cast<std::uint8_t>(acc));
-      acc = 0;
+  const auto refuse = [&](std::size_t i) {
+    return bad("character '" + excerpt(text.substr(i, 1)) + "' at offset " + std::to_string(i) +
+               (text[i] == '=' ? " is padding before the end" : " is not in the alphabet"));
+  };
+  std::vector<std::uint8_t> out(text.size() / 4 * 3 - pad);
+  std::uint8_t* o = out.data();
+  for (std::size_t i = 0; i < body; i += 4, o += 3) {
+    // The last group holds 2 or 3 characters when padded: 8 or 16 bits and 4 or 2 unused.
+    const std::size_t k = std::min<std::size_t>(4, body - i);
+    std::uint32_t acc = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+      const int v = value[static_cast<unsigned char>(text[i + j])];
+      if (v < 0) return refuse(i + j);
+      acc = acc << 6 | static_cast<std::uint32_t>(v);
     }
-  }
-  // The last group: 2 characters (8 bits + 4 unused) or 3 (16 bits + 2 unused). Canonical
-  // base64 leaves the unused bits zero.
-  if (pad == 2) {
-    if (acc & 0xf) return bad("the bits after the last byte are not zero (not canonical base64)");
-    out.push_back(static_cast<std::uint8_t>(acc >> 4));
-  } else if (pad == 1) {
-    if (acc & 0x3) return bad("the bits after the last byte are not zero (not canonical base64)");
-    out.push_back(static_cast<std::uint8_t>(acc >> 10));
-    out.push_back(static_cast<std::uint8_t>(acc >> 2));
+    acc <<= 6 * (4 - k);
+    // Canonical base64 leaves the unused bits zero.
+    if (k < 4 && (acc & (k == 2 ? 0xffffu : 0xffu)) != 0)
+      return bad("the bits after the last byte are not zero (not canonical base64)");
+    o[0] = static_cast<std::uint8_t>(acc >> 16);
+    if (k > 2) o[1] = static_cast<std::uint8_t>(acc >> 8);
+    if (k > 3) o[2] = static_cast<std::uint8_t>(acc);
   }
   return out;
 }
