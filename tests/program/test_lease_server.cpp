@@ -507,7 +507,7 @@ TEST_CASE("lease server: a program that writes without reading is paced, nothing
   CHECK(slot->view().protocol_error.empty());
 }
 
-TEST_CASE("lease server: remove() closes a connection; answers to a gone one are no-ops",
+TEST_CASE("lease server: remove() closes a connection, and answers to a gone one are no-ops",
           "[lease][server]") {
   served s;
   auto slot = registered(*s.server, 1);
