@@ -28,8 +28,10 @@ ALLOWED = {
     "runtime/comm": ["runtime", "runtime/detail"],
     "runtime/train": ["runtime", "runtime/detail", "runtime/comm", "runtime/train/detail"],
     "runtime/train/detail": ["runtime/detail"],
+    "runtime/program": ["runtime", "runtime/detail"],
     "policies": ["runtime", "runtime/detail", "runtime/solver"],
-    "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "policies"],
+    "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "runtime/program",
+               "policies"],
     "launcher": ["runtime", "runtime/detail", "runtime/train", "policies", "actors"],
 }
 # Folders whose includes are not checked: consumers of every layer.

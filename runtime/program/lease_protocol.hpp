@@ -57,6 +57,13 @@ struct lease_terms {
 /// whole number of float32 values.
 result<lease_request> parse_request(std::string_view line);
 
+/// The name of an op as it is written in a message ("hello", ...).
+const char* op_name(request_op op);
+
+/// The "token" of a line that is a JSON object with a string "token", whatever else is wrong
+/// with it: lets the node tell which process sent a hello it refuses.
+std::optional<std::string> token_of(std::string_view line);
+
 /// The node's answers, each one JSON object ending in '\n'.
 std::string format_lease(const lease_terms& t);
 std::string format_averaged(const std::vector<std::size_t>& sizes, const std::vector<float>& data,

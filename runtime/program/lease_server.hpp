@@ -70,9 +70,10 @@ class lease_slot {
   // ---- server side (public for the server and its tests) ----
   /// The terms to send now: seconds from the deadline, steps capped by stop().
   lease_terms terms_now() const;
-  /// Records a request (the server has parsed it); returns the reply line to send now, or ""
-  /// when the reply comes later (average).
-  std::string on_request(const lease_request& r);
+  /// Records a request (the server has parsed it and checked it with order_error); returns
+  /// the reply line to send now, or "" when the reply comes later (average). Taken by value:
+  /// an average's buffers move into the slot.
+  std::string on_request(lease_request r);
   /// Records that the connection closed, with the protocol error that closed it ("" = none).
   void on_closed(const std::string& protocol_error);
   /// Where answer_average sends its line (set by the connection; runs on the server's thread).
@@ -86,8 +87,14 @@ class lease_slot {
   program_view view_;
   std::vector<std::size_t> avg_sizes_;
   std::vector<float> avg_data_;
+  bool avg_held_ = false;  ///< avg_sizes_/avg_data_ hold a request's buffers not yet taken
   std::function<void(std::string)> send_;
 };
+
+/// Why request `r` may not come now from a program whose slot reads `v` ("" = it may): a
+/// second hello, anything after complete, a second average before the first was answered,
+/// steps that go down. The server checks it before lease_slot::on_request.
+std::string order_error(const lease_request& r, const program_view& v);
 
 /// Limits of a lease server.
 struct lease_server_options {
