@@ -544,7 +544,9 @@ class lease {
   std::int64_t step() const { return step_; }
   bool writer() const { return writer_; }            ///< this process writes the checkpoint
   double speed() const { return speed_; }
-  std::int64_t steps_made() const { return made_; }  ///< steps finished since the lease began
+  /// Steps made since the lease began, the one in progress included (after the loop left by
+  /// its own condition or a break, it counts the step the loop left in).
+  std::int64_t steps_made() const { return made_ + (in_step_ ? 1 : 0); }
   /// TESSERA_CHECKPOINT_DIR ("" when unset).
   std::string checkpoint_dir() const { return detail::env("TESSERA_CHECKPOINT_DIR"); }
 

@@ -196,8 +196,10 @@ class TestLeaseLoop(NodeTest):
         self.run_node(terms={"steps": 100})
         lease = tessera_client.Lease(range(100))
         for i in lease:
+            self.assertEqual(lease.steps_made, i + 1)  # the step in progress counts
             if i == 4:
                 break
+        self.assertEqual(lease.steps_made, 5)
         lease.complete()
         self.assertEqual(self.messages("complete")[0]["steps"], 5)
 

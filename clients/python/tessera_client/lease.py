@@ -81,7 +81,7 @@ class Lease:
         self._iterable = itertools.count() if iterable is None else iterable
         self._agree = agree
         self._own_step = step
-        self.steps_made = 0  #: steps made since the lease began (items finished)
+        self._made = 0  # steps finished
         self.expired = False  #: True once the lease (not the iterable) ended the loop
         self._in_step = False
         self._last = False
@@ -89,7 +89,7 @@ class Lease:
         self._step_started = 0.0
         self._step_time = None  # moving average of one step's seconds, pacing included
         self._final_sent = False
-        self._reported = 0  # steps_made at the latest report
+        self._reported = 0  # steps finished at the latest report
         self._exited = False
         path = os.environ.get("TESSERA_LEASE", "")
         self._channel = None
@@ -115,6 +115,12 @@ class Lease:
     def checkpoint_dir(self):
         """TESSERA_CHECKPOINT_DIR (None when unset): where the job's checkpoint lives."""
         return os.environ.get("TESSERA_CHECKPOINT_DIR") or None
+
+    @property
+    def steps_made(self):
+        """Steps made since the lease began: the items handed out, the one in progress
+        included (so after a `break` it counts the step the loop left in)."""
+        return self._made + int(self._in_step)
 
     def _live(self):
         return self._channel is not None and not self._channel.closed
@@ -151,14 +157,14 @@ class Lease:
             return False
         if not self._live():
             return self._channel is None  # standalone: always; a broken channel: never
-        if self._cap >= 0 and self.steps_made >= self._cap:
+        if self._cap >= 0 and self._made >= self._cap:
             return False
         return self._deadline is None or time.monotonic() < self._deadline
 
     def _is_last(self):
         if not self._live():
             return False
-        if self._cap >= 0 and self.steps_made + 1 >= self._cap:
+        if self._cap >= 0 and self._made + 1 >= self._cap:
             return True
         if self._deadline is None or self._step_time is None:
             return False
@@ -169,7 +175,7 @@ class Lease:
         if not self._in_step:
             return
         self._in_step = False
-        self.steps_made += 1
+        self._made += 1
         if not self._live():
             return
         took = time.monotonic() - self._step_started
@@ -203,10 +209,10 @@ class Lease:
 
     def _send_report(self, final):
         sent = time.monotonic()
-        reply = self._channel.request("report", steps=self.steps_made,
+        reply = self._channel.request("report", steps=self._made,
                                       loss=self._finite_loss(None), final=final or None)
         self._last_report = time.monotonic()
-        self._reported = self.steps_made
+        self._reported = self._made
         self._final_sent = self._final_sent or final
         self._apply(reply, sent)
 
@@ -221,7 +227,7 @@ class Lease:
         if self._channel is None:
             if self._exited:
                 raise LeaseError("average after the node said exit")
-            return Averaged(buffers, self.step + self.steps_made, 1)
+            return Averaged(buffers, self.step + self._made, 1)
         sizes, data = _buffers.encode(buffers)
         reply = self._channel.request("average", sizes=sizes, data=data)
         if reply.get("op") != "averaged" or reply.get("sizes") != sizes or \
@@ -244,7 +250,7 @@ class Lease:
         if self._channel is None:
             return
         acc = None if accuracy is None or not math.isfinite(float(accuracy)) else float(accuracy)
-        reply = self._channel.request("complete", steps=self.steps_made,
+        reply = self._channel.request("complete", steps=self._made,
                                       loss=self._finite_loss(loss), accuracy=acc)
         if reply.get("op") != "exit":
             self._channel.close()
@@ -259,7 +265,7 @@ class Lease:
         `complete` (the node counts the steps it was told of)."""
         self._finish_step()
         if self._live():
-            if self.steps_made != self._reported:
+            if self._made != self._reported:
                 self._send_report(final=True)
             self._channel.close()
 
