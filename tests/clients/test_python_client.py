@@ -321,5 +321,20 @@ class TestStandalone(unittest.TestCase):
             self.assertIsNone(lease.checkpoint_dir)
 
 
+
+class TestAtomicOpen(unittest.TestCase):
+    def test_replaces_on_success_and_keeps_the_old_file_on_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ckpt")
+            with tessera_client.atomic_open(path) as f:
+                f.write(b"first")
+            with self.assertRaises(ZeroDivisionError):
+                with tessera_client.atomic_open(path) as f:
+                    f.write(b"half")
+                    1 / 0
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(), b"first")
+            self.assertEqual(os.listdir(d), ["ckpt"])  # no temporary file left
+
 if __name__ == "__main__":
     unittest.main()

@@ -13,7 +13,8 @@ Standard library only. Outside tessera (TESSERA_LEASE unset) a Lease passes ever
 through, so the same program runs on its own."""
 
 from ._channel import PROTOCOL_VERSION, LeaseError
+from .files import atomic_open
 from .lease import Averaged, Lease
 
-__all__ = ["Lease", "LeaseError", "Averaged", "PROTOCOL_VERSION"]
+__all__ = ["Lease", "LeaseError", "Averaged", "atomic_open", "PROTOCOL_VERSION"]
 __version__ = "0.1.0"
