@@ -562,7 +562,7 @@ class lease {
   averaged average(std::vector<std::vector<float>>& buffers) {
     finish_step();
     if (exited_) throw lease_error("average after the node said exit");
-    if (!connected()) return {step_ + made_, 1};
+    if (!channel_) return {step_ + made_, 1};  // standalone (a closed channel throws below)
     std::vector<std::int64_t> sizes;
     for (const auto& b : buffers) sizes.push_back(std::int64_t(b.size()));
     detail::json_writer w("average");
@@ -593,7 +593,7 @@ class lease {
   void complete(std::optional<double> loss = std::nullopt,
                 std::optional<double> accuracy = std::nullopt) {
     finish_step();
-    if (!connected()) return;
+    if (!channel_) return;  // standalone or after exit (a closed channel throws below)
     detail::json_writer w("complete");
     w.field("steps", made_).field("loss", loss ? loss : loss_).field("accuracy", accuracy);
     detail::json reply = channel_->request("complete", w.line());
@@ -608,7 +608,7 @@ class lease {
   void close() {
     finish_step();
     if (connected() && made_ != reported_) send_report(true);
-    channel_.reset();
+    if (channel_) channel_->close();
   }
 
  private:
@@ -619,7 +619,7 @@ class lease {
 
   bool may_step() const {
     if (expired_) return false;
-    if (!connected()) return true;
+    if (!connected()) return !channel_;  // standalone: always; a closed channel: never
     if (cap_ >= 0 && made_ >= cap_) return false;
     return !deadline_ || clock::now() < *deadline_;
   }

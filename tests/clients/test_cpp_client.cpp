@@ -237,6 +237,20 @@ TEST_CASE("C++ client: an exit reply ends the loop as an expiry", "[clients]") {
   CHECK_THROWS_AS(lease.average(b), tessera_client::lease_error);
 }
 
+TEST_CASE("C++ client: after close() the lease is over, not standalone", "[clients]") {
+  fake_node node(json{{"terms", {{"steps", 100}}}});
+  tessera_client::lease lease;
+  for (int k = 0; k < 3; ++k) REQUIRE(lease.next());
+  lease.close();  // reports the 3 steps, the one in progress included
+  CHECK_FALSE(lease.standalone());
+  CHECK_FALSE(lease.next());
+  std::vector<std::vector<float>> b = {{1.0f}};
+  CHECK_THROWS_AS(lease.average(b), tessera_client::lease_error);
+  CHECK_THROWS_AS(lease.complete(), tessera_client::lease_error);
+  CHECK(node.messages("report").back() ==
+        json({{"v", 1}, {"op", "report"}, {"steps", 3}, {"final", true}}));
+}
+
 TEST_CASE("C++ client: agree makes every process of a copy stop together", "[clients]") {
   fake_node node(json{{"terms", {{"steps", 100}}}});
   int calls = 0;

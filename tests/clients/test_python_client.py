@@ -213,6 +213,27 @@ class TestLeaseLoop(NodeTest):
         self.assertEqual(self.messages("report")[-1], {"v": 1, "op": "report", "steps": 7,
                                                        "final": True})
 
+    def test_after_close_the_lease_is_over_not_standalone(self):
+        self.run_node(terms={"steps": 100})
+        lease = tessera_client.Lease(range(100))
+        for i in lease:
+            if i == 2:
+                break
+        lease.close()
+        self.assertFalse(lease.standalone)
+        self.assertEqual(list(lease), [])
+        with self.assertRaises(tessera_client.LeaseError):
+            lease.average([[1.0]])
+        with self.assertRaises(tessera_client.LeaseError):
+            lease.complete()
+
+    @unittest.skipIf(np is None, "NumPy is not installed in this Python")
+    def test_a_numpy_integer_step_is_sent_as_a_number(self):
+        self.run_node(terms={"steps": 1})
+        lease = tessera_client.Lease(step=np.int64(7))
+        lease.close()
+        self.assertEqual(self.messages("hello")[0]["step"], 7)
+
 class TestAverage(NodeTest):
     def test_round_trip_is_exact_for_float32_values(self):
         rng = random.Random(3)

@@ -80,7 +80,7 @@ class Lease:
     def __init__(self, iterable=None, step=None, agree=None):
         self._iterable = itertools.count() if iterable is None else iterable
         self._agree = agree
-        self._own_step = step
+        self._own_step = None if step is None else int(step)  # NumPy integers too
         self._made = 0  # steps finished
         self.expired = False  #: True once the lease (not the iterable) ended the loop
         self._in_step = False
@@ -101,7 +101,7 @@ class Lease:
             raise LeaseError("TESSERA_LEASE is set but TESSERA_LEASE_TOKEN is not")
         self._channel = Channel(path)
         sent = time.monotonic()
-        reply = self._channel.request("hello", token=token, pid=os.getpid(), step=step)
+        reply = self._channel.request("hello", token=token, pid=os.getpid(), step=self._own_step)
         self._apply(reply, sent, first=True)
         self._last_report = time.monotonic()
 
