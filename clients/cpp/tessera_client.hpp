@@ -26,8 +26,8 @@
 ///
 /// Errors: a node's `error` reply, a broken channel or a malformed reply throw `lease_error`
 /// (let it end the program with a non-zero exit: the job restarts from its last checkpoint).
-/// A node's `exit` reply ends the lease as an expiry; `complete` then does nothing and
-/// `average` throws. Not thread-safe: one lease per process, used by one thread.
+/// A node's `exit` reply ends the lease as an expiry; `average` then leaves the buffers as they
+/// are (copies = 1) and `complete` does nothing, so the program checkpoints and exits 0. Not thread-safe: one lease per process, used by one thread.
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -558,11 +558,11 @@ class lease {
   }
 
   /// Averages `buffers` with the job's other copies, in place (float32 on the wire); blocks
-  /// until the node answers. Standalone: leaves them as they are (step: start + steps made).
+  /// until the node answers. Standalone or after `exit`: leaves them as they are (step: start +
+  /// steps made, copies 1).
   averaged average(std::vector<std::vector<float>>& buffers) {
     finish_step();
-    if (exited_) throw lease_error("average after the node said exit");
-    if (!channel_) return {step_ + made_, 1};  // standalone (a closed channel throws below)
+    if (!channel_) return {step_ + made_, 1};  // standalone or after exit (closed: throws below)
     std::vector<std::int64_t> sizes;
     for (const auto& b : buffers) sizes.push_back(std::int64_t(b.size()));
     detail::json_writer w("average");

@@ -74,7 +74,8 @@ class Lease:
 
     Errors: a node's `error` reply, a broken channel or a malformed reply raise `LeaseError`
     (let it end the program: the job restarts from its last checkpoint). A node's `exit` reply
-    ends the loop as an expiry; `complete` then does nothing and `average` raises.
+    ends the loop as an expiry; `average` then returns its input (copies = 1) and `complete`
+    does nothing, so the program checkpoints and exits 0 as asked.
     """
 
     def __init__(self, iterable=None, step=None, agree=None):
@@ -221,12 +222,10 @@ class Lease:
         returned) to be averaged with the job's other copies; blocks until the node answers.
         Returns an `Averaged` list of the means, each of the kind its input was, with `.step`
         (the job's step after the merge) and `.copies`. Standalone: returns the inputs
-        themselves, step = start step + steps made, copies = 1."""
+        themselves, step = start step + steps made, copies = 1; so after the node said exit."""
         self._finish_step()
         buffers = list(buffers)
-        if self._channel is None:
-            if self._exited:
-                raise LeaseError("average after the node said exit")
+        if self._channel is None:  # standalone, or the node said exit
             return Averaged(buffers, self.step + self._made, 1)
         sizes, data = _buffers.encode(buffers)
         reply = self._channel.request("average", sizes=sizes, data=data)
