@@ -8,6 +8,7 @@ import base64
 import importlib.util
 import json
 import os
+import socket
 import struct
 import subprocess
 import sys
@@ -164,6 +165,37 @@ class TestPytorchExample(ExampleTest):
         self.assertEqual(state["step"], 40)
         self.assertEqual(torch.cat([t.flatten() for t in state["model"].values()]).tolist(), mean)
 
+
+    def test_ddp_processes_of_a_copy_stop_at_the_same_step(self):
+        with socket.socket() as s:  # a free port for the gloo rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ckpt = self.ckpt_dir("ckpt")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                   TESSERA_CHECKPOINT_DIR=ckpt)
+        nodes, procs = [], []
+        for rank, cap in ((0, 40), (1, 25)):  # leases of different length: agree stops both
+            sock = os.path.join(self.dir, f"lease{rank}.sock")
+            nodes.append(FakeNode(sock, {"terms": {"steps": cap, "writer": rank == 0}}).start())
+            procs.append(subprocess.Popen(
+                TORCH + ["--steps", "150"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True, env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank),
+                                    TESSERA_LEASE=sock, TESSERA_LEASE_TOKEN=nodes[-1].token)))
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=60)  # without agree: a hung all-reduce
+                self.assertEqual(p.returncode, 0, err)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for node in nodes:
+            self.assertTrue(node.join(10))
+            final = [m for _, m in node.received if m["op"] == "report" and m.get("final")]
+            self.assertEqual([m["steps"] for m in final], [25])
+        self.assertEqual(torch.load(os.path.join(ckpt, "model.pt"))["step"], 25)
 
 @unittest.skipIf(not CPP[0], "TESSERA_CPP_PROGRAM (example_cpp_program) is not set")
 class TestCppProgram(ExampleTest):
