@@ -134,6 +134,9 @@ void set_program(start_copy& o, const dispatch_job& j, const std::vector<node_pa
                  const dispatch_context& ctx) {
   const auto& p = j.spec->program;
   o.checkpoint_path = program_checkpoint_dir(ctx.checkpoint_dir, o.job);
+  o.resume_step = j.step;  // the program's own files: the book holds none of them
+  o.resume_path = o.fallback_path = "";
+  o.fallback_step = 0;
   o.program.command = p.command;
   o.program.workdir = p.workdir;
   o.program.env = p.env;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/auth.hpp"
+#include "runtime/detail/text.hpp"
 #include "runtime/program/process.hpp"
 #include "runtime/train/checkpoint.hpp"
 
@@ -167,7 +168,7 @@ void program_run::check_task(task_proc& t, clock_type::time_point now) {
   }
   if (!v.said_hello) {
     if (seconds_between(t0_, now) > grace)
-      fail("did not reach its lease within " + std::to_string(grace) + " s", &t);
+      fail("did not reach its lease within " + detail::format_shortest(grace) + " s", &t);
     return;
   }
   if (v.average_waiting) return;  // it waits for the node, not the other way round
@@ -175,11 +176,11 @@ void program_run::check_task(task_proc& t, clock_type::time_point now) {
     const bool by_time = o_.scale == 1 && !v.final_report && !v.complete && now >= deadline_;
     const auto end = by_time ? deadline_ : v.last_contact;
     if (seconds_between(end, now) > grace)
-      fail("still ran " + std::to_string(grace) + " s after its lease ended", &t);
+      fail("still ran " + detail::format_shortest(grace) + " s after its lease ended", &t);
     return;
   }
   if (seconds_between(v.last_contact, now) > grace)
-    fail("sent nothing for " + std::to_string(grace) + " s while its lease ran", &t);
+    fail("sent nothing for " + detail::format_shortest(grace) + " s while its lease ran", &t);
 }
 
 void program_run::watch() {

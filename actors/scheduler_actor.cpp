@@ -599,6 +599,13 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
   if (r.startup_seconds > 0) {
     j->startup_sum += r.startup_seconds;
     ++j->startups;
+    // A program restarts each round: a start that eats most of the round starves the job.
+    if (r.startup_seconds > 0.5 * s.cfg.round_length && !j->slow_start_told) {
+      j->slow_start_told = true;
+      std::cerr << "tessera: job " << r.job << ": its program took " << r.startup_seconds
+                << " s to start, more than half of a " << s.cfg.round_length
+                << " s round; a longer --round-length leaves it time to train\n";
+    }
   }
   j->gpu_seconds += r.busy_seconds * gpus;
   j->busy[rank] += r.busy_seconds * gpus;

@@ -121,6 +121,7 @@ struct tracked_job {
   int program_failures = 0;                 ///< rounds its program failed in
   double startup_sum = 0;                   ///< its program's start-to-hello times, summed
   int startups = 0;                         ///< how many are summed
+  bool slow_start_told = false;             ///< the slow-start warning was printed
   std::int64_t step = 0;                    ///< step of its latest checkpoint
   double run_time = 0;                      ///< seconds it held GPUs
   double gpu_seconds = 0;                   ///< GPUs x seconds it held

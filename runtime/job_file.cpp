@@ -127,7 +127,9 @@ result<program_spec> read_program(const std::string& path, const toml::table& t,
   if (!fs::is_directory(dir, ec))
     return input_error(path, r.line("workdir"), "workdir",
                        "no such directory: " + dir.lexically_normal().string());
-  p.workdir = dir.lexically_normal().string();
+  auto normal = dir.lexically_normal();
+  if (!normal.has_filename() && normal.has_parent_path()) normal = normal.parent_path();  // "d/"
+  p.workdir = normal.string();
   if (restarts) p.max_restarts = static_cast<std::int32_t>(*restarts);
   if (grace) p.grace_seconds = *grace;
   return p;

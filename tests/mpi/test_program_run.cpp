@@ -3,6 +3,7 @@
 // counted, and no process of theirs is left behind.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <sstream>
 
 #include "tests/mpi/mpi_support.hpp"
@@ -41,7 +42,7 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   scratch_dir dir("programs");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   std::string jobs = misbehave_job(0, "ok", 60, 0, 2) + misbehave_job(1, "crash_once", 60, 2, 2) +
-                     misbehave_job(2, "crash", 60, 1, 2) + misbehave_job(3, "silent", 60, 0, 1) +
+                     misbehave_job(2, "crash", 60, 1, 2) + misbehave_job(3, "silent", 60, 0, 0.4) +
                      misbehave_job(4, "never", 60, 0, 1) + misbehave_job(5, "garbage", 60, 0, 1) +
                      misbehave_job(6, "orphan", 60, 0, 1) +
                      misbehave_job(7, "hang_after_lease", 60, 0, 1) +
@@ -49,7 +50,7 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
                      misbehave_job(9, "oversized", 60, 0, 1);
   const auto jf = dir.write("jobs.toml", jobs);
   auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
-                     " --jobs " + jf + " --policy fifo --round-length 0.6 --checkpoint-dir " +
+                     " --jobs " + jf + " --policy fifo --round-length 1.2 --checkpoint-dir " +
                      dir.file("ckpt") + " --json " + dir.file("sum.json") + " --timeout 80");
   INFO(o.out);
   CHECK(o.code == 1);  // some jobs failed: the run says so
@@ -93,4 +94,123 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   // No program, and no child a program left, outlives the run.
   CHECK(find_process("misbehave.py") == -1);
   CHECK(find_process("sleep 997") == -1);
+}
+
+TEST_CASE("(u) forked program copies average known buffers exactly across nodes",
+          "[mpi][program][fork]") {
+  scratch_dir dir("program_average");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  const auto jf = dir.write(
+      "jobs.toml", "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+                   "\"average_check.py\", \"1200\"]\nworkdir = \"" + programs_dir +
+                   "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\n");
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
+                     " --policy hadare --round-length 0.8 --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json") + " --timeout 80");
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  const auto& j = sum["jobs"][0];
+  CHECK(j["finished"].get<bool>());
+  CHECK(j["max_copies"].get<int>() == 3);
+  int files = 0, of_three = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ckpt") + "/job-0")) {
+    if (e.path().filename().string().rfind("average-", 0) != 0) continue;
+    ++files;
+    const auto a = load_json(e.path().string());
+    INFO(e.path().string() << ": " << a.dump());
+    const int copies = a["averaged_copies"].get<int>();
+    CHECK(copies == a["copies"].get<int>());
+    if (copies != 3) continue;
+    ++of_three;
+    // The mean of 1, 2, 3 and of -1/8, -2/8, -3/8: exact in float32.
+    CHECK(a["values"][0] == json::array({2.0, 2.0, 2.0, 2.0, 2.0}));
+    CHECK(a["values"][1] == json::array({-0.25, -0.25, -0.25}));
+  }
+  CHECK(files >= 3);
+  CHECK(of_three >= 3);
+}
+
+namespace {
+
+const std::string examples_dir = std::string(TESSERA_TEST_DATA_DIR) + "/../../examples";
+
+/// `n` jobs of an example program (its train.py with `args`), each with `total` steps.
+std::string example_jobs(const std::string& example, int n, int total, const std::string& args,
+                         double step_time) {
+  std::ostringstream s;
+  for (int i = 0; i < n; ++i)
+    s << "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", \"train.py\", "
+      << "\"--steps\", \"" << total << "\"" << args << "]\nworkdir = \"" << examples_dir << "/"
+      << example << "\"\nenv = { OMP_NUM_THREADS = \"1\" }\ntotal_steps = " << total
+      << "\nstep_time = " << step_time << "\ngrace_seconds = 30\n\n";
+  return s.str();
+}
+
+/// The last line of `text` that starts with '{', parsed.
+json last_json_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    const auto at = line.find('{');
+    if (at != std::string::npos) last = line.substr(at);
+  }
+  REQUIRE_FALSE(last.empty());
+  return json::parse(last);
+}
+
+}  // namespace
+
+TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bitwise equal",
+          "[mpi][program][examples]") {
+  scratch_dir dir("numpy_example");
+  // The uninterrupted run: the example on its own, no tessera.
+  auto alone = run_shell("cd " + examples_dir + "/numpy_elastic && /usr/bin/python3 train.py "
+                         "--steps 4000 --checkpoint-dir " + dir.file("alone"));
+  INFO(alone.out);
+  REQUIRE(alone.code == 0);
+  const auto want = last_json_line(alone.out)["params_sha256"].get<std::string>();
+  // Four copies of it on three nodes at speeds 1 / 0.5 / 0.25: they take turns.
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  const auto jf = dir.write("jobs.toml", example_jobs("numpy_elastic", 4, 4000, "", 0.0005));
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
+                     " --round-length 2 --checkpoint-dir " + dir.file("ckpt") + " --json " +
+                     dir.file("sum.json") + " --timeout 80");
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  int moved = 0;
+  for (const auto& j : sum["jobs"]) {
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["steps"].get<int>() == 4000);
+    moved += j["restarts"].get<int>() > 0 ? 1 : 0;
+    const auto fin = load_json(dir.file("ckpt") + "/job-" + std::to_string(j["id"].get<int>()) +
+                               "/final.json");
+    CHECK(fin["params_sha256"].get<std::string>() == want);
+    CHECK(fin["accuracy"].get<double>() == j["accuracy"].get<double>());
+  }
+  CHECK(moved > 0);  // at least one job resumed on another node
+}
+
+TEST_CASE("(w) the PyTorch example, preempted and resumed on other nodes, finishes",
+          "[mpi][program][examples]") {
+  scratch_dir dir("torch_example");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  const auto jf = dir.write("jobs.toml", example_jobs("pytorch_elastic", 2, 800, "", 0.004));
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
+                     " --round-length 3 --checkpoint-dir " + dir.file("ckpt") + " --json " +
+                     dir.file("sum.json") + " --timeout 85");
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  int moved = 0;
+  for (const auto& j : sum["jobs"]) {
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["steps"].get<int>() == 800);
+    CHECK(j["accuracy"].get<double>() > 0.8);  // held-out digits after 800 steps
+    CHECK(j["startup_seconds"].get<double>() > 0);
+    moved += j["restarts"].get<int>() > 0 ? 1 : 0;
+  }
+  CHECK(moved > 0);
+  CHECK(has(o.out, "\"accuracy\""));  // the program printed its held-out accuracy
 }
