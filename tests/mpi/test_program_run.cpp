@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "tests/mpi/mpi_support.hpp"
 
@@ -213,4 +214,36 @@ TEST_CASE("(w) the PyTorch example, preempted and resumed on other nodes, finish
   }
   CHECK(moved > 0);
   CHECK(has(o.out, "\"accuracy\""));  // the program printed its held-out accuracy
+}
+
+TEST_CASE("(x) a PyTorch copy of two processes trains with DDP, on one node or spread over two",
+          "[mpi][program][examples]") {
+  scratch_dir dir("torch_ddp");
+  std::string jobs = example_jobs("pytorch_elastic", 1, 300, "", 0.01);
+  jobs.insert(jobs.find("total_steps"), "scale_factor = 2\n");
+  const auto jf = dir.write("jobs.toml", jobs);
+  // Two GPUs of one node (two processes of one node), then one GPU on each of two nodes
+  // (hare splits the copy's tasks; the processes meet at MASTER_ADDR:MASTER_PORT).
+  const std::string one_node =
+      "[cluster]\nname = \"one\"\n[[cluster.server]]\nname = \"a\"\ngpu_type = \"v100\"\n"
+      "gpus = 2\nspeed = 1.0\n";
+  std::vector<double> losses;
+  for (const auto& [cluster, np, policy] :
+       {std::tuple<std::string, int, std::string>{one_node, 1, "fifo"},
+        {cluster_toml({1.0, 1.0}), 2, "hare"}}) {
+    const auto cl = dir.write("cluster" + std::to_string(np) + ".toml", cluster);
+    const auto sum_file = dir.file("sum" + std::to_string(np) + ".json");
+    auto o = run_shell(mpirun(np) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
+                       " --round-length 3 --checkpoint-dir " + dir.file("ckpt" + std::to_string(np)) +
+                       " --json " + sum_file + " --timeout 60");
+    INFO(o.out);
+    REQUIRE(o.code == 0);
+    const auto sum = load_json(sum_file);
+    const auto& j = sum["jobs"][0];
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["steps"].get<int>() == 300);
+    losses.push_back(j["loss"].get<double>());
+  }
+  // DDP averages the two processes' gradients the same way wherever they ran.
+  CHECK(losses[0] == losses[1]);
 }
