@@ -247,3 +247,39 @@ TEST_CASE("(x) a PyTorch copy of two processes trains with DDP, on one node or s
   // DDP averages the two processes' gradients the same way wherever they ran.
   CHECK(losses[0] == losses[1]);
 }
+
+TEST_CASE("(y) the C++ example program, preempted and resumed, ends bitwise equal",
+          "[mpi][program][examples]") {
+  scratch_dir dir("cpp_program");
+  const std::string bin = TESSERA_CPP_PROGRAM;
+  auto alone = run_shell(bin + " --steps 300000 --checkpoint-dir " + dir.file("alone"));
+  INFO(alone.out);
+  REQUIRE(alone.code == 0);
+  const auto want = last_json_line(alone.out);
+  std::ostringstream jobs;
+  for (int i = 0; i < 3; ++i)
+    jobs << "[[job]]\nkind = \"program\"\ncommand = [\"" << bin
+         << "\", \"--steps\", \"300000\"]\ntotal_steps = 300000\nstep_time = 0.000002\n\n";
+  const auto jf = dir.write("jobs.toml", jobs.str());
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.25}));
+  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 2 --cluster " + cl + " --jobs " +
+                     jf + " --round-length 0.3 --checkpoint-dir " + dir.file("ckpt") + " --json " +
+                     dir.file("sum.json") + " --timeout 60");
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  int moved = 0;
+  for (const auto& j : sum["jobs"]) {
+    CHECK(j["steps"].get<int>() == 300000);
+    moved += j["restarts"].get<int>() > 0 ? 1 : 0;
+  }
+  CHECK(moved > 0);
+  // Every job printed the uninterrupted run's numbers, to the last digit.
+  std::istringstream lines(o.out);
+  std::string line;
+  int same = 0;
+  while (std::getline(lines, line))
+    if (line.rfind("[job ", 0) == 0 && has(line, "weight_error"))
+      same += json::parse(line.substr(line.find('{'))) == want ? 1 : 0;
+  CHECK(same == 3);
+}
