@@ -53,7 +53,7 @@ struct run_extras {
 
 /// The keys only a program job takes, and the keys only a trainable takes.
 const char* const program_keys[] = {"command", "workdir", "env", "max_restarts", "grace_seconds"};
-const char* const trainable_keys[] = {"seed", "config", "target_loss", "merge"};
+const char* const trainable_keys[] = {"seed", "config", "target_loss"};
 
 /// An array of strings (`command`): at least one, none empty.
 result<std::vector<std::string>> read_strings(const std::string& path, const toml::node& n,

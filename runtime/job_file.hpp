@@ -32,6 +32,8 @@
 ///   max_restarts = 3         # optional, 0..1000: failed rounds before the job is failed
 ///   grace_seconds = 30       # optional, in [0.1, 3600]: how long the node waits for the
 ///                            # program (first contact, reports, exit after the lease)
+/// and `merge` as above: how the node averages forked copies' buffers ("weighted": by the
+/// steps each copy made).
 ///
 /// Errors name the file, the line and the field, as for cluster files
 /// (runtime/cluster_config.hpp). Bounds (runtime/input_limits.hpp): total_steps at most 1e11;

@@ -48,11 +48,11 @@ def load_data():
     return x[order[297:]], y[order[297:]], x[order[:297]], y[order[:297]]
 
 
-def batch_indices(step, slot, slots, n, size):
+def batch_indices(step, slot, slots, n, size, seed=0):
     """Step `step`'s minibatch for process `slot` of `slots` (every process of every copy
     draws its own): a pure function of its arguments."""
     epoch, k = divmod(step * slots + slot, n // size)
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(1000 + epoch))
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(1000 + epoch + 7919 * seed))
     return order[k * size:(k + 1) * size]
 
 
@@ -73,6 +73,10 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=2000, help="total steps (the job's total_steps)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0, help="initial parameters and data order")
+    ap.add_argument("--fork-merge", choices=["mean", "sum"], default="mean",
+                    help="forked copies go on from their mean, or from the start plus the sum "
+                         "of their updates (start + copies x (mean - start))")
     ap.add_argument("--target-accuracy", type=float, default=0.0,
                     help="complete once the held-out accuracy reaches it (0: run all steps)")
     ap.add_argument("--eval-every", type=int, default=50,
@@ -93,7 +97,7 @@ def main():
     os.makedirs(ckpt_dir, exist_ok=True)
     ckpt = os.path.join(ckpt_dir, "model.pt")
 
-    torch.manual_seed(0)  # every copy and process starts from the same parameters
+    torch.manual_seed(args.seed)  # every copy and process starts from the same parameters
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     start = 0
@@ -106,10 +110,12 @@ def main():
     x, y, x_test, y_test = load_data()
 
     lease = Lease(range(start, args.steps), step=start, agree=agree if world > 1 else None)
+    if lease.copies > 1 and args.fork_merge == "sum":
+        before = [p.detach().clone() for p in model.parameters()]
     loss, reached = None, False
     for step in lease:
         idx = batch_indices(step, lease.copy * world + rank, lease.copies * world, len(x),
-                            args.batch_size)
+                            args.batch_size, args.seed)
         opt.zero_grad()
         loss_t = F.cross_entropy(net(x[idx]), y[idx])
         loss_t.backward()
@@ -125,8 +131,9 @@ def main():
     if lease.copies > 1:  # forked: every copy goes on from the copies' mean
         means = lease.average(list(model.parameters()))
         with torch.no_grad():
-            for p, m in zip(model.parameters(), means):
-                p.copy_(m)
+            for i, (p, m) in enumerate(zip(model.parameters(), means)):
+                p.copy_(m if args.fork_merge == "mean" else
+                        before[i] + means.copies * (m - before[i]))
         at = means.step
     acc = accuracy(model, x_test, y_test)
     done = at >= args.steps or reached or (args.target_accuracy and acc >= args.target_accuracy)

@@ -48,7 +48,8 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
                      misbehave_job(6, "orphan", 60, 0, 1) +
                      misbehave_job(7, "hang_after_lease", 60, 0, 1) +
                      misbehave_job(8, "version", 60, 0, 1) +
-                     misbehave_job(9, "oversized", 60, 0, 1);
+                     misbehave_job(9, "oversized", 60, 0, 1) +
+                     misbehave_job(10, "stubborn", 60, 0, 0.4);
   const auto jf = dir.write("jobs.toml", jobs);
   auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
                      " --jobs " + jf + " --policy fifo --round-length 1.2 --checkpoint-dir " +
@@ -57,7 +58,7 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   CHECK(o.code == 1);  // some jobs failed: the run says so
   const auto sum = load_json(dir.file("sum.json"));
   CHECK_FALSE(sum["ok"].get<bool>());
-  CHECK(has(sum["error"].get<std::string>(), "2, 3, 4, 5, 6, 7, 8, 9"));
+  CHECK(has(sum["error"].get<std::string>(), "2, 3, 4, 5, 6, 7, 8, 9, 10"));
   // A well-behaved program finishes; its steps are the ones it reported.
   const auto& ok = job_of(sum, 0);
   CHECK(ok["finished"].get<bool>());
@@ -83,7 +84,8 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
       {6, "exited with status 4"},
       {7, "still ran"},
       {8, "broke the lease protocol"},
-      {9, "broke the lease protocol"}};
+      {9, "broke the lease protocol"},
+      {10, "sent nothing for"}};  // it ignores SIGTERM: SIGKILL ends it
   for (const auto& [id, why] : reasons) {
     const auto& j = job_of(sum, id);
     INFO("job " << id << ": " << j["failure"].get<std::string>());

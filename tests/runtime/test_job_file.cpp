@@ -130,7 +130,7 @@ TEST_CASE("run job-set errors name file, line and field", "[job_file][run]") {
   };
   expect("nokind", "[[job]]\ntotal_steps = 5\n", 1, "kind", "missing");
   expect("badkind", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n", 2, "kind",
-         "unknown job kind 'resnet' (known: mlp, softmax_regression)");
+         "unknown job kind 'resnet' (known: mlp, softmax_regression, program)");
   expect("frac", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5.5\n", 3, "total_steps",
          "whole number");
   expect("cfg", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n[job.config]\nlr = \"fast\"\n", 5,

@@ -4,12 +4,13 @@ misbehaves on request: tests/mpi/test_program_run.cpp runs it under `tessera run
 
 usage: misbehave.py MODE [STEP_SECONDS]
 MODE: ok | crash | crash_once | silent | garbage | oversized | version | never | orphan |
-      hang_after_lease
+      hang_after_lease | stubborn
 Every mode but `never` says hello; `ok` steps until its lease ends, writes its step to the
 checkpoint directory and exits 0 (complete once the job's total is reached).
 """
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -54,6 +55,9 @@ if mode == "orphan":
     subprocess.Popen(["sleep", "997"])
     print("misbehave: left a child behind", file=sys.stderr, flush=True)
     sys.exit(4)
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it
+    mode = "silent"
 if mode == "silent":
     time.sleep(600)
 if mode == "garbage":
