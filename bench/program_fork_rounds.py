@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Rounds for the PyTorch example (examples/pytorch_elastic) to reach a held-out accuracy,
 forked into copies on every node (`hadare`, HadarE; the copies merged by the node's mean,
-its mean weighted by the steps each copy made, or by the program adding up their updates) and unforked (`hadar`, the same primal-dual scheduler without forks), under `mpirun -np 3` on config/run_example_cluster.toml
-(speeds 1 / 0.5 / 0.25). Both check the accuracy at lease ends only (round ends), as the
+or its mean weighted by the steps each copy made: the job's `merge`) and unforked (`hadar`, the same primal-dual scheduler without forks), under `mpirun -np 3` on three one-GPU nodes (speeds 1 / 0.5 / 0.25 by default, those of
+config/run_example_cluster.toml). Both check the accuracy at lease ends only (round ends), as the
 trainables' target_loss is checked. One line per seed and policy, then the medians.
 
 usage: bench/program_fork_rounds.py [--seeds 1 2 3] [--target 0.97] [--lr 0.01]
@@ -20,26 +20,31 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def run(policy, merge, seed, args, tmp):
-    node_merge = "weighted" if merge == "weighted" else "mean"
-    merge = "sum" if merge == "sum" else "mean"
+
     jobs = os.path.join(tmp, f"jobs-{seed}-{merge}.toml")
     with open(jobs, "w") as f:
         f.write(f"""[[job]]
 kind = "program"
 command = ["/usr/bin/python3", "train.py", "--steps", "20000", "--seed", "{seed}",
            "--lr", "{args.lr}", "--target-accuracy", "{args.target}",
-           "--eval-every", "1000000000", "--fork-merge", "{merge}"]
+           "--eval-every", "1000000000"]
 workdir = "{ROOT}/examples/pytorch_elastic"
 env = {{ OMP_NUM_THREADS = "1" }}
 total_steps = 20000
 step_time = 0.004
-merge = "{node_merge}"
+merge = "{merge}"
 grace_seconds = 30
 """)
     out = os.path.join(tmp, f"{policy}-{merge}-{seed}.json")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cluster = os.path.join(tmp, "cluster.toml")
+    with open(cluster, "w") as f:
+        f.write('[cluster]\nname = "fork-bench"\n')
+        for i, (gpu, speed) in enumerate(zip(["v100", "p100", "k80"], args.speeds)):
+            f.write(f'[[cluster.server]]\nname = "n{i}"\ngpu_type = "{gpu}"\ngpus = 1\n'
+                    f'speed = {speed}\n')
     cmd = ["mpirun", "-np", "3", "--oversubscribe", os.path.join(ROOT, args.build, "tessera"), "run",
-           "--cluster", os.path.join(ROOT, "config/run_example_cluster.toml"), "--jobs", jobs,
+           "--cluster", cluster, "--jobs", jobs,
            "--policy", policy, "--round-length", str(args.round_length), "--checkpoint-dir",
            os.path.join(tmp, f"ckpt-{policy}-{merge}-{seed}"), "--json", out, "--timeout", "600"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -56,9 +61,13 @@ def main():
     ap.add_argument("--lr", type=float, default=0.003)
     ap.add_argument("--round-length", type=float, default=3)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--speeds", type=float, nargs=3, default=[1.0, 0.5, 0.25],
+                    help="the three nodes' speed factors (config/run_example_cluster.toml's)")
+    ap.add_argument("--policies", nargs="+", default=["hadar", "hadare mean", "hadare weighted"])
     args = ap.parse_args()
     runs = {"hadar": ("hadar", "mean"), "hadare mean": ("hadare", "mean"),
-            "hadare weighted": ("hadare", "weighted"), "hadare sum": ("hadare", "sum")}
+            "hadare weighted": ("hadare", "weighted")}
+    runs = {name: runs[name] for name in args.policies}
     rounds = {name: [] for name in runs}
     print(f"{'seed':>4} {'policy':>15} {'rounds':>6} {'steps':>6} {'accuracy':>8} {'JCT(s)':>7} "
           f"{'copies':>6}", flush=True)

@@ -31,7 +31,7 @@ def tessera_run(args, tmp, job, name):
     out = os.path.join(tmp, name + ".json")
     cmd = [os.path.join(ROOT, args.build, "tessera"), "run", "--local", "1", "--cluster",
            os.path.join(tmp, "cluster.toml"), "--jobs", os.path.join(tmp, name + ".toml"),
-           "--round-length", "60", "--checkpoint-dir", os.path.join(tmp, "ckpt-" + name),
+           "--round-length", str(args.round_length), "--checkpoint-dir", os.path.join(tmp, "ckpt-" + name),
            "--json", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -48,7 +48,7 @@ def overhead(args, tmp):
         subprocess.run(["/usr/bin/python3", prog, str(args.steps), res], check=True, env=env)
         a = json.load(open(res))
         alone.append(a["seconds"] / a["steps"])
-        res = os.path.join(tmp, f"leased-{r}.json")
+        res = os.path.join(tmp, f"leased-steps-{r}.json")
         tessera_run(args, tmp, f'[[job]]\nkind = "program"\ncommand = ["/usr/bin/python3", '
                     f'"{prog}", "{args.steps}", "{res}"]\ntotal_steps = {args.steps}\n'
                     'step_time = 0.01\n', f"leased-{r}")
@@ -82,6 +82,8 @@ def main():
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--round-length", type=float, default=8,
+                    help="longer than one run of the program: it runs in one lease")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         overhead(args, tmp)

@@ -74,9 +74,6 @@ def parse_args():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0, help="initial parameters and data order")
-    ap.add_argument("--fork-merge", choices=["mean", "sum"], default="mean",
-                    help="forked copies go on from their mean, or from the start plus the sum "
-                         "of their updates (start + copies x (mean - start))")
     ap.add_argument("--target-accuracy", type=float, default=0.0,
                     help="complete once the held-out accuracy reaches it (0: run all steps)")
     ap.add_argument("--eval-every", type=int, default=50,
@@ -110,8 +107,6 @@ def main():
     x, y, x_test, y_test = load_data()
 
     lease = Lease(range(start, args.steps), step=start, agree=agree if world > 1 else None)
-    if lease.copies > 1 and args.fork_merge == "sum":
-        before = [p.detach().clone() for p in model.parameters()]
     loss, reached = None, False
     for step in lease:
         idx = batch_indices(step, lease.copy * world + rank, lease.copies * world, len(x),
@@ -131,9 +126,8 @@ def main():
     if lease.copies > 1:  # forked: every copy goes on from the copies' mean
         means = lease.average(list(model.parameters()))
         with torch.no_grad():
-            for i, (p, m) in enumerate(zip(model.parameters(), means)):
-                p.copy_(m if args.fork_merge == "mean" else
-                        before[i] + means.copies * (m - before[i]))
+            for p, m in zip(model.parameters(), means):
+                p.copy_(m)
         at = means.step
     acc = accuracy(model, x_test, y_test)
     done = at >= args.steps or reached or (args.target_accuracy and acc >= args.target_accuracy)
