@@ -619,7 +619,7 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
                       r.throughput);
     }
   }
-  j->loss = r.loss;
+  if (keeper) j->loss = r.loss;  // other parts and copies report losses of their own batches
 }
 
 /// A copy's start: a fallback (or restart from scratch) takes the job's step back, and its
