@@ -228,10 +228,11 @@ void program_run::maybe_average() {
   std::vector<float> data0;
   const bool have_first = leads() && tasks_[0].lease->take_average(sizes0, data0);
   std::int32_t copies = 1;
-  std::int64_t step = o_.resume_step + tasks_[0].lease->view().steps;
+  const auto v0 = tasks_[0].lease->view();
+  std::int64_t step = v0.own_step.value_or(o_.resume_step) + v0.steps;
   std::vector<float> mean = data0;
   if (forked && leads())
-    mean = merge_with_copies(data0, tasks_[0].lease->view().steps, have_first, copies, step);
+    mean = merge_with_copies(data0, v0.steps, have_first, copies, step);
   averaged_ = true;
   for (std::size_t i = 0; i < tasks_.size(); ++i) {
     std::vector<std::size_t> sizes;
@@ -259,8 +260,10 @@ std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine
   std::sort(leaders.begin(), leaders.end());
   comm::reduce_options opt;
   opt.channel = o_.channel;
+  // A copy whose program failed early comes at once: it waits for the others' leases too.
+  const double others = std::max(0.0, seconds_between(clock_type::now(), deadline_));
   opt.timeout = std::chrono::milliseconds(
-      static_cast<long>((o_.aggregate_timeout + o_.program.grace) * 1000));
+      static_cast<long>((others + o_.aggregate_timeout + o_.program.grace) * 1000));
   std::vector<float> all;
   std::vector<std::size_t> counts;
   if (!agg_) {
@@ -274,7 +277,8 @@ std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine
     return mine;
   }
   std::vector<std::pair<std::int64_t, std::vector<float>>> by_copy(leaders.size());
-  step = o_.resume_step;
+  step = tasks_.empty() ? o_.resume_step
+                        : tasks_[0].lease->view().own_step.value_or(o_.resume_step);
   std::size_t at = 0;
   for (std::size_t k = 0; k < counts.size(); at += counts[k], ++k) {
     if (counts[k] < 4 || all[at + 1] < 0.5f) continue;

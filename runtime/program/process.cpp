@@ -128,6 +128,7 @@ child_process& child_process::operator=(child_process&& o) noexcept {
     partial_[i] = std::move(o.partial_[i]);
   }
   tail_ = std::move(o.tail_);
+  tail_cut_ = o.tail_cut_;
   tail_bytes_ = o.tail_bytes_;
   prefix_ = std::move(o.prefix_);
   status_ = std::exchange(o.status_, std::nullopt);
@@ -168,7 +169,10 @@ void child_process::forward(int which, std::ostream& out) {
     part.append(buf, static_cast<std::size_t>(n));
     if (which == 1) {
       tail_.append(buf, static_cast<std::size_t>(n));
-      if (tail_.size() > 2 * tail_bytes_) tail_.erase(0, tail_.size() - tail_bytes_);
+      if (tail_.size() > 2 * tail_bytes_) {
+        tail_.erase(0, tail_.size() - tail_bytes_);
+        tail_cut_ = true;
+      }
     }
     std::size_t at;
     while ((at = part.find('\n')) != std::string::npos) {
@@ -215,8 +219,8 @@ std::string child_process::describe_exit() const {
 }
 
 std::string child_process::stderr_tail() const {
-  if (tail_.size() <= tail_bytes_) return tail_;
-  std::string t = tail_.substr(tail_.size() - tail_bytes_);
+  if (tail_.size() <= tail_bytes_ && !tail_cut_) return tail_;
+  std::string t = tail_.size() <= tail_bytes_ ? tail_ : tail_.substr(tail_.size() - tail_bytes_);
   const auto nl = t.find('\n');
   return nl != std::string::npos && nl + 1 < t.size() ? t.substr(nl + 1) : t;
 }

@@ -73,6 +73,7 @@ class child_process {
   int fds_[2] = {-1, -1};      ///< stdout, stderr read ends
   std::string partial_[2];     ///< unfinished line of each
   std::string tail_;           ///< stderr's tail
+  bool tail_cut_ = false;      ///< the tail lost its beginning (it may start mid-line)
   std::size_t tail_bytes_ = 4096;
   std::string prefix_;
   std::optional<int> status_;  ///< waitpid status once reaped
