@@ -198,7 +198,7 @@ TEST_CASE("lease server: a lease's whole life over the socket", "[lease][server]
   CHECK(lease.at("speed") == 0.5);
   CHECK(lease.at("writer") == true);
   const double first = lease.at("seconds");
-  CHECK(first > 9.0);
+  CHECK(first > 8.0);  // the hello came within 2 s of the slot (a loaded host is slow)
   CHECK(first <= 10.0);
   auto v = slot->view();
   CHECK(v.said_hello);
