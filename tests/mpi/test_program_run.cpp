@@ -28,6 +28,20 @@ std::string misbehave_job(int id, const std::string& mode, int total, int max_re
   return s.str();
 }
 
+/// Runs the job set `jf` under `mpirun -np 3` on three one-GPU nodes of speeds 1 / 0.5 / 0.25
+/// with `policy` and `round_length`; returns the run summary (the run must succeed).
+json run_on_three(scratch_dir& dir, const std::string& jf, const std::string& policy,
+                  const std::string& round_length, std::string* out = nullptr) {
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
+                     " --round-length " + round_length + " --checkpoint-dir " +
+                     dir.file("ckpt") + " --json " + dir.file("sum.json") + " --timeout 85");
+  INFO(o.out);
+  REQUIRE(o.code == 0);
+  if (out) *out = o.out;
+  return load_json(dir.file("sum.json"));
+}
+
 const json& job_of(const json& sum, int id) {
   for (const auto& j : sum["jobs"])
     if (j["id"].get<int>() == id) return j;
@@ -102,17 +116,11 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
 TEST_CASE("(u) forked program copies average known buffers exactly across nodes",
           "[mpi][program][fork]") {
   scratch_dir dir("program_average");
-  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jf = dir.write(
       "jobs.toml", "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
                    "\"average_check.py\", \"1200\"]\nworkdir = \"" + programs_dir +
                    "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\n");
-  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
-                     " --policy hadare --round-length 0.8 --checkpoint-dir " + dir.file("ckpt") +
-                     " --json " + dir.file("sum.json") + " --timeout 80");
-  INFO(o.out);
-  REQUIRE(o.code == 0);
-  const auto sum = load_json(dir.file("sum.json"));
+  const auto sum = run_on_three(dir, jf, "hadare", "0.8");
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
   CHECK(j["max_copies"].get<int>() == 3);
@@ -174,14 +182,8 @@ TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bit
   REQUIRE(alone.code == 0);
   const auto want = last_json_line(alone.out)["params_sha256"].get<std::string>();
   // Four copies of it on three nodes at speeds 1 / 0.5 / 0.25: they take turns.
-  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jf = dir.write("jobs.toml", example_jobs("numpy_elastic", 4, 4000, "", 0.0005));
-  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
-                     " --round-length 2 --checkpoint-dir " + dir.file("ckpt") + " --json " +
-                     dir.file("sum.json") + " --timeout 80");
-  INFO(o.out);
-  REQUIRE(o.code == 0);
-  const auto sum = load_json(dir.file("sum.json"));
+  const auto sum = run_on_three(dir, jf, "max_min_fairness_perf", "2");
   int moved = 0;
   for (const auto& j : sum["jobs"]) {
     CHECK(j["finished"].get<bool>());
@@ -198,14 +200,9 @@ TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bit
 TEST_CASE("(w) the PyTorch example, preempted and resumed on other nodes, finishes",
           "[mpi][program][examples]") {
   scratch_dir dir("torch_example");
-  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jf = dir.write("jobs.toml", example_jobs("pytorch_elastic", 2, 800, "", 0.004));
-  auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf +
-                     " --round-length 3 --checkpoint-dir " + dir.file("ckpt") + " --json " +
-                     dir.file("sum.json") + " --timeout 85");
-  INFO(o.out);
-  REQUIRE(o.code == 0);
-  const auto sum = load_json(dir.file("sum.json"));
+  std::string out;
+  const auto sum = run_on_three(dir, jf, "max_min_fairness_perf", "3", &out);
   int moved = 0;
   for (const auto& j : sum["jobs"]) {
     CHECK(j["finished"].get<bool>());
@@ -215,7 +212,7 @@ TEST_CASE("(w) the PyTorch example, preempted and resumed on other nodes, finish
     moved += j["restarts"].get<int>() > 0 ? 1 : 0;
   }
   CHECK(moved > 0);
-  CHECK(has(o.out, "\"accuracy\""));  // the program printed its held-out accuracy
+  CHECK(has(out, "\"accuracy\""));  // the program printed its held-out accuracy
 }
 
 TEST_CASE("(x) a PyTorch copy of two processes trains with DDP, on one node or spread over two",
