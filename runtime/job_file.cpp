@@ -96,10 +96,10 @@ result<std::map<std::string, std::string>> read_env(const std::string& path, con
   return env;
 }
 
-/// The keys of a program job (kind "program"); relative workdirs are taken from the job
-/// file's directory.
-result<program_spec> read_program(const std::string& path, const toml::table& t,
-                                  table_reader& r) {
+/// The keys of a program job (kind "program"); relative workdirs are taken from `base_dir`
+/// (the job file's directory).
+result<program_spec> read_program(const std::string& path, const std::string& base_dir,
+                                  const toml::table& t, table_reader& r) {
   for (const char* key : trainable_keys)
     if (t.get(key))
       return input_error(path, r.line(key), key,
@@ -122,7 +122,7 @@ result<program_spec> read_program(const std::string& path, const toml::table& t,
   p.env = std::move(*env);
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path base = fs::absolute(fs::path(path), ec).parent_path();
+  const fs::path base = fs::absolute(fs::path(base_dir), ec);
   const fs::path dir = workdir ? base / fs::path(*workdir) : base;
   if (!fs::is_directory(dir, ec))
     return input_error(path, r.line("workdir"), "workdir",
@@ -162,8 +162,8 @@ result<std::map<std::string, double>> read_config(const std::string& path, const
 
 /// The run-only keys of one [[job]] table. When `known_kinds` is given, a kind outside it is
 /// an error listing them.
-result<run_extras> read_run_extras(const std::string& path, const toml::table& t,
-                                   table_reader& r,
+result<run_extras> read_run_extras(const std::string& path, const std::string& base_dir,
+                                   const toml::table& t, table_reader& r,
                                    const std::vector<std::string>* known_kinds) {
   const auto kind = r.str("kind", true);
   const auto seed = r.integer("seed", false, 0, LLONG_MAX, "a non-negative integer");
@@ -191,7 +191,7 @@ result<run_extras> read_run_extras(const std::string& path, const toml::table& t
   ex.step_time = step_time;
   ex.config_line = r.table_line();
   if (ex.kind == program_kind) {
-    auto program = read_program(path, t, r);
+    auto program = read_program(path, base_dir, t, r);
     if (!program) return program.err();
     ex.program = std::move(*program);
     return ex;
@@ -278,66 +278,115 @@ result<job> read_job(const std::string& path, const toml::table& t, table_reader
   return j;
 }
 
-/// Reads a job-set file. With `extras` (a run's job set), the run keys are accepted, `kind` is
-/// required, `job_type` defaults to the kind and one run_extras per job is appended.
+/// Where a job set's root table came from.
+struct job_set_origin {
+  std::string name;      ///< the file (or "request body") named in messages
+  std::string base_dir;  ///< directory relative workdirs start from
+  /// The table has no line numbers (it was converted from JSON): messages name the job by
+  /// its index instead, as `name, job[i]`.
+  bool indexed = false;
+};
+
+/// Reads a job set's root table. With `extras` (a run's job set), the run keys are accepted,
+/// `kind` is required, `job_type` defaults to the kind and one run_extras per job is appended.
+result<std::vector<job>> read_job_set(const toml::table& root, const job_set_origin& origin,
+                                      const throughput_table* table,
+                                      std::vector<run_extras>* extras,
+                                      const std::vector<std::string>* known_kinds) {
+  const std::string& path = origin.name;
+  table_reader top(path, root, "a job-set file");
+  top.allow_only({"job"});
+  if (top.err()) return *top.err();
+  const toml::node* jnode = root.get("job");
+  if (!jnode) return input_error(path, 0, "job", "no [[job]] entries");
+  auto tables = detail::tables_of(path, *jnode, "job", 0);
+  if (!tables) return tables.err();
+  if (tables->empty()) return input_error(path, 0, "job", "no [[job]] entries");
+
+  std::vector<job> jobs;
+  std::map<job_id, std::string> id_places;
+  for (std::size_t i = 0; i < tables->size(); ++i) {
+    const toml::table& t = *(*tables)[i];
+    const std::string label = origin.indexed ? path + ", job[" + std::to_string(i) + "]" : path;
+    table_reader r(label, t, "[[job]]");
+    if (extras)
+      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                    "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
+                    "merge", "config", "command", "workdir", "env", "max_restarts",
+                    "grace_seconds"});
+    else
+      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
+                    "slo", "id", "acceptable_gpus"});
+    run_extras ex;
+    if (extras) {
+      auto read = read_run_extras(label, origin.base_dir, t, r, known_kinds);
+      if (!read) return read.err();
+      ex = std::move(*read);
+    }
+    auto j = read_job(label, t, r, i, extras ? &ex.kind : nullptr);
+    if (!j) return j.err();
+    const int id_line = t.get("id") ? r.line("id") : r.table_line();
+    const std::string place =
+        origin.indexed ? "job[" + std::to_string(i) + "]" : "line " + std::to_string(id_line);
+    if (auto [it, fresh] = id_places.emplace(j->id, place); !fresh)
+      return input_error(label, id_line, "id",
+                         "duplicate job id " + std::to_string(j->id) + " (also used at " +
+                             it->second + ")");
+    if (table && !table->knows(job_key{j->job_type, j->scale_factor}))
+      return input_error(label, r.line("job_type"), "job_type",
+                         "unknown job type " + detail::quoted(j->job_type) + " at scale " +
+                             std::to_string(j->scale_factor));
+    if (extras && std::floor(j->total_steps) != j->total_steps)
+      return input_error(label, r.line("total_steps"), "total_steps",
+                         "expected a whole number of steps in a run's job set, got " +
+                             detail::format_shortest(j->total_steps));
+    jobs.push_back(std::move(*j));
+    if (extras) extras->push_back(std::move(ex));
+  }
+  return jobs;
+}
+
+/// Reads a job-set file (see read_job_set).
 result<std::vector<job>> load_jobs_impl(const std::string& path, const throughput_table* table,
                                         std::vector<run_extras>* extras,
                                         const std::vector<std::string>* known_kinds) {
   try {
     auto doc = detail::parse_toml_file(path);
     if (!doc) return doc.err();
-    const toml::table& root = *doc;
-
-    table_reader top(path, root, "a job-set file");
-    top.allow_only({"job"});
-    if (top.err()) return *top.err();
-    const toml::node* jnode = root.get("job");
-    if (!jnode) return input_error(path, 0, "job", "no [[job]] entries");
-    auto tables = detail::tables_of(path, *jnode, "job", 0);
-    if (!tables) return tables.err();
-    if (tables->empty()) return input_error(path, 0, "job", "no [[job]] entries");
-
-    std::vector<job> jobs;
-    std::map<job_id, int> id_lines;
-    for (std::size_t i = 0; i < tables->size(); ++i) {
-      const toml::table& t = *(*tables)[i];
-      table_reader r(path, t, "[[job]]");
-      if (extras)
-        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                      "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
-                      "merge", "config", "command", "workdir", "env", "max_restarts",
-                      "grace_seconds"});
-      else
-        r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                      "slo", "id", "acceptable_gpus"});
-      run_extras ex;
-      if (extras) {
-        auto read = read_run_extras(path, t, r, known_kinds);
-        if (!read) return read.err();
-        ex = std::move(*read);
-      }
-      auto j = read_job(path, t, r, i, extras ? &ex.kind : nullptr);
-      if (!j) return j.err();
-      const int id_line = t.get("id") ? r.line("id") : r.table_line();
-      if (auto [it, fresh] = id_lines.emplace(j->id, id_line); !fresh)
-        return input_error(path, id_line, "id",
-                           "duplicate job id " + std::to_string(j->id) + " (also used at line " +
-                               std::to_string(it->second) + ")");
-      if (table && !table->knows(job_key{j->job_type, j->scale_factor}))
-        return input_error(path, r.line("job_type"), "job_type",
-                           "unknown job type " + detail::quoted(j->job_type) + " at scale " +
-                               std::to_string(j->scale_factor));
-      if (extras && std::floor(j->total_steps) != j->total_steps)
-        return input_error(path, r.line("total_steps"), "total_steps",
-                           "expected a whole number of steps in a run's job set, got " +
-                               detail::format_shortest(j->total_steps));
-      jobs.push_back(std::move(*j));
-      if (extras) extras->push_back(std::move(ex));
-    }
-    return jobs;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const job_set_origin origin{path, fs::absolute(fs::path(path), ec).parent_path().string()};
+    return read_job_set(*doc, origin, table, extras, known_kinds);
   } catch (const std::exception& e) {
     return error{error_kind::internal, path + ": " + e.what()};
   }
+}
+
+/// A run's jobs from the job-set table and the run keys read beside it.
+result<std::vector<run_job>> make_run_jobs(std::vector<job> jobs, std::vector<run_extras> extras,
+                                           const job_set_origin& origin,
+                                           const run_job_check& check) {
+  std::vector<run_job> out;
+  out.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    run_job rj;
+    rj.spec = std::move(jobs[i]);
+    rj.kind = std::move(extras[i].kind);
+    rj.seed = extras[i].seed ? static_cast<std::uint64_t>(*extras[i].seed)
+                             : static_cast<std::uint64_t>(rj.spec.id) + 1;
+    rj.step_time = extras[i].step_time.value_or(rj.step_time);
+    rj.target_loss = extras[i].target_loss.value_or(0.0);
+    rj.merge = extras[i].merge;
+    rj.config = std::move(extras[i].config);
+    rj.program = std::move(extras[i].program);
+    if (check && !rj.is_program())
+      if (auto st = check(rj); !st)
+        return input_error(
+            origin.indexed ? origin.name + ", job[" + std::to_string(i) + "]" : origin.name,
+            extras[i].config_line, rj.config.empty() ? "kind" : "config", st.err().message);
+    out.push_back(std::move(rj));
+  }
+  return out;
 }
 
 }  // namespace
@@ -352,26 +401,32 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
   std::vector<run_extras> extras;
   auto jobs = load_jobs_impl(path, nullptr, &extras, known_kinds);
   if (!jobs) return jobs.err();
-  std::vector<run_job> out;
-  out.reserve(jobs->size());
-  for (std::size_t i = 0; i < jobs->size(); ++i) {
-    run_job rj;
-    rj.spec = std::move((*jobs)[i]);
-    rj.kind = std::move(extras[i].kind);
-    rj.seed = extras[i].seed ? static_cast<std::uint64_t>(*extras[i].seed)
-                             : static_cast<std::uint64_t>(rj.spec.id) + 1;
-    rj.step_time = extras[i].step_time.value_or(rj.step_time);
-    rj.target_loss = extras[i].target_loss.value_or(0.0);
-    rj.merge = extras[i].merge;
-    rj.config = std::move(extras[i].config);
-    rj.program = std::move(extras[i].program);
-    if (check && !rj.is_program())
-      if (auto st = check(rj); !st)
-        return input_error(path, extras[i].config_line, rj.config.empty() ? "kind" : "config",
-                           st.err().message);
-    out.push_back(std::move(rj));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const job_set_origin origin{path, fs::absolute(fs::path(path), ec).parent_path().string()};
+  return make_run_jobs(std::move(*jobs), std::move(extras), origin, check);
+}
+
+result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
+                                            const std::string& name,
+                                            const std::string& base_dir,
+                                            const std::vector<std::string>* known_kinds,
+                                            const run_job_check& check) {
+  try {
+    if (text.size() > limits::toml_file.max_bytes)
+      return input_error(name, 0, "", "larger than " +
+                                          std::to_string(limits::toml_file.max_bytes) + " bytes");
+    job_set_origin origin{name, base_dir, format == job_text_format::json};
+    auto root = format == job_text_format::json ? detail::toml_from_json(text, name)
+                                                : detail::parse_toml_text(text, name);
+    if (!root) return root.err();
+    std::vector<run_extras> extras;
+    auto jobs = read_job_set(*root, origin, nullptr, &extras, known_kinds);
+    if (!jobs) return jobs.err();
+    return make_run_jobs(std::move(*jobs), std::move(extras), origin, check);
+  } catch (const std::exception& e) {
+    return error{error_kind::internal, name + ": " + e.what()};
   }
-  return out;
 }
 
 }  // namespace tessera

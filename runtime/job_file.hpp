@@ -46,6 +46,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/model.hpp"
@@ -101,5 +102,19 @@ using run_job_check = std::function<status(const run_job&)>;
 result<std::vector<run_job>> load_run_jobs(const std::string& path,
                                            const std::vector<std::string>* known_kinds = nullptr,
                                            const run_job_check& check = {});
+
+/// The text forms of a job set in memory (an API request's body).
+enum class job_text_format { toml, json };
+
+/// Reads a run's job set from text exactly as load_run_jobs reads a file: the same keys,
+/// bounds and checks. `name` stands for the file in messages (e.g. "request body"); relative
+/// workdirs start from `base_dir`. JSON has the TOML file's shape ({"job": [{...}, ...]}, or
+/// one job's object); its errors name the job by index and the field ("request body, job[1]:
+/// field 'total_steps': ...") since JSON has no line numbers here.
+result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
+                                            const std::string& name,
+                                            const std::string& base_dir,
+                                            const std::vector<std::string>* known_kinds = nullptr,
+                                            const run_job_check& check = {});
 
 }  // namespace tessera

@@ -54,6 +54,13 @@ result<std::string> read_text_file(const std::string& path, const limits::file_l
     text.append(chunk, got);
   }
   if (in->bad()) return error{error_kind::io, path + ": read error"};
+  if (auto st = check_text(text, path, lim); !st) return st.err();
+  return text;
+}
+
+status check_text(std::string_view text, const std::string& path, const limits::file_limits& lim) {
+  if (text.size() > lim.max_bytes)
+    return too_large(path, lim, "larger than " + bytes_text(lim.max_bytes));
   std::size_t start = 0;
   int line = 1;
   for (;;) {
@@ -66,7 +73,7 @@ result<std::string> read_text_file(const std::string& path, const limits::file_l
     start = nl + 1;
     ++line;
   }
-  return text;
+  return {};
 }
 
 line_reader::line_reader(std::istream& in, std::string name, const limits::file_limits& lim)

@@ -27,6 +27,10 @@ result<std::ifstream> open_input(const std::string& path, const limits::file_lim
 /// Reads all of `path` under `lim`: the file's size and every line's length are bounded.
 result<std::string> read_text_file(const std::string& path, const limits::file_limits& lim);
 
+/// Checks text already in memory (e.g. a request body named `path`) against `lim`: its size
+/// and every line's length.
+status check_text(std::string_view text, const std::string& path, const limits::file_limits& lim);
+
 /// Reads a stream line by line under `lim`. Lines lose their line break and a trailing CR
 /// (CRLF files). A line longer than lim.max_line_bytes, or more than lim.max_bytes in all,
 /// stops the reading with an error naming `name` and the line; memory stays within one line.

@@ -110,4 +110,25 @@ inline std::string quoted(std::string_view s) {
   return "'" + std::string(s) + "'";
 }
 
+/// True when JSON brackets outside strings nest deeper than `limit` somewhere in `s`: checked
+/// before parsing, so a text of nothing but '[' never becomes millions of values.
+inline bool json_nested_deeper_than(std::string_view s, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : s) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace tessera::detail

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,14 @@ inline int line_of(const toml::node& n) { return static_cast<int>(n.source().beg
 /// Reads and parses a TOML file of at most limits::toml_file (16 MiB, lines of 64 KiB);
 /// syntax errors give "<file>:<line>:<column>: <description>".
 result<toml::table> parse_toml_file(const std::string& path);
+
+/// Parses TOML text already in memory, named `name` in messages, under the same bounds.
+result<toml::table> parse_toml_text(std::string_view text, const std::string& name);
+
+/// A JSON document of a TOML file's shape as a TOML table, so that one reader checks both.
+/// Nodes carry no line numbers; errors name `name` and the field path ("job[1].config").
+/// An object without a "job" key is taken as one job: {"job": [object]}.
+result<toml::table> toml_from_json(std::string_view text, const std::string& name);
 
 /// The tables of an array-of-tables key (`[[key]]`), or an error naming it. `line_if_absent`
 /// is reported when the node has no line of its own.

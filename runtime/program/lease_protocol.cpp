@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/detail/text.hpp"
+
 namespace tessera::program {
 namespace {
 
@@ -42,25 +44,6 @@ std::string excerpt(std::string_view s, std::size_t cut = 40) {
   return out;
 }
 
-/// True when brackets outside strings nest deeper than `limit` somewhere in `s`.
-bool nested_deeper_than(std::string_view s, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : s) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 /// Runs the JSON parser over a line it refused, for the reason it gives: a SAX handler that
 /// builds nothing and keeps the parse error.
@@ -352,7 +335,7 @@ const char* op_name(request_op op) {
 }
 
 std::optional<std::string> token_of(std::string_view line) {
-  if (nested_deeper_than(line, max_depth)) return std::nullopt;
+  if (detail::json_nested_deeper_than(line, max_depth)) return std::nullopt;
   const json j = json::parse(line.begin(), line.end(), nullptr, false);
   if (!j.is_object()) return std::nullopt;  // a discarded parse is not an object either
   const auto t = j.find("token");
@@ -361,7 +344,7 @@ std::optional<std::string> token_of(std::string_view line) {
 }
 
 result<lease_request> parse_request(std::string_view line) {
-  if (nested_deeper_than(line, max_depth))
+  if (detail::json_nested_deeper_than(line, max_depth))
     return bad("brackets nest deeper than " + std::to_string(max_depth) +
                " levels (a message is a flat JSON object)");
   const json j = json::parse(line.begin(), line.end(), nullptr, false);
