@@ -28,9 +28,6 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<checkpoint_done>("tessera::checkpoint_done");
   cfg.add_message_type<job_finished>("tessera::job_finished");
   cfg.add_message_type<round_done>("tessera::round_done");
-  cfg.add_message_type<job_desc>("tessera::job_desc");
-  cfg.add_message_type<submit_job>("tessera::submit_job");
-  cfg.add_message_type<cancel_job>("tessera::cancel_job");
   cfg.add_message_type<job_summary>("tessera::job_summary");
   cfg.add_message_type<run_summary>("tessera::run_summary");
   cfg.add_error_category(run_error_category,

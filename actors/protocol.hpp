@@ -22,8 +22,9 @@
 ///   node -> scheduler:   checkpoint_done             a copy's state is on disk
 ///   node -> scheduler:   job_finished                a job reached its total steps
 ///   node -> scheduler:   round_done                  every copy of the node's round reported
-///   client -> scheduler: submit_job                  -> job id | error
-///   client -> scheduler: cancel_job                  -> bool (true when it was active)
+///   client -> scheduler: submit_job                  -> job ids | error      (in-process only)
+///   client -> scheduler: cancel_job                  -> cancel_outcome       (in-process only)
+///   client -> scheduler: jobs/nodes/rounds/cluster queries, stop (in-process only; below)
 ///   scheduler -> node:   shutdown_atom, exit code    the run is over
 ///   scheduler -> client: run_summary                 once, when the run ends
 /// A node is a server of the cluster file, identified by its rank (its index in the file).
@@ -41,6 +42,7 @@
 #include <caf/all.hpp>
 
 #include "actors/wire.hpp"
+#include "runtime/job_file.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/records.hpp"
 
@@ -59,7 +61,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 6;
+constexpr std::uint32_t protocol_version = 7;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -251,28 +253,101 @@ struct round_done {
   std::int64_t round = 0;  ///< round
 };
 
-/// A job for the scheduler, as a job-set file describes it.
-struct job_desc {
-  std::int64_t id = -1;                   ///< job id; -1 lets the scheduler choose
-  std::string kind;                       ///< trainable kind
-  std::uint64_t seed = 0;                 ///< trainable seed
-  std::map<std::string, double> config;   ///< trainable configuration
-  std::int32_t scale = 1;                 ///< scale factor (tasks per step)
-  std::int64_t total_steps = 0;           ///< steps to train
-  double step_time = 0.05;                ///< seconds per step at speed 1.0
-  double arrival = 0;                     ///< seconds after the run starts
-  double priority_weight = 1;             ///< fairness weight
-};
+// ---- clients in the scheduler's process (the control API, `tessera run`) ------------------
+// These messages never cross a process: the scheduler answers only senders of its own actor
+// system, so they are neither serialised nor registered.
 
-/// Submit a job (reply: its id, or an error).
+/// Submit jobs (reply: their ids, in order, or an error naming the job). A job whose id was
+/// not given (run_job::id_given) gets the next free one; a given id must be free. Arrivals
+/// count from the submission.
 struct submit_job {
-  job_desc job;  ///< the job
+  std::vector<run_job> jobs;  ///< as runtime/job_file.hpp reads them
 };
 
-/// Cancel a job (reply: true when it was active).
+/// Cancel a job at the next round boundary, its checkpoint kept (reply: a cancel_reply).
 struct cancel_job {
   std::int64_t job = 0;  ///< job id
 };
+
+/// What a cancel did.
+enum class cancel_outcome : std::int32_t {
+  accepted = 0,  ///< the job stops at the next round boundary (or stopped now: not running)
+  unknown,       ///< no such job
+  ended,         ///< it had already finished, failed or been cancelled
+};
+
+/// One part of a job copy in one round.
+struct placement {
+  std::int64_t round = 0;  ///< round
+  std::int64_t job = 0;    ///< job id
+  std::int32_t copy = 0;   ///< copy index
+  std::int32_t rank = 0;   ///< node
+  std::int32_t gpus = 0;   ///< GPUs it held there
+};
+
+/// A job as the control API shows it (docs/api.md, "job").
+struct job_status {
+  std::int64_t id = 0;
+  std::string kind, job_type;
+  std::int32_t scale = 1;
+  std::string state;               ///< runtime/job_life.hpp state_name, or "cancelling"
+  std::int64_t total_steps = 0, steps = 0;
+  double steps_per_second = 0;     ///< measured, over its parts, in its latest round
+  double loss = 0, accuracy = 0;
+  double arrival = 0, first_start = -1, finish = -1;  ///< seconds since the cluster started
+  std::int32_t restarts = 0, lost_rounds = 0, program_failures = 0, copies = 0;
+  std::string failure, checkpoint;
+  double gpu_seconds = 0;
+  std::vector<placement> placements;  ///< recent rounds' parts (only when asked)
+};
+
+/// A node as the control API shows it (docs/api.md, "node").
+struct node_status {
+  std::int32_t rank = 0;
+  std::string name, gpu_type, host;
+  std::int32_t gpus = 0, pid = 0;
+  double speed = 1;
+  std::string state;                  ///< waiting, alive, lost, left
+  std::vector<placement> assignment;  ///< its parts in the current round
+};
+
+/// A round as the control API shows it (docs/api.md, "round").
+struct round_status {
+  std::int64_t round = 0;
+  double start = 0, length = 0;
+  std::int32_t busy_gpus = 0, idle_gpus = 0, active_jobs = 0, waiting_jobs = 0;
+  double plan_seconds = 0;      ///< policy and layout (wall time of start_round)
+  double dispatch_latency = -1;  ///< orders out -> every copy running; -1 until known
+  std::vector<placement> assignments;
+};
+
+/// The cluster as the control API shows it (docs/api.md, "cluster"), with the counters the
+/// metrics scrape needs.
+struct cluster_status {
+  std::string policy;
+  std::int64_t round = -1;
+  double round_length = 0, uptime = 0;
+  std::int32_t nodes = 0, gpus = 0;
+  std::map<std::string, std::int32_t> nodes_by_state;  ///< waiting, alive, lost, left
+  std::map<std::string, std::int32_t> jobs;             ///< by state
+  std::map<std::string, double> utilisation;            ///< per GPU type, current round
+  std::int64_t steps_total = 0;        ///< confirmed steps over all jobs
+  double throughput = 0;               ///< steps/s over running jobs
+  bool shutting_down = false;
+};
+
+/// Client queries, each `(atom, args...)`:
+///   jobs_atom, int64 id (-1 = all), bool placements  -> std::vector<job_status>
+///   nodes_atom                                       -> std::vector<node_status>
+///   rounds_atom, int32 limit                         -> std::vector<round_status> (oldest first)
+///   cluster_atom                                     -> cluster_status
+///   stop_atom -> bool: shut down after the round in flight (checkpoints written); the
+///                listener gets the run_summary as at any end
+using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
+using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
+using rounds_atom = caf::atom_constant<caf::atom("rounds")>;
+using cluster_atom = caf::atom_constant<caf::atom("cluster")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
 
 /// How one job ended.
 struct job_summary {
@@ -311,6 +386,7 @@ struct job_summary {
   std::string failure;                      ///< why (the last failure, with stderr's tail)
   std::int32_t program_failures = 0;        ///< rounds its program failed in
   double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
+  std::string state;                        ///< runtime/job_life.hpp state at the end
 };
 
 /// The end of a run.
@@ -417,22 +493,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_done& x) {
   return wire::fields(f, "round_done", x.round);
 }
-/// Serialises job_desc.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, job_desc& x) {
-  return wire::fields(f, "job_desc", x.id, x.kind, x.seed, x.config, x.scale,
-           x.total_steps, x.step_time, x.arrival, x.priority_weight);
-}
-/// Serialises submit_job.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, submit_job& x) {
-  return wire::fields(f, "submit_job", x.job);
-}
-/// Serialises cancel_job.
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, cancel_job& x) {
-  return wire::fields(f, "cancel_job", x.job);
-}
 /// Serialises job_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
@@ -442,7 +502,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
            x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
            x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target,
            x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_write_failures,
-           x.paused_rounds, x.checkpoint, x.failed, x.failure, x.program_failures, x.startup_seconds);
+           x.paused_rounds, x.checkpoint, x.failed, x.failure, x.program_failures, x.startup_seconds, x.state);
 }
 /// Serialises run_summary.
 template <class Inspector>
@@ -479,3 +539,14 @@ std::string describe(const caf::actor_system& sys, const caf::error& e);
 void register_protocol(caf::actor_system_config& cfg);
 
 }  // namespace tessera::actors
+
+// The in-process client messages are never serialised (see "clients" above): CAF's way of
+// saying so for messages that stay in one actor system.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::submit_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::cancel_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::cancel_outcome)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::cluster_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::job_status>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::node_status>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::round_status>)
+

@@ -329,6 +329,7 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
     e["finished"] = x.finished;
     e["canceled"] = x.canceled;
     e["failed"] = x.failed;
+    e["state"] = x.state;
     e["failure"] = x.failure;
     e["program_failures"] = x.program_failures;
     e["startup_seconds"] = x.startup_seconds;

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <chrono>
 #include <map>
+#include <set>
 
 #include "actors/dispatch.hpp"
+#include "actors/status_views.hpp"
 #include "runtime/input_limits.hpp"
 
 namespace tessera::actors {
@@ -44,9 +47,20 @@ tracked_job make_tracked(const run_job& rj, std::size_t ranks) {
 }
 
 tracked_job* find_job(scheduler_state& st, std::int64_t id) {
-  for (auto& j : st.jobs)
-    if (j.spec.spec.id == id) return &j;
-  return nullptr;
+  auto it = st.by_id.find(id);
+  return it == st.by_id.end() ? nullptr : it->second;
+}
+
+/// Moves a job through its life (runtime/job_life.hpp); an illegal event is logged and
+/// changes nothing (false).
+bool advance(tracked_job& j, job_event e) {
+  auto to = next_state(j.life, e);
+  if (!to) {
+    std::cerr << "tessera: job " << j.spec.spec.id << ": " << to.err().message << "; ignored\n";
+    return false;
+  }
+  j.life = *to;
+  return true;
 }
 
 /// Every job's checkpoint book, by job id.
@@ -57,9 +71,7 @@ std::map<std::int64_t, const checkpoint_book*> checkpoint_books(const scheduler_
 }
 
 /// Admitted and neither finished nor cancelled: the policy plans it.
-bool active_job(const tracked_job& j) {
-  return j.arrived && !j.finished && !j.canceled && !j.failed;
-}
+bool active_job(const tracked_job& j) { return j.arrived && !is_final(j.life); }
 
 /// Whether the active jobs wait for the checkpoint directory this round (counted per job);
 /// probes it while they do and removes stray files (actors/checkpoints.hpp).
@@ -81,6 +93,7 @@ planned_round waiting_round(const round_context& ctx) {
 /// Adds a job to the books and to the arrival queue.
 void add_job(scheduler_state& st, const run_job& rj) {
   st.jobs.push_back(make_tracked(rj, st.nodes.size()));
+  st.by_id[rj.spec.id] = &st.jobs.back();
   st.jobs.back().ckpt.book = checkpoint_book(st.cfg.epoch_base);
   st.rates->add(st.jobs.back().spec);
   st.arrivals.push(&st.jobs.back().spec.spec);
@@ -93,12 +106,12 @@ job_summary summarise(const tracked_job& j) {
   js.job_type = j.spec.spec.job_type;
   js.scale = j.spec.spec.scale_factor;
   js.total_steps = static_cast<std::int64_t>(j.spec.spec.total_steps);
-  js.finished = j.finished;
-  js.canceled = j.canceled;
+  js.finished = j.finished();
+  js.canceled = j.canceled();
   js.arrival = j.spec.spec.arrival;
   js.first_start = j.first_start;
   js.finish = j.finish;
-  js.jct = j.finished ? j.finish - j.spec.spec.arrival : -1;
+  js.jct = j.finished() ? j.finish - j.spec.spec.arrival : -1;
   js.steps = j.step;
   js.run_time = j.run_time;
   js.loss = j.loss;
@@ -119,7 +132,8 @@ job_summary summarise(const tracked_job& j) {
   js.checkpoint_write_failures = j.ckpt.write_failures;
   js.paused_rounds = j.ckpt.paused_rounds;
   if (const auto* f = j.ckpt.book.resume()) js.checkpoint = f->path;
-  js.failed = j.failed;
+  js.failed = j.failed();
+  js.state = state_name(j.life);
   js.failure = j.failure;
   js.program_failures = j.program_failures;
   js.startup_seconds = j.startups > 0 ? j.startup_sum / j.startups : 0;
@@ -145,10 +159,11 @@ void finish(self_ptr self, bool ok, std::string why) {
   sum.joins = st.joins;
   std::string failed;
   for (const auto& j : st.jobs)
-    if (j.failed) failed += (failed.empty() ? "" : ", ") + std::to_string(j.spec.spec.id);
-  if (ok && !failed.empty()) {
+    if (j.failed()) failed += (failed.empty() ? "" : ", ") + std::to_string(j.spec.spec.id);
+  // A served cluster's jobs fail alone: stopping it is a success whatever they did.
+  if (ok && !failed.empty() && !st.stopping) {
     ok = false;
-    why = "the program of job(s) " + failed + " failed more often than its max_restarts";
+    why = "job(s) " + failed + " failed (see each job's failure)";
   }
   sum.ok = ok;
   sum.error = why;
@@ -242,6 +257,23 @@ job_view view_of(const tracked_job& j, const cluster& live) {
   return v;
 }
 
+/// Adds a part of this round to a job's history, which keeps its last history_rounds rounds.
+void note_placement(tracked_job& j, const placement& p) {
+  constexpr int history_rounds = 100;
+  j.history.push_back(p);
+  int rounds = 0;
+  std::int64_t last = -1;
+  for (auto it = j.history.rbegin(); it != j.history.rend(); ++it)
+    if (it->round != last) {
+      last = it->round;
+      if (++rounds > history_rounds) {
+        const std::int64_t cut = it->round;
+        while (!j.history.empty() && j.history.front().round <= cut) j.history.pop_front();
+        break;
+      }
+    }
+}
+
 /// Records where each job runs this round: its pieces (from the orders), restarts, the type
 /// of copy 0 and the GPU-seconds planned on each rank.
 void book_round(scheduler_state& st, const round_plan& p,
@@ -264,6 +296,7 @@ void book_round(scheduler_state& st, const round_plan& p,
       auto* j = by_id.at(c.job);
       const bool leader = c.part_ranks.empty() || c.part_ranks.front() == rank;
       j->pieces.push_back(copy_piece{c.copy, rank, c.gpus, leader, c.part_ranks.size() > 1});
+      note_placement(*j, placement{o.round, c.job, c.copy, rank, c.gpus});
       j->round_gpus += c.gpus;
       ++j->reports_left;
       ++st.expected_starts;
@@ -273,6 +306,8 @@ void book_round(scheduler_state& st, const round_plan& p,
         j->round_rank = rank;
       }
     }
+  for (auto& j : st.jobs)
+    if (active_job(j)) advance(j, copies.count(j.spec.spec.id) ? job_event::placed : job_event::left_out);
   for (const auto& [id, n] : copies) {
     auto* j = by_id.at(id);
     j->last_busy = 0;
@@ -295,6 +330,34 @@ void book_round(scheduler_state& st, const round_plan& p,
   }
 }
 
+/// At a round boundary: the jobs a client cancelled while they ran are cancelled now (their
+/// checkpoint of the round that just ended is kept).
+void apply_cancels(scheduler_state& st) {
+  for (auto& j : st.jobs)
+    if (j.cancel_requested && !is_final(j.life) && advance(j, job_event::cancelled))
+      ++st.job_set_version;
+}
+
+/// Keeps the round just planned for clients (the last max_rounds rounds).
+void note_round(scheduler_state& st, const std::map<int, round_orders>& orders,
+                double plan_seconds) {
+  constexpr std::size_t max_rounds = 1000;
+  const auto& rec = st.round_records.back();
+  round_status r;
+  r.round = st.round;
+  r.start = rec.start;
+  r.length = st.cfg.round_length;
+  r.busy_gpus = rec.busy_gpus;
+  r.idle_gpus = rec.idle_gpus;
+  r.active_jobs = rec.active_jobs;
+  r.waiting_jobs = rec.waiting_jobs;
+  r.plan_seconds = plan_seconds;
+  for (const auto& [rank, o] : orders)
+    for (const auto& c : o.copies) r.assignments.push_back({st.round, c.job, c.copy, rank, c.gpus});
+  st.recent_rounds.push_back(std::move(r));
+  while (st.recent_rounds.size() > max_rounds) st.recent_rounds.pop_front();
+}
+
 /// Plans and dispatches the next round, or waits for the next arrival when no job is active,
 /// or ends the run when none is left.
 void start_round(self_ptr self) {
@@ -302,6 +365,9 @@ void start_round(self_ptr self) {
   if (st.done) return;
   const auto& cfg = st.cfg;
   const double now = elapsed(self);
+  const auto wall0 = std::chrono::steady_clock::now();
+  apply_cancels(st);
+  if (st.stopping) return finish(self, true, "stopped by request");
   for (const job* a : st.arrivals.admit(now)) {
     find_job(st, a->id)->arrived = true;
     ++st.job_set_version;
@@ -310,8 +376,9 @@ void start_round(self_ptr self) {
   for (const auto& j : st.jobs)
     if (active_job(j)) active.push_back(&j);
   if (active.empty()) {
-    if (st.arrivals.empty()) return finish(self, true, "");
-    self->delayed_send(self, seconds(st.arrivals.next_arrival() - now), arrival_atom::value);
+    if (st.arrivals.empty() && !cfg.serve) return finish(self, true, "");
+    if (!st.arrivals.empty())
+      self->delayed_send(self, seconds(st.arrivals.next_arrival() - now), arrival_atom::value);
     self->become(idle(self));
     return;
   }
@@ -349,6 +416,8 @@ void start_round(self_ptr self) {
   book_round(st, planned->plan, *orders);
   st.round_records.push_back(record_round(planned->plan, st.live.total_gpus(),
                                           static_cast<int>(active.size())));
+  note_round(st, *orders,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
   st.pending.clear();
   double program_grace = 0;  // a program's node may wait this long past the round for it
   for (auto& [rank, o] : *orders) {
@@ -540,12 +609,12 @@ void on_program_failure(self_ptr self, tracked_job& j, int rank, const progress_
     j.round_failed = true;
     ++j.lost_rounds;
   }
-  if (j.failed) return;
+  if (j.failed()) return;
   ++j.program_failures;
   j.failure = r.error;
   const int allowed = j.spec.program.max_restarts;
   if (j.program_failures > allowed) {
-    j.failed = true;
+    advance(j, job_event::failed);
     ++s.job_set_version;
     std::cerr << "tessera: job " << r.job << " failed on node rank " << rank << " (failure "
               << j.program_failures << ", max_restarts " << allowed << "): " << r.error << '\n';
@@ -556,6 +625,20 @@ void on_program_failure(self_ptr self, tracked_job& j, int rank, const progress_
   std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
             << "\ntessera: job " << r.job << " restarts from its last checkpoint (failure "
             << j.program_failures << " of at most " << allowed << " restarts)\n";
+}
+
+/// A job that cannot run (e.g. a node cannot build its kind) fails alone; the others go on.
+void fail_job(self_ptr self, tracked_job& j, int rank, const std::string& why) {
+  auto& s = self->state;
+  if (is_final(j.life)) return;
+  if (--j.reports_left <= 0) j.reported = true;
+  j.failure = "on node rank " + std::to_string(rank) + ": " + why;
+  if (!advance(j, job_event::failed)) return;
+  ++s.job_set_version;
+  std::cerr << "tessera: job " << j.spec.spec.id << " failed " << j.failure << '\n';
+  for (const auto& pc : j.pieces)
+    if (s.nodes[pc.rank].alive)
+      self->send(s.nodes[pc.rank].handle, stop_copy{s.round, j.spec.spec.id, pc.copy});
 }
 
 /// A copy's report of its round: progress, time, measured rate, or a failure.
@@ -570,10 +653,7 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
   const bool keeper = piece && piece->copy == 0 && piece->leader;
   if (r.program_failed) return on_program_failure(self, *j, rank, r, keeper);
   if (!r.error.empty()) {
-    if (!r.retry)
-      return finish(self, false,
-                    "job " + std::to_string(r.job) + " failed on node rank " +
-                        std::to_string(rank) + ": " + r.error);
+    if (!r.retry) return fail_job(self, *j, rank, r.error);
     // A synchronisation failed: the job resumes from its checkpoint on a fresh channel.
     std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
               << "; it resumes from its last checkpoint\n";
@@ -619,7 +699,10 @@ void on_progress(self_ptr self, int rank, const progress_report& r) {
                       r.throughput);
     }
   }
-  if (keeper) j->loss = r.loss;  // other parts and copies report losses of their own batches
+  if (keeper) {
+    j->loss = r.loss;
+    j->round_rate = r.throughput;
+  }  // other parts and copies report losses of their own batches
 }
 
 /// A copy's start: a fallback (or restart from scratch) takes the job's step back, and its
@@ -636,43 +719,87 @@ void note_copy_start(tracked_job& j, const copy_started& c) {
   }
 }
 
-/// A client's new job: checked, given an id, queued for admission.
-caf::result<std::int64_t> submit(self_ptr self, const job_desc& d) {
+/// Why a client's job cannot be accepted ("" when it can): the scheduler's own checks, for
+/// clients that did not read it through runtime/job_file.hpp.
+std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
+  if (!rj.is_program() && std::find(cfg.known_kinds.begin(), cfg.known_kinds.end(), rj.kind) ==
+                              cfg.known_kinds.end())
+    return "unknown job kind '" + rj.kind + "'";
+  // The job-file bound (runtime/input_limits.hpp) also keeps total_steps exact through the
+  // double the job spec holds and back to int64 (summarise, dispatch).
+  if (!(rj.spec.total_steps > 0) || rj.spec.total_steps > limits::max_total_steps ||
+      rj.spec.scale_factor < 1 || !(rj.step_time > 0))
+    return "a job needs total_steps in (0, 1e11], scale_factor >= 1 and step_time > 0";
+  return "";
+}
+
+/// A client's new jobs: checked, given ids, queued for admission; all or none.
+caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& sj) {
   auto& s = self->state;
   ++s.messages;
   if (!local_sender(self)) {
     ++s.dropped;
     return make_run_error(run_errc::unauthenticated, "submit_job from a remote actor");
   }
-  if (std::find(s.cfg.known_kinds.begin(), s.cfg.known_kinds.end(), d.kind) ==
-      s.cfg.known_kinds.end())
-    return make_run_error(run_errc::bad_job, "unknown job kind '" + d.kind + "'");
-  // The job-file bound (runtime/input_limits.hpp) also keeps total_steps exact through the
-  // double the job spec holds and back to int64 (summarise, dispatch).
-  if (d.total_steps <= 0 || d.total_steps > limits::max_total_steps || d.scale < 1 ||
-      !(d.step_time > 0))
-    return make_run_error(run_errc::bad_job,
-                          "a job needs total_steps in (0, 1e11], scale >= 1 and step_time > 0");
-  std::int64_t id = d.id;
-  if (id < 0) {
-    id = 0;
-    for (const auto& j : s.jobs) id = std::max<std::int64_t>(id, j.spec.spec.id + 1);
-  } else if (find_job(s, id)) {
-    return make_run_error(run_errc::bad_job, "job id " + std::to_string(id) + " is taken");
+  std::int64_t next = 0;
+  for (const auto& j : s.jobs) next = std::max<std::int64_t>(next, j.spec.spec.id + 1);
+  std::set<std::int64_t> taken;
+  for (const auto& rj : sj.jobs)
+    if (rj.id_given) taken.insert(rj.spec.id);
+  std::vector<run_job> accepted;
+  for (std::size_t i = 0; i < sj.jobs.size(); ++i) {
+    run_job rj = sj.jobs[i];
+    const std::string which = "job[" + std::to_string(i) + "]: ";
+    if (auto why = job_refusal(s.cfg, rj); !why.empty())
+      return make_run_error(run_errc::bad_job, which + why);
+    if (rj.id_given && find_job(s, rj.spec.id))
+      return make_run_error(run_errc::bad_job,
+                            which + "job id " + std::to_string(rj.spec.id) + " is taken");
+    if (!rj.id_given) {
+      while (find_job(s, next) || taken.count(next)) ++next;
+      rj.spec.id = next++;
+    }
+    rj.spec.arrival += elapsed(self);
+    accepted.push_back(std::move(rj));
   }
-  run_job rj;
-  rj.spec.id = id;
-  rj.spec.job_type = d.kind;
-  rj.spec.scale_factor = d.scale;
-  rj.spec.total_steps = static_cast<double>(d.total_steps);
-  rj.spec.arrival = std::max(d.arrival, elapsed(self));
-  rj.spec.priority_weight = d.priority_weight;
-  rj.kind = d.kind;
-  rj.seed = d.seed;
-  rj.step_time = d.step_time;
-  rj.config = d.config;
-  add_job(s, rj);
-  return id;
+  std::vector<std::int64_t> ids;
+  for (const auto& rj : accepted) {
+    add_job(s, rj);
+    ids.push_back(rj.spec.id);
+  }
+  return ids;
+}
+
+/// A client's cancel: a job not running now is cancelled at once; a running one finishes
+/// its round (and checkpoint) and is cancelled at the boundary.
+caf::result<cancel_outcome> cancel(self_ptr self, std::int64_t id) {
+  auto& s = self->state;
+  ++s.messages;
+  if (!local_sender(self)) {
+    ++s.dropped;
+    return make_run_error(run_errc::unauthenticated, "cancel_job from a remote actor");
+  }
+  auto* j = find_job(s, id);
+  if (!j) return cancel_outcome::unknown;
+  if (is_final(j->life)) return cancel_outcome::ended;
+  j->cancel_requested = true;
+  if (j->pieces.empty() || j->reported) {
+    advance(*j, job_event::cancelled);
+    ++s.job_set_version;
+  }
+  return cancel_outcome::accepted;
+}
+
+/// A client asks the cluster to stop: now when no round is in flight, else at its end.
+bool stop(self_ptr self) {
+  auto& s = self->state;
+  if (!local_sender(self)) {
+    ++s.dropped;
+    return false;
+  }
+  s.stopping = true;
+  if (!s.run_started || s.pending.empty()) finish(self, true, "stopped by request");
+  return true;
 }
 
 /// A node reported every copy of a round; true when it was the current round's report of a
@@ -710,8 +837,11 @@ caf::message_handler common(self_ptr self) {
         auto& s = self->state;
         if (sender_rank(self) < 0 || c.round != s.round) return;
         if (auto* j = find_job(s, c.job)) note_copy_start(*j, c);
-        if (++s.started == s.expected_starts)
+        if (++s.started == s.expected_starts) {
           s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
+          if (!s.recent_rounds.empty() && s.recent_rounds.back().round == s.round)
+            s.recent_rounds.back().dispatch_latency = s.dispatch_latency.back();
+        }
       },
       [=](const progress_report& r) {
         const int rank = sender_rank(self);
@@ -734,8 +864,7 @@ caf::message_handler common(self_ptr self) {
         auto& s = self->state;
         if (sender_rank(self) < 0) return;
         auto* j = find_job(s, f.job);
-        if (!j || j->finished) return;
-        j->finished = true;
+        if (!j || is_final(j->life) || !advance(*j, job_event::completed)) return;
         j->finish = elapsed(self);
         j->step = f.step;
         j->loss = f.loss;
@@ -744,23 +873,15 @@ caf::message_handler common(self_ptr self) {
         ++s.job_set_version;
       },
       [=](const round_done& d) { on_round_done(self, d); },
-      [=](const submit_job& sj) { return submit(self, sj.job); },
-      [=](const cancel_job& c) -> caf::result<bool> {
-        auto& s = self->state;
-        ++s.messages;
-        if (!local_sender(self)) {
-          ++s.dropped;
-          return make_run_error(run_errc::unauthenticated, "cancel_job from a remote actor");
-        }
-        auto* j = find_job(s, c.job);
-        if (!j || j->finished || j->canceled) return false;
-        j->canceled = true;
-        ++s.job_set_version;
-        for (const auto& pc : j->pieces)
-          if (s.nodes[pc.rank].alive)
-            self->send(s.nodes[pc.rank].handle, stop_copy{s.round, c.job, pc.copy});
-        return true;
+      [=](const submit_job& sj) { return submit(self, sj); },
+      [=](const cancel_job& c) { return cancel(self, c.job); },
+      [=](stop_atom) { return stop(self); },
+      [=](jobs_atom, std::int64_t id, bool placements) {
+        return job_statuses(self->state, id, placements);
       },
+      [=](nodes_atom) { return node_statuses(self->state); },
+      [=](rounds_atom, std::int32_t limit) { return round_statuses(self->state, limit); },
+      [=](cluster_atom) { return cluster_of(self->state, elapsed(self)); },
       // Timers of other states, and arrivals while a round runs (the next round admits
       // them), need nothing here.
       [=](round_tick_atom, std::int64_t) {},
@@ -801,9 +922,9 @@ caf::behavior idle(self_ptr self) {
   return caf::message_handler{
       [=](arrival_atom) { start_round(self); },
       [=](const submit_job& sj) {
-        auto id = submit(self, sj.job);
+        auto ids = submit(self, sj);
         self->send(self, arrival_atom::value);
-        return id;
+        return ids;
       },
   }.or_else(common(self));
 }

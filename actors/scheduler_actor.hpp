@@ -11,7 +11,14 @@
 ///   draining     its time is up; waiting for the nodes' reports, then the next round;
 ///   idle         no active job; waiting for the next arrival.
 /// The run ends (summary sent, nodes shut down, actor gone) from any state: every job
-/// finished, a policy error, every node lost, a refused node or the run's time-out.
+/// finished (not when serving: a served cluster waits for submissions), a stop request (at
+/// the next round boundary), a policy error, every node lost, a refused node or the run's
+/// time-out.
+///
+/// Each job's life is runtime/job_life.hpp's state machine: placed or left out by each
+/// round's plan, completed or failed by its reports, cancelled at a round boundary. Clients
+/// in the scheduler's process (the control API, actors/api.hpp) submit, cancel, stop and
+/// query it (actors/protocol.hpp, "clients"); actors/status_views.hpp builds their answers.
 /// Time is read from the actor system's clock, so tests drive it with CAF's test coordinator.
 ///
 /// Job bookkeeping lives here (one `tracked_job` per job) rather than in an actor per job: a
@@ -58,6 +65,7 @@
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/job_file.hpp"
+#include "runtime/job_life.hpp"
 #include "runtime/records.hpp"
 #include "runtime/round_loop.hpp"
 #include "runtime/model.hpp"
@@ -87,6 +95,9 @@ struct scheduler_config {
   double report_grace = 10;                 ///< seconds past a round's length to report
   double max_seconds = 0;                   ///< give up after this long (0 = no limit)
   bool verbose = false;                     ///< one line per round on stderr
+  /// A cluster that stays up (`tessera serve`): no end when no job is left; it ends on a
+  /// stop request (stop_atom) after the round in flight.
+  bool serve = false;
   /// The nodes have aggregators (the MPI launch, or one process with the local backend): they
   /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
   /// copy_limit = 1 and a spread copy runs on one node.
@@ -113,10 +124,10 @@ struct copy_piece {
 /// What the scheduler knows of one job.
 struct tracked_job {
   run_job spec;                             ///< as submitted
+  job_state life = job_state::queued;       ///< runtime/job_life.hpp
   bool arrived = false;                     ///< admitted to the active set
-  bool finished = false;                    ///< reached its total steps
-  bool canceled = false;                    ///< cancelled by a client
-  bool failed = false;                      ///< its program failed past max_restarts
+  bool cancel_requested = false;            ///< a client cancelled it; takes effect at the
+                                            ///< next round boundary
   std::string failure;                      ///< the last failure of its program
   int program_failures = 0;                 ///< rounds its program failed in
   double startup_sum = 0;                   ///< its program's start-to-hello times, summed
@@ -151,6 +162,11 @@ struct tracked_job {
   std::vector<double> throughput;           ///< per rank: last measured steps/s
   std::map<std::string, double> measured;   ///< per GPU type: measured steps/s
   job_checkpoints ckpt;                     ///< its checkpoints and their counters
+  std::deque<placement> history;            ///< its parts in recent rounds (status_views.hpp)
+  double round_rate = 0;                    ///< steps/s of copy 0 in its latest round
+  bool finished() const { return life == job_state::finished; }   ///< reached its steps
+  bool canceled() const { return life == job_state::cancelled; }  ///< cancelled
+  bool failed() const { return life == job_state::failed; }       ///< failed
 };
 
 /// One node as the scheduler sees it.
@@ -169,6 +185,7 @@ struct scheduler_state {
   caf::actor listener;                      ///< receives the run_summary
   caf::actor_clock::time_point t0;          ///< when the run started (every node registered)
   std::deque<tracked_job> jobs;             ///< every job, in submission order
+  std::map<std::int64_t, tracked_job*> by_id;  ///< every job by id (deque: stable pointers)
   arrival_queue arrivals;                   ///< jobs not yet admitted (point into `jobs`)
   std::vector<node_record> nodes;           ///< by rank
   std::map<caf::actor_addr, int> by_addr;   ///< rank of each live node's actor
@@ -194,6 +211,8 @@ struct scheduler_state {
   int refused = 0;                          ///< registrations refused
   int joins = 0;                            ///< registrations after the run started
   bool done = false;                        ///< summary sent
+  bool stopping = false;                    ///< a stop was asked: end at the round boundary
+  std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
   run_checkpoints ckpts;                    ///< the checkpoint directory and its health
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs

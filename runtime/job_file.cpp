@@ -49,6 +49,7 @@ struct run_extras {
   std::map<std::string, double> config;
   int config_line = 0;  ///< line of [job.config], or of the [[job]] table without one
   program_spec program;  ///< kind "program" only
+  bool id_given = false;  ///< the table has `id`
 };
 
 /// The keys only a program job takes, and the keys only a trainable takes.
@@ -341,6 +342,7 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
                          "expected a whole number of steps in a run's job set, got " +
                              detail::format_shortest(j->total_steps));
     jobs.push_back(std::move(*j));
+    ex.id_given = t.get("id") != nullptr;
     if (extras) extras->push_back(std::move(ex));
   }
   return jobs;
@@ -379,6 +381,7 @@ result<std::vector<run_job>> make_run_jobs(std::vector<job> jobs, std::vector<ru
     rj.merge = extras[i].merge;
     rj.config = std::move(extras[i].config);
     rj.program = std::move(extras[i].program);
+    rj.id_given = extras[i].id_given;
     if (check && !rj.is_program())
       if (auto st = check(rj); !st)
         return input_error(

@@ -86,6 +86,9 @@ struct run_job {
   train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;  ///< trainable configuration ([job.config])
   program_spec program;                  ///< kind "program" only
+  /// The job set gave `id`; false when the reader numbered the job by its position (a
+  /// server taking submissions then gives it the next free id instead).
+  bool id_given = true;
   /// True for a user's program (kind "program"), false for a built-in trainable.
   bool is_program() const { return kind == program_kind; }
 };

@@ -216,28 +216,41 @@ TEST_CASE("jobs can be submitted and cancelled while the run goes on", "[actors]
       caf::actor_cast<caf::actor>(listener));
   sys.spawn(node_actor, make_node_config(cl, 0, kinds), sched);
   caf::scoped_actor client{sys};
-  job_desc d;
+  run_job d;
   d.kind = "no_such_kind";
-  d.total_steps = 10;
+  d.spec.total_steps = 10;
+  d.id_given = false;
+  auto submit = [&](const run_job& j, std::string* refusal = nullptr) {
+    std::int64_t id = -1;
+    client->request(sched, std::chrono::seconds(5), submit_job{{j}})
+        .receive([&](std::vector<std::int64_t> ids) { id = ids.at(0); },
+                 [&](caf::error& e) {
+                   if (refusal) *refusal = describe(sys, e);
+                 });
+    return id;
+  };
   std::string refusal;
-  client->request(sched, std::chrono::seconds(5), submit_job{d})
-      .receive([](std::int64_t) {}, [&](caf::error& e) { refusal = describe(sys, e); });
+  CHECK(submit(d, &refusal) == -1);
   CHECK(refusal.find("unknown job kind 'no_such_kind'") != std::string::npos);
   d.kind = "mlp";
   d.seed = 5;
-  std::int64_t id = -1;
-  client->request(sched, std::chrono::seconds(5), submit_job{d})
-      .receive([&](std::int64_t x) { id = x; }, [](caf::error&) {});
-  CHECK(id == 1);
-  d.total_steps = 100000;  // would take 1000 s; cancelled below
-  std::int64_t long_id = -1;
-  client->request(sched, std::chrono::seconds(5), submit_job{d})
-      .receive([&](std::int64_t x) { long_id = x; }, [](caf::error&) {});
+  CHECK(submit(d) == 1);
+  d.id_given = true;  // a given id that is taken is refused
+  d.spec.id = 1;
+  CHECK(submit(d, &refusal) == -1);
+  CHECK(refusal.find("job id 1 is taken") != std::string::npos);
+  d.id_given = false;
+  d.spec.total_steps = 100000;  // would take 1000 s; cancelled below
+  const std::int64_t long_id = submit(d);
   REQUIRE(long_id == 2);
-  bool cancelled = false;
-  client->request(sched, std::chrono::seconds(5), cancel_job{long_id})
-      .receive([&](bool b) { cancelled = b; }, [](caf::error&) {});
-  CHECK(cancelled);
+  auto cancel = [&](std::int64_t id) {
+    auto out = cancel_outcome::unknown;
+    client->request(sched, std::chrono::seconds(5), cancel_job{id})
+        .receive([&](cancel_outcome o) { out = o; }, [](caf::error&) {});
+    return out;
+  };
+  CHECK(cancel(long_id) == cancel_outcome::accepted);
+  CHECK(cancel(77) == cancel_outcome::unknown);
   auto sum = await_summary(listener, 30);
   INFO(sum.error);
   REQUIRE(sum.ok);

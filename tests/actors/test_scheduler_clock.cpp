@@ -105,8 +105,10 @@ struct virtual_run {
   std::vector<caf::actor> nodes;
   cluster cl;
 
-  virtual_run(std::vector<double> speeds, std::vector<run_job> jobs) : cl(speed_cluster(speeds)) {
+  virtual_run(std::vector<double> speeds, std::vector<run_job> jobs, bool serve = false)
+      : cl(speed_cluster(speeds)) {
     auto sc = make_sched_config(cl, std::move(jobs), "/nonexistent");
+    sc.serve = serve;
     sc.round_length = 1;
     sc.register_timeout = 5;
     sc.heartbeat_interval = 0.5;
@@ -144,6 +146,24 @@ struct virtual_run {
       probe->receive([&](const round_orders& o) { seen.push_back(o.round); },
                      caf::after(std::chrono::seconds(0)) >> [&] { more = false; });
     return seen;
+  }
+  /// The scheduler's answer to a client's message (sent from the listener, which gets the
+  /// reply as a message once the queue has run).
+  template <class Reply, class... Ts>
+  std::optional<Reply> ask(Ts&&... xs) {
+    listener->send(sched, std::forward<Ts>(xs)...);
+    coord.run();
+    std::optional<Reply> out;
+    listener->receive([&](Reply& r) { out = std::move(r); },
+                      caf::after(std::chrono::seconds(0)) >> [] {});
+    return out;
+  }
+  /// The status of job `id` (it must exist).
+  job_status job(std::int64_t id) {
+    auto v = ask<std::vector<job_status>>(jobs_atom::value, id, true);
+    REQUIRE(v);
+    REQUIRE(v->size() == 1);
+    return v->front();
   }
   /// The summary, if the run has ended.
   std::optional<run_summary> summary() {
@@ -263,12 +283,13 @@ TEST_CASE("idle: a job submitted to an idle scheduler starts a round without wai
   run.node(0);
   run.advance(1);
   CHECK(run.rounds_ordered().empty());
-  job_desc d;
+  run_job d;
   d.kind = "mlp";
-  d.total_steps = 50;
+  d.spec.total_steps = 50;
   d.step_time = 0.01;
+  d.id_given = false;
   // From an actor of the scheduler's process: anonymous submissions are refused.
-  run.listener->send(run.sched, submit_job{d});
+  run.listener->send(run.sched, submit_job{{d}});
   run.advance(0);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
 }
@@ -377,4 +398,80 @@ TEST_CASE("trust: a node asked to leave finishes its round, is shut down, gets n
   run.advance(1);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1});
   CHECK_FALSE(run.summary());
+}
+
+// ---- a served cluster (tessera serve): stays up, answers clients, stops on request ----------
+
+TEST_CASE("serve: the cluster waits for submissions, runs them, cancels at the round "
+          "boundary and stops on request", "[actors][scheduler][clock][serve]") {
+  virtual_run run({1.0, 1.0}, {}, true);
+  std::vector<caf::actor> held = {run.node(0, script{false, true}), run.node(1, script{false, true})};
+  auto release = [&] {
+    for (const auto& n : held) run.listener->send(n, report_atom::value);
+    run.advance(0);
+  };
+  run.advance(3);
+  CHECK_FALSE(run.summary());  // no job: a served cluster stays up
+  CHECK(run.rounds_ordered().empty());
+  auto c = run.ask<cluster_status>(cluster_atom::value);
+  REQUIRE(c);
+  CHECK(c->nodes_by_state["alive"] == 2);
+  CHECK(c->jobs.empty());
+
+  run_job j = make_run_job(0, "mlp", 1000000, 0.01, 1);
+  j.id_given = false;
+  auto ids = run.ask<std::vector<std::int64_t>>(submit_job{{j, j}});
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::int64_t>{0, 1});
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0, 0});
+  auto first = run.job(0);
+  CHECK(first.state == "running");
+  REQUIRE(first.placements.size() == 1);
+  CHECK(first.placements[0].round == 0);
+  auto nodes = run.ask<std::vector<node_status>>(nodes_atom::value);
+  REQUIRE(nodes);
+  REQUIRE(nodes->size() == 2);
+  CHECK((*nodes)[0].state == "alive");
+  CHECK((*nodes)[0].assignment.size() + (*nodes)[1].assignment.size() == 2);
+
+  // A running job's cancel waits for the round boundary; then it is cancelled for good.
+  CHECK(run.ask<cancel_outcome>(cancel_job{0}) == cancel_outcome::accepted);
+  CHECK(run.job(0).state == "cancelling");
+  release();
+  run.advance(1.1);
+  CHECK(run.job(0).state == "cancelled");
+  CHECK(run.job(1).state == "running");
+  CHECK(run.ask<cancel_outcome>(cancel_job{0}) == cancel_outcome::ended);
+  CHECK(run.ask<cancel_outcome>(cancel_job{9}) == cancel_outcome::unknown);
+  auto rounds = run.ask<std::vector<round_status>>(rounds_atom::value, std::int32_t{10});
+  REQUIRE(rounds);
+  REQUIRE(rounds->size() == 2);
+  CHECK(rounds->front().assignments.size() == 2);  // round 0: both jobs
+  CHECK(rounds->back().assignments.size() == 1);   // round 1: the job left
+  run.rounds_ordered();
+
+  // A stop ends the cluster after the round in flight, as a success.
+  CHECK(run.ask<bool>(stop_atom::value) == true);
+  CHECK_FALSE(run.summary());  // round 1 is in flight
+  release();
+  run.advance(1.1);
+  auto s = run.summary();
+  REQUIRE(s);
+  CHECK(s->ok);
+  REQUIRE(s->jobs.size() == 2);
+  CHECK(s->jobs[0].state == "cancelled");
+  CHECK(s->jobs[1].state == "running");
+}
+
+TEST_CASE("serve: a stop with no round in flight ends the cluster at once",
+          "[actors][scheduler][clock][serve]") {
+  virtual_run run({1.0}, {}, true);
+  run.node(0);
+  run.advance(1);
+  CHECK(run.ask<bool>(stop_atom::value) == true);
+  run.advance(0);
+  auto s = run.summary();
+  REQUIRE(s);
+  CHECK(s->ok);
 }

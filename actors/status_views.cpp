@@ -1,0 +1,120 @@
+#include "actors/status_views.hpp"
+
+#include <algorithm>
+
+#include "actors/scheduler_actor.hpp"
+
+namespace tessera::actors {
+
+std::string shown_state(const tracked_job& j) {
+  if (j.cancel_requested && !is_final(j.life)) return "cancelling";
+  return state_name(j.life);
+}
+
+job_status status_of(const tracked_job& j, bool placements) {
+  job_status s;
+  s.id = j.spec.spec.id;
+  s.kind = j.spec.kind;
+  s.job_type = j.spec.spec.job_type;
+  s.scale = j.spec.spec.scale_factor;
+  s.state = shown_state(j);
+  s.total_steps = static_cast<std::int64_t>(j.spec.spec.total_steps);
+  s.steps = j.step;
+  s.steps_per_second = j.life == job_state::running ? j.round_rate : 0;
+  s.loss = j.loss;
+  s.accuracy = j.accuracy;
+  s.arrival = j.spec.spec.arrival;
+  s.first_start = j.first_start;
+  s.finish = j.finish;
+  s.restarts = j.restarts;
+  s.lost_rounds = j.lost_rounds;
+  s.program_failures = j.program_failures;
+  s.failure = j.failure;
+  for (const auto& pc : j.pieces) s.copies = std::max(s.copies, pc.copy + 1);
+  if (const auto* f = j.ckpt.book.resume()) s.checkpoint = f->path;
+  s.gpu_seconds = j.gpu_seconds;
+  if (placements) s.placements.assign(j.history.begin(), j.history.end());
+  return s;
+}
+
+std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id, bool placements) {
+  std::vector<job_status> out;
+  if (id >= 0) {
+    auto it = st.by_id.find(id);
+    if (it != st.by_id.end()) out.push_back(status_of(*it->second, placements));
+    return out;
+  }
+  out.reserve(st.jobs.size());
+  for (const auto& j : st.jobs) out.push_back(status_of(j, placements));
+  return out;
+}
+
+namespace {
+
+/// waiting, alive, lost or left.
+std::string node_state(const scheduler_state& st, std::size_t rank) {
+  const auto& n = st.nodes[rank];
+  if (n.alive) return "alive";
+  if (!n.registered) return "waiting";
+  const bool lost = std::find(st.failed_ranks.begin(), st.failed_ranks.end(),
+                              static_cast<std::int32_t>(rank)) != st.failed_ranks.end();
+  return lost ? "lost" : "left";
+}
+
+}  // namespace
+
+std::vector<node_status> node_statuses(const scheduler_state& st) {
+  std::vector<node_status> out;
+  for (std::size_t r = 0; r < st.nodes.size(); ++r) {
+    const auto& srv = st.cfg.cl.servers[r];
+    node_status n;
+    n.rank = static_cast<std::int32_t>(r);
+    n.name = srv.name;
+    n.gpu_type = srv.gpu_type;
+    n.gpus = srv.gpus;
+    n.speed = srv.speed;
+    n.host = st.nodes[r].hello.host;
+    n.pid = st.nodes[r].hello.pid;
+    n.state = node_state(st, r);
+    out.push_back(std::move(n));
+  }
+  for (const auto& j : st.jobs)
+    for (const auto& pc : j.pieces)
+      if (pc.rank >= 0 && pc.rank < static_cast<int>(out.size()))
+        out[pc.rank].assignment.push_back({st.round, j.spec.spec.id, pc.copy, pc.rank, pc.gpus});
+  return out;
+}
+
+std::vector<round_status> round_statuses(const scheduler_state& st, std::int32_t limit) {
+  const std::size_t n = std::min<std::size_t>(st.recent_rounds.size(),
+                                              static_cast<std::size_t>(std::max(0, limit)));
+  return {st.recent_rounds.end() - static_cast<std::ptrdiff_t>(n), st.recent_rounds.end()};
+}
+
+cluster_status cluster_of(const scheduler_state& st, double now) {
+  cluster_status c;
+  c.policy = st.cfg.pol ? st.cfg.pol->name() : "";
+  c.round = st.round;
+  c.round_length = st.cfg.round_length;
+  c.uptime = st.run_started ? now : 0;
+  c.nodes = static_cast<std::int32_t>(st.nodes.size());
+  std::map<std::string, int> gpus_of_type, busy_of_type;
+  for (std::size_t r = 0; r < st.nodes.size(); ++r) {
+    const auto& srv = st.cfg.cl.servers[r];
+    c.gpus += srv.gpus;
+    ++c.nodes_by_state[node_state(st, r)];
+    if (st.nodes[r].alive) gpus_of_type[srv.gpu_type] += srv.gpus;
+  }
+  for (const auto& j : st.jobs) {
+    ++c.jobs[shown_state(j)];
+    c.steps_total += j.step;
+    if (j.life == job_state::running) c.throughput += j.round_rate;
+    for (const auto& pc : j.pieces) busy_of_type[st.cfg.cl.servers[pc.rank].gpu_type] += pc.gpus;
+  }
+  for (const auto& [type, gpus] : gpus_of_type)
+    c.utilisation[type] = gpus > 0 ? static_cast<double>(busy_of_type[type]) / gpus : 0.0;
+  c.shutting_down = st.stopping;
+  return c;
+}
+
+}  // namespace tessera::actors
