@@ -204,6 +204,11 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(len(self.api_paths("/v1/cluster")), 1)
         self.assertEqual(dom.find(data_job_id=None), [])
 
+    def test_malformed_fragment_is_a_refused_token_not_a_dead_page(self):
+        dom = self.load("#token=%E0%A4%A")  # not valid percent-encoding
+        self.assertEqual(dom.by_id("auth")["attrs"]["data-reason"], "refused")
+        self.assertEqual(self.api_paths("/v1/cluster")[:1], ["/v1/cluster"])
+
     def test_no_token_asks_for_one_and_calls_nothing(self):
         dom = self.load("")
         self.assertEqual(dom.by_id("auth")["attrs"]["data-reason"], "missing")
