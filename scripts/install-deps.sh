@@ -8,7 +8,8 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       coinor-libclp-dev coinor-libcbc-dev
       gnuplot-nox python3
       python3-numpy python3-sklearn python3-torch   # the program examples (examples/*_elastic)
-      clang-16 libfuzzer-16-dev)   # clang-16 and libFuzzer: the fuzz targets (fuzz/)
+      clang-16 libfuzzer-16-dev    # clang-16 and libFuzzer: the fuzz targets (fuzz/)
+      chromium)   # headless, for the dashboard's browser test (tests/dashboard)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
