@@ -42,6 +42,7 @@
 #include <caf/all.hpp>
 
 #include "actors/wire.hpp"
+#include "runtime/histogram.hpp"
 #include "runtime/job_file.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/records.hpp"
@@ -331,6 +332,9 @@ struct cluster_status {
   std::map<std::string, std::int32_t> nodes_by_state;  ///< waiting, alive, lost, left
   std::map<std::string, std::int32_t> jobs;             ///< by state
   std::map<std::string, double> utilisation;            ///< per GPU type, current round
+  std::int64_t rounds_total = 0;       ///< rounds planned
+  latency_histogram round_seconds;     ///< planning time of each round (policy and layout)
+  latency_histogram dispatch_seconds;  ///< orders out -> every copy running
   std::int64_t steps_total = 0;        ///< confirmed steps over all jobs
   double throughput = 0;               ///< steps/s over running jobs
   bool shutting_down = false;

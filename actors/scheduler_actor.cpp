@@ -352,6 +352,7 @@ void note_round(scheduler_state& st, const std::map<int, round_orders>& orders,
   r.active_jobs = rec.active_jobs;
   r.waiting_jobs = rec.waiting_jobs;
   r.plan_seconds = plan_seconds;
+  st.plan_histogram.observe(plan_seconds);
   for (const auto& [rank, o] : orders)
     for (const auto& c : o.copies) r.assignments.push_back({st.round, c.job, c.copy, rank, c.gpus});
   st.recent_rounds.push_back(std::move(r));
@@ -839,6 +840,7 @@ caf::message_handler common(self_ptr self) {
         if (auto* j = find_job(s, c.job)) note_copy_start(*j, c);
         if (++s.started == s.expected_starts) {
           s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
+          s.dispatch_histogram.observe(s.dispatch_latency.back());
           if (!s.recent_rounds.empty() && s.recent_rounds.back().round == s.round)
             s.recent_rounds.back().dispatch_latency = s.dispatch_latency.back();
         }

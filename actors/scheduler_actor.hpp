@@ -213,6 +213,8 @@ struct scheduler_state {
   bool done = false;                        ///< summary sent
   bool stopping = false;                    ///< a stop was asked: end at the round boundary
   std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
+  latency_histogram plan_histogram;         ///< seconds to plan and lay out each round
+  latency_histogram dispatch_histogram;     ///< seconds from orders to every copy running
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
   run_checkpoints ckpts;                    ///< the checkpoint directory and its health
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs

@@ -114,6 +114,9 @@ cluster_status cluster_of(const scheduler_state& st, double now) {
   for (const auto& [type, gpus] : gpus_of_type)
     c.utilisation[type] = gpus > 0 ? static_cast<double>(busy_of_type[type]) / gpus : 0.0;
   c.shutting_down = st.stopping;
+  c.rounds_total = st.round + 1;
+  c.round_seconds = st.plan_histogram;
+  c.dispatch_seconds = st.dispatch_histogram;
   return c;
 }
 

@@ -1,0 +1,42 @@
+#pragma once
+/// @file api.hpp
+/// The control API's routes (docs/api.md) between the HTTP server (runtime/http/server.hpp,
+/// its own thread) and the scheduler actor. The server's handler only posts each request to
+/// the API actor; the actor asks the scheduler (request/response, never shared state) and
+/// answers through the request's responder when the scheduler replies, so neither the
+/// server's thread nor a CAF thread ever blocks.
+///
+/// Submissions are read by runtime/job_file.hpp's parse_run_jobs, exactly as `--jobs` files
+/// are (TOML, or JSON of the same shape by Content-Type), so a bad body gets 400 naming the
+/// field before the scheduler sees it.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "runtime/http/server.hpp"
+#include "runtime/job_file.hpp"
+
+namespace tessera::actors {
+
+/// What the API actor needs.
+struct api_config {
+  caf::actor scheduler;                  ///< answers the client messages (protocol.hpp)
+  std::vector<std::string> known_kinds;  ///< trainable kinds, for submissions
+  run_job_check check;                   ///< the trainables' own checks of a job's config
+  std::string base_dir;                  ///< relative program workdirs start here
+  /// The server's request counters, for the metrics scrape (empty: none).
+  std::function<std::vector<http::request_count>()> request_counts;
+  std::chrono::milliseconds timeout{10000};  ///< the scheduler must answer within this (503)
+};
+
+/// Spawns the API actor.
+caf::actor spawn_api(caf::actor_system& sys, api_config cfg);
+
+/// The HTTP server's handler: hands each request to the API actor `api`.
+http::handler api_handler(caf::actor api);
+
+}  // namespace tessera::actors
