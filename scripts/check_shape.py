@@ -29,6 +29,7 @@ ALLOWED = {
     "runtime/train": ["runtime", "runtime/detail", "runtime/comm", "runtime/train/detail"],
     "runtime/train/detail": ["runtime/detail"],
     "runtime/program": ["runtime", "runtime/detail"],
+    "runtime/http": ["runtime", "runtime/detail"],
     "policies": ["runtime", "runtime/detail", "runtime/solver"],
     "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "runtime/program",
                "policies"],
