@@ -59,7 +59,15 @@ job_text_format body_format(const http::request& r) {
 
 void submit(api_ptr self, const api_call& c) {
   auto& st = self->state;
-  auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", st.base_dir,
+  // A client names the directory its job file came from (`tessera submit`), so a program's
+  // relative workdir means what it meant beside the file; else the server's directory.
+  std::string base = st.base_dir;
+  if (auto it = c.req.query.find("base_dir"); it != c.req.query.end()) {
+    if (it->second.empty() || it->second.front() != '/')
+      return (void)c.answer.error(400, "query 'base_dir': expected an absolute directory");
+    base = it->second;
+  }
+  auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", base,
                              &st.known_kinds, st.check);
   if (!jobs) return (void)c.answer.error(400, jobs.err().message);
   auto answer = c.answer;

@@ -26,7 +26,7 @@ ojson placements_json(const std::vector<placement>& ps, bool with_round) {
 /// A number as Prometheus reads it (shortest round-trip form; +Inf for infinity).
 std::string number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::snprintf(buf, sizeof buf, "%.15g", v);
   return buf;
 }
 

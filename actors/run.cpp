@@ -29,6 +29,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/service.hpp"
 #include "actors/summary.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
@@ -82,14 +83,17 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
   auto cl = load_cluster(o.cluster_file);
   if (!cl) return cl.err();
   in.cl = std::move(*cl);
-  if (o.jobs_file.empty()) return in;  // a joining node: it runs what the scheduler sends
+  // A joining node runs what the scheduler sends; a served cluster may start without jobs.
+  if (o.jobs_file.empty() && !o.serve) return in;
   // Every job's configuration is checked here, before any node starts: one job's bad
   // setting would otherwise stop the run for every job when a node builds it.
-  auto jobs = load_run_jobs(o.jobs_file, &in.kinds, [&kinds](const run_job& j) {
-    return kinds.check(j.kind, j.seed, j.config);
-  });
-  if (!jobs) return jobs.err();
-  in.jobs = std::move(*jobs);
+  if (!o.jobs_file.empty()) {
+    auto jobs = load_run_jobs(o.jobs_file, &in.kinds, [&kinds](const run_job& j) {
+      return kinds.check(j.kind, j.seed, j.config);
+    });
+    if (!jobs) return jobs.err();
+    in.jobs = std::move(*jobs);
+  }
   auto pol = make_policy(o.policy, o.policy_args, "--policy-arg");
   if (!pol) return pol.err();
   // As in simulation (check_runnable), a job runs as a gang only on a GPU type with at least
@@ -181,7 +185,8 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.heartbeat_interval = o.heartbeat_interval;
   sc.heartbeat_timeout = o.heartbeat_timeout;
   sc.report_grace = std::max(5.0, 2 * o.heartbeat_timeout);
-  sc.max_seconds = o.timeout;
+  sc.max_seconds = o.serve ? 0 : o.timeout;
+  sc.serve = o.serve;
   sc.verbose = o.verbose;
   // Fencing epochs above those of any earlier run in the same checkpoint directory.
   sc.master_port_base = 20000 + static_cast<int>(::getpid() % 10) * 4096;
@@ -385,15 +390,39 @@ std::unique_ptr<gate> open_scheduler(caf::actor_system& sys, const caf::actor& s
   return std::move(*g);
 }
 
+/// Set by SIGTERM or SIGINT in a served cluster's scheduler process: stop after the round.
+volatile std::sig_atomic_t stop_requested = 0;
+
+void on_stop_signal(int) { stop_requested = 1; }
+
+/// Waits for the run's summary: at most the run's time-out, or for ever when serving (then
+/// SIGTERM and SIGINT ask the scheduler to stop after the round in flight).
+std::optional<run_summary> await_summary(caf::scoped_actor& listener, const run_settings& o,
+                                         const caf::actor& sched) {
+  std::optional<run_summary> sum;
+  const double limit = o.timeout + o.connect_timeout + 30;
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(limit));
+  bool stop_sent = false;
+  while (!sum && (o.serve || std::chrono::steady_clock::now() < until)) {
+    if (stop_requested && !stop_sent) {
+      std::cerr << "tessera: stopping after the round in flight\n";
+      listener->send(sched, stop_atom::value);
+      stop_sent = true;
+    }
+    listener->receive([&](run_summary& s) { sum = std::move(s); }, [](bool) {},
+                      caf::after(std::chrono::milliseconds(200)) >> [] {});
+  }
+  if (!sum) std::cerr << "tessera: no result from the scheduler within " << limit << " s\n";
+  return sum;
+}
+
 /// Waits for the run's summary, prints it and writes its JSON; the run's exit code.
 int report_run(caf::scoped_actor& listener, const run_settings& o, const run_inputs& in,
                const caf::actor& sched, const caf::actor& node) {
-  std::optional<run_summary> sum;
-  const double limit = o.timeout + o.connect_timeout + 30;
-  listener->receive([&](run_summary& s) { sum = std::move(s); },
-                    caf::after(seconds(limit)) >> [&] {});
+  auto sum = await_summary(listener, o, sched);
   if (!sum) {
-    std::cerr << "tessera: no result from the scheduler within " << limit << " s\n";
     caf::anon_send_exit(sched, caf::exit_reason::kill);
     caf::anon_send_exit(node, caf::exit_reason::kill);
     return failed;
@@ -406,6 +435,33 @@ int report_run(caf::scoped_actor& listener, const run_settings& o, const run_inp
     if (!f) std::cerr << "tessera: cannot write " << o.json_out << '\n';
   }
   return sum->ok ? ok : failed;
+}
+
+/// The control API of a served cluster (or of a run given --listen); null when it has none,
+/// or after printing why it could not open (`failed` is then set).
+std::unique_ptr<service> open_api(caf::actor_system& sys, const caf::actor& sched,
+                                  const run_settings& o, const train::trainable_registry& kinds,
+                                  bool& failed_to_open) {
+  failed_to_open = false;
+  if (!o.serve && o.listen.empty()) return nullptr;
+  service_settings ss;
+  ss.state_dir = o.state_dir;
+  if (!o.listen.empty()) ss.listen = o.listen;
+  ss.known_kinds = kinds.kinds();
+  ss.check = [&kinds](const run_job& j) { return kinds.check(j.kind, j.seed, j.config); };
+  auto svc = service::open(sys, sched, ss);
+  if (!svc) {
+    std::cerr << "tessera: " << svc.err().message << '\n';
+    failed_to_open = true;
+    return nullptr;
+  }
+  if (o.serve) {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+  }
+  return std::move(*svc);
 }
 
 /// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
@@ -430,10 +486,17 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
     caf::anon_send_exit(sched, caf::exit_reason::kill);
     return failed;
   }
+  bool api_failed = false;
+  auto api = open_api(sys, sched, o, kinds, api_failed);
+  if (api_failed) {
+    listener->send(sched, stop_atom::value);  // the other nodes are started: end them cleanly
+  }
   auto node0 = make_node_config(o, in, 0, kinds, setup, key);
   node0.agg = agg;
   auto node = sys.spawn(node_actor, node0, sched);
-  const int code = report_run(listener, o, in, sched, node);
+  int code = report_run(listener, o, in, sched, node);
+  api.reset();
+  if (api_failed) code = failed;
   door->wait_closed(5);
   return code;
 }

@@ -59,6 +59,13 @@ struct run_settings {
   /// included: `tessera mpirun` reads it, because mpirun's recovery mode exits 0 whatever
   /// the ranks returned. "" = none.
   std::string status_file;
+  /// A cluster that stays up (`tessera serve`): jobs come through the control API, and it
+  /// runs until `tessera shutdown`, SIGTERM or SIGINT (the round in flight ends first).
+  bool serve = false;
+  /// The service's state directory (actors/service.hpp): token, address, journal.
+  std::string state_dir;
+  /// HOST:PORT of the control API; "" = no API (a `tessera run` without --listen).
+  std::string listen;
 };
 
 /// Where a node process of a local run finds the scheduler.

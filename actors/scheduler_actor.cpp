@@ -581,8 +581,9 @@ void release_if_leaving(self_ptr self, int rank) {
   ++st.job_set_version;
   self->send(n.handle, shutdown_atom::value, std::int32_t{0});
   std::cerr << "tessera: node rank " << rank << " left the cluster (drained)\n";
+  // Under a stop every node drains too (mpirun forwards the signal): that is the stop.
   if (std::none_of(st.nodes.begin(), st.nodes.end(), [](const node_record& r) { return r.alive; }))
-    finish(self, false, "every node left");
+    finish(self, st.stopping, st.stopping ? "stopped by request" : "every node left");
 }
 
 /// Loses every live node that has not been heard from within the heartbeat timeout.
@@ -731,6 +732,15 @@ std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
   if (!(rj.spec.total_steps > 0) || rj.spec.total_steps > limits::max_total_steps ||
       rj.spec.scale_factor < 1 || !(rj.step_time > 0))
     return "a job needs total_steps in (0, 1e11], scale_factor >= 1 and step_time > 0";
+  // As `tessera run` checks its job file: a gang needs a GPU type with its K GPUs, unless
+  // the policy stacks tasks (hare).
+  if (cfg.pol && !cfg.pol->stacks_tasks() &&
+      std::none_of(cfg.cl.types.begin(), cfg.cl.types.end(), [&](const gpu_type& t) {
+        return t.gpus >= rj.spec.scale_factor;
+      }))
+    return "scale_factor " + std::to_string(rj.spec.scale_factor) +
+           ": no GPU type of the cluster has that many GPUs, so policy " + cfg.pol->name() +
+           " cannot place it";
   return "";
 }
 

@@ -38,6 +38,14 @@ const char* const usage =
     "       tessera run --cluster C.toml --join HOST:PORT --server NAME --secret-file F\n"
     "         (a node joining a running cluster; `tessera node` is the same)";
 
+const char* const serve_usage =
+    "usage: tessera serve --cluster C.toml --state-dir DIR [--listen HOST:PORT] [--local N]\n"
+    "       mpirun -np N tessera serve --cluster C.toml --state-dir DIR [--listen HOST:PORT]\n"
+    "A cluster that stays up: jobs are submitted, watched and cancelled through its control\n"
+    "API (`tessera submit`, `status`, `cancel`, `nodes`, `watch`, the dashboard; docs/api.md)\n"
+    "until `tessera shutdown`, SIGTERM or SIGINT: the round in flight ends, its checkpoints\n"
+    "are written, every process exits 0. --jobs, when given, is submitted at the start.";
+
 void add_options(po::options_description& d, run_options& o) {
   auto& s = o.s;
   d.add_options()
@@ -67,6 +75,12 @@ void add_options(po::options_description& d, run_options& o) {
     ("bind", po::value(&s.bind),
      "address the scheduler listens on (default: loopback when every node runs on this host)")
     ("port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")
+    ("state-dir", po::value(&s.state_dir),
+     "the control API's state: token, address, journal (required by `tessera serve`; with "
+     "`run --listen`, default: the checkpoint directory)")
+    ("listen", po::value(&s.listen),
+     "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
+     "STATE_DIR/address; run: no API unless given)")
     ("status-file", po::value(&s.status_file),
      "write the run's exit code to this file when it ends (what `tessera mpirun` reads)")
     ("join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")
@@ -122,12 +136,16 @@ status finish_settings(run_options& o) {
   if (!pa) return pa.err();
   s.policy_args = std::move(*pa);
   if (o.rank >= 0 || !o.join.empty()) return {};  // a node uses its scheduler's directory
-  if (s.jobs_file.empty())
+  if (s.jobs_file.empty() && !s.serve)
     return error{error_kind::invalid_input, "the option '--jobs' is required but missing"};
+  if (s.serve && s.state_dir.empty())
+    return error{error_kind::invalid_input, "the option '--state-dir' is required but missing"};
   if (s.checkpoint_dir.empty())
-    s.checkpoint_dir = (std::filesystem::temp_directory_path() /
-                        ("tessera-run-" + std::to_string(::getpid())))
-                           .string();
+    s.checkpoint_dir = s.serve ? s.state_dir + "/checkpoints"
+                               : (std::filesystem::temp_directory_path() /
+                                  ("tessera-run-" + std::to_string(::getpid())))
+                                     .string();
+  if (!s.listen.empty() && s.state_dir.empty()) s.state_dir = s.checkpoint_dir;
   std::error_code ec;
   std::filesystem::create_directories(s.checkpoint_dir, ec);
   if (ec)
@@ -195,8 +213,9 @@ actors::node_command local_node_command(const std::vector<std::string>& args,
 
 int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
                 const std::vector<std::string>& exec_prefix, const actors::node_setup& setup,
-                const actors::scheduler_setup& sched_setup) {
+                const actors::scheduler_setup& sched_setup, bool serve) {
   run_options o;
+  o.s.serve = serve;
   po::options_description d("tessera run options");
   add_options(d, o);
   po::options_description all;
@@ -204,7 +223,8 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
   po::options_description internal("internal options");
   add_internal_options(internal, o);
   all.add(internal);
-  if (int rc = parse_options(args, all, d, usage, problems()); rc >= 0) return rc;
+  if (int rc = parse_options(args, all, d, serve ? serve_usage : usage, problems()); rc >= 0)
+    return rc;
   if (auto st = finish_settings(o); !st) {
     problems() << "tessera: " << st.err().message << '\n';
     return exit_code_for(st.err());
@@ -237,6 +257,10 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
 
 int cmd_run(const std::vector<std::string>& args) {
   return run_command(args, train::builtin_trainables(), {"run"});
+}
+
+int cmd_serve(const std::vector<std::string>& args) {
+  return run_command(args, train::builtin_trainables(), {"serve"}, {}, {}, true);
 }
 
 int cmd_node(const std::vector<std::string>& args) {

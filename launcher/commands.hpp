@@ -16,6 +16,17 @@ int cmd_policies(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 /// `tessera node`: one node joining a running cluster (`tessera run --join`).
 int cmd_node(const std::vector<std::string>& args);
+
+/// `tessera serve`: a cluster that stays up (launcher/cmd_run.cpp).
+int cmd_serve(const std::vector<std::string>& args);
+
+/// The control API's clients (launcher/cmd_client.cpp, docs/api.md).
+int cmd_submit(const std::vector<std::string>& args);
+int cmd_status(const std::vector<std::string>& args);
+int cmd_cancel(const std::vector<std::string>& args);
+int cmd_nodes(const std::vector<std::string>& args);
+int cmd_watch(const std::vector<std::string>& args);
+int cmd_shutdown(const std::vector<std::string>& args);
 /// `tessera mpirun`: a run under mpirun's recovery mode that exits with the run's outcome.
 int cmd_mpirun(const std::vector<std::string>& args);
 

@@ -21,6 +21,13 @@ const char* usage =
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
     "  node             join a running cluster as one of its nodes (--join HOST:PORT)\n"
     "  mpirun           a run under mpirun --enable-recovery, exiting with the run's outcome\n"
+    "  serve            a cluster that stays up, with a control API and dashboard\n"
+    "  submit           submit a job set to a served cluster\n"
+    "  status           jobs of a served cluster (or one job's history)\n"
+    "  cancel           cancel a job at the next round boundary\n"
+    "  nodes            the nodes of a served cluster\n"
+    "  watch            a live table of a served cluster's jobs and nodes\n"
+    "  shutdown         stop a served cluster after the round in flight\n"
     "\n"
     "`tessera <command> --help` describes a command's options.\n";
 
@@ -39,12 +46,19 @@ int main(int argc, char** argv) {
   if (cmd == "compare") return cmd_compare(rest);
   if (cmd == "trace") return cmd_trace(rest);
   if (cmd == "policies") return cmd_policies(rest);
+  if (cmd == "submit") return cmd_submit(rest);
+  if (cmd == "status") return cmd_status(rest);
+  if (cmd == "cancel") return cmd_cancel(rest);
+  if (cmd == "nodes") return cmd_nodes(rest);
+  if (cmd == "watch") return cmd_watch(rest);
+  if (cmd == "shutdown") return cmd_shutdown(rest);
 #ifdef TESSERA_WITH_ACTORS
   if (cmd == "run") return cmd_run(rest);
   if (cmd == "node") return cmd_node(rest);
   if (cmd == "mpirun") return cmd_mpirun(rest);
+  if (cmd == "serve") return cmd_serve(rest);
 #else
-  if (cmd == "run" || cmd == "node" || cmd == "mpirun") {
+  if (cmd == "run" || cmd == "node" || cmd == "mpirun" || cmd == "serve") {
     std::cerr << "tessera: this build has no actor runtime (CAF 0.17 and MPI were not found)\n";
     return tessera::exit_code::bad_input;
   }

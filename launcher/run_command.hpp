@@ -18,10 +18,11 @@ namespace tessera::cli {
 /// arguments that select this command when the binary is executed again for `--local`
 /// (e.g. {"run"} for tessera, {} for a program whose main is this command). `setup` adjusts
 /// each node before it starts, `sched_setup` the scheduler (tests and benchmarks only).
-/// Returns the exit code.
+/// `serve` makes it `tessera serve` (a cluster that stays up; its job file optional). Returns
+/// the exit code.
 int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
                 const std::vector<std::string>& exec_prefix,
                 const actors::node_setup& setup = {},
-                const actors::scheduler_setup& sched_setup = {});
+                const actors::scheduler_setup& sched_setup = {}, bool serve = false);
 
 }  // namespace tessera::cli

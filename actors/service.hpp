@@ -1,0 +1,65 @@
+#pragma once
+/// @file service.hpp
+/// The service side of a cluster's scheduler process (`tessera serve`, or `tessera run
+/// --listen`): its state directory, the API token, the HTTP server with the API actor
+/// (actors/api.hpp) in front of the scheduler, and what it tells the operator.
+///
+/// State directory (created 0700 when missing):
+///   token    the API's bearer token, 64 hex characters, mode 0600, made at the first start
+///            and kept by `--resume` (a client configured once keeps working)
+///   address  HOST:PORT the API listens on, one line, written once it listens (clients read
+///            it, so --listen HOST:0 works)
+///   journal  (runtime/journal.hpp) accepted submissions and state changes
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "runtime/http/server.hpp"
+#include "runtime/job_file.hpp"
+#include "runtime/result.hpp"
+
+namespace tessera::actors {
+
+/// What the service needs from the run's settings.
+struct service_settings {
+  std::string state_dir;                 ///< see the file comment
+  std::string listen = "127.0.0.1:0";    ///< HOST:PORT of the API (port 0: any free one)
+  std::vector<std::string> known_kinds;  ///< trainable kinds submissions may name
+  run_job_check check;                   ///< the trainables' checks of a job's config
+  bool quiet = false;                    ///< no "listening" lines
+};
+
+/// The service of one scheduler process; closing it (destructor) stops the HTTP server.
+class service {
+ public:
+  /// Prepares the state directory and its token, starts the HTTP server and the API actor in
+  /// front of `scheduler`, writes the address file and prints where the dashboard is. Errors
+  /// name the file or address that failed.
+  static result<std::unique_ptr<service>> open(caf::actor_system& sys, caf::actor scheduler,
+                                               const service_settings& s);
+  ~service();
+  /// "HOST:PORT" the API listens on.
+  std::string address() const;
+
+ private:
+  service() = default;
+  std::unique_ptr<http::server> http_;
+  caf::actor api_;
+  /// The open server, for the API actor's metrics (null before it opens and after it closes).
+  std::shared_ptr<std::atomic<const http::server*>> counted_ =
+      std::make_shared<std::atomic<const http::server*>>(nullptr);
+};
+
+/// The token in `state_dir`/token, made (64 hex characters, mode 0600, written atomically)
+/// when the file does not exist; an error when it exists but others may read it or it does
+/// not hold a token.
+result<std::string> state_dir_token(const std::string& state_dir);
+
+/// The state directory, created with mode 0700 when missing; an error naming it otherwise.
+status prepare_state_dir(const std::string& state_dir);
+
+}  // namespace tessera::actors
