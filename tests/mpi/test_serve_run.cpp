@@ -1,0 +1,193 @@
+// `tessera serve`: a live cluster driven through its control API (docs/api.md) with the real
+// HTTP client (runtime/http/client.hpp) and the CLI clients.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/http/client.hpp"
+#include "tests/mpi/mpi_support.hpp"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+
+/// A served cluster of `speeds` (one node process each, --local) in a fresh state dir.
+struct served {
+  scratch_dir dir;
+  std::string state;
+  std::unique_ptr<background> proc;
+  std::string address, token;
+
+  served(const std::string& name, const std::vector<double>& speeds, const std::string& extra = "",
+         const std::string& launch = "")
+      : dir(name), state(dir.str() + "/state") {
+    const auto cl = dir.write("cluster.toml", cluster_toml(speeds));
+    const std::string cmd =
+        launch.empty() ? std::string(TESSERA_BINARY) + " serve --local " + std::to_string(speeds.size())
+                       : launch;
+    proc = std::make_unique<background>(cmd + " --cluster " + cl + " --state-dir " + state +
+                                            " --round-length 0.5 " + extra,
+                                        dir.str() + "/serve.out");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < until && address.empty()) {
+      std::ifstream a(state + "/address"), t(state + "/token");
+      a >> address;
+      t >> token;
+      if (address.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    INFO(proc->output());
+    REQUIRE_FALSE(address.empty());
+  }
+  /// A client with the token (or `token_override`).
+  std::unique_ptr<http::client> client(std::optional<std::string> token_override = {}) const {
+    auto a = http::parse_server_address(address);
+    REQUIRE(a);
+    http::client_options o;
+    o.token = token_override ? *token_override : token;
+    o.timeout = std::chrono::seconds(10);
+    return std::make_unique<http::client>(*a, o);
+  }
+  json get(const std::string& target) const {
+    auto r = client()->get(target);
+    REQUIRE(r);
+    INFO(r->body);
+    REQUIRE(r->status == 200);
+    return json::parse(r->body);
+  }
+  /// Waits until job `id` is in `state` (or `seconds` pass); its last status.
+  json await_state(std::int64_t id, const std::string& state_name, double seconds) const {
+    json j;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+      j = get("/v1/jobs/" + std::to_string(id));
+      if (j["state"] == state_name) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return j;
+  }
+  /// `tessera <args> --state-dir STATE`.
+  command_result cli(const std::string& args) const {
+    return run_tessera(args + " --state-dir " + state);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("serve: submit, status, cancel and shutdown through the API and the CLI",
+          "[serve]") {
+  served s("serve_api", {1.0, 0.5});
+  struct stat st {};
+  REQUIRE(::stat((s.state + "/token").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  // Submit: TOML through the CLI, JSON through the client.
+  const auto jobs = s.dir.write("jobs.toml", jobs_toml(2, 40, 0.01));
+  auto sub = s.cli("submit " + jobs);
+  INFO(sub.out);
+  REQUIRE(sub.code == 0);
+  CHECK(sub.out == "0\n1\n");
+  auto r = s.client()->post("/v1/jobs",
+                            R"({"job": [{"kind": "mlp", "total_steps": 100000, "step_time": 0.01}]})",
+                            "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 201);
+  CHECK(json::parse(r->body)["ids"] == json::array({2}));
+
+  // The first two finish; the long one is cancelled while it runs, at a round boundary.
+  CHECK(s.await_state(0, "finished", 30)["steps"] == 40);
+  CHECK(s.await_state(1, "finished", 30)["steps"] == 40);
+  auto running = s.await_state(2, "running", 30);
+  REQUIRE(running["state"] == "running");
+  auto c = s.cli("cancel 2");
+  INFO(c.out);
+  CHECK(c.code == 0);
+  auto cancelled = s.await_state(2, "cancelled", 10);
+  CHECK(cancelled["state"] == "cancelled");
+  CHECK_FALSE(cancelled["checkpoint"].get<std::string>().empty());  // its checkpoint is kept
+  CHECK_FALSE(cancelled["placements"].empty());
+  auto again = s.client()->post("/v1/jobs/2/cancel", "", "");
+  REQUIRE(again);
+  CHECK(again->status == 409);
+
+  auto status = s.cli("status --json");
+  REQUIRE(status.code == 0);
+  auto all = json::parse(status.out);
+  REQUIRE(all["jobs"].size() == 3);
+  auto nodes = s.get("/v1/nodes");
+  REQUIRE(nodes["nodes"].size() == 2);
+  CHECK(nodes["nodes"][1]["state"] == "alive");
+  CHECK(nodes["nodes"][1]["speed"] == 0.5);
+  auto rounds = s.get("/v1/rounds?limit=5");
+  CHECK_FALSE(rounds["rounds"].empty());
+  CHECK(rounds["rounds"].size() <= 5);
+  auto cluster = s.get("/v1/cluster");
+  CHECK(cluster["jobs"]["finished"] == 2);
+  CHECK(cluster["jobs"]["cancelled"] == 1);
+
+  // Metrics need no token; everything else does.
+  auto metrics = s.client(std::string())->get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->status == 200);
+  CHECK(metrics->body.find("tessera_jobs{state=\"finished\"} 2") != std::string::npos);
+  CHECK(metrics->body.find("tessera_api_requests_total{method=\"GET\",code=\"200\"}") !=
+        std::string::npos);
+  auto dash = s.client(std::string())->get("/");
+  REQUIRE(dash);
+  CHECK(dash->status == 200);
+  CHECK(dash->content_type.find("text/html") != std::string::npos);
+
+  auto down = s.cli("shutdown");
+  INFO(down.out);
+  CHECK(down.code == 0);
+  const int code = s.proc->wait(30);
+  INFO(s.proc->output());
+  CHECK(code == 0);
+}
+
+TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up", "[serve]") {
+  served s("serve_bad", {1.0});
+  auto call = [&](const std::string& method, const std::string& target, const std::string& body,
+                  const std::string& type, std::optional<std::string> token = {}) {
+    auto r = s.client(token)->call(method, target, body, type);
+    REQUIRE(r);
+    return *r;
+  };
+  CHECK(call("GET", "/v1/jobs", "", "", std::string("wrong")).status == 401);
+  CHECK(call("GET", "/v1/jobs", "", "", std::string()).status == 401);
+  auto bad_json = call("POST", "/v1/jobs", R"({"job": [{"kind": "mlp", "total_steps": -3}]})",
+                       "application/json");
+  CHECK(bad_json.status == 400);
+  CHECK(bad_json.body.find("job[0]: field 'total_steps'") != std::string::npos);
+  auto torn_json = call("POST", "/v1/jobs", R"({"job": [)", "application/json");
+  CHECK(torn_json.status == 400);
+  CHECK(torn_json.body.find("malformed JSON") != std::string::npos);
+  auto bad_toml = call("POST", "/v1/jobs", "[[job]]\nkind = \"mlp\"\ntotal_steps = \"x\"\n",
+                       "application/toml");
+  CHECK(bad_toml.status == 400);
+  CHECK(bad_toml.body.find("request body:3: field 'total_steps'") != std::string::npos);
+  auto unknown_kind = call("POST", "/v1/jobs", "[[job]]\nkind = \"nope\"\ntotal_steps = 5\n",
+                           "application/toml");
+  CHECK(unknown_kind.status == 400);
+  CHECK(unknown_kind.body.find("unknown job kind") != std::string::npos);
+  CHECK(call("POST", "/v1/jobs", std::string((16u << 20) + 10, ' '), "application/toml").status ==
+        413);
+  CHECK(call("GET", "/v1/jobs/99", "", "").status == 404);
+  CHECK(call("POST", "/v1/jobs/99/cancel", "", "").status == 404);
+  CHECK(call("GET", "/v1/nothing", "", "").status == 404);
+  CHECK(call("GET", "/v1/rounds?limit=0", "", "").status == 400);
+  // After all that, the cluster still takes a job and runs it.
+  auto ok = call("POST", "/v1/jobs", R"({"kind": "softmax_regression", "total_steps": 20,
+                                         "step_time": 0.01})", "application/json");
+  REQUIRE(ok.status == 201);
+  CHECK(s.await_state(0, "finished", 30)["state"] == "finished");
+  auto cli_bad = s.cli("status 99");
+  CHECK(cli_bad.code == 2);
+  CHECK(cli_bad.out.find("404") != std::string::npos);
+  ::kill(s.proc->program(), SIGTERM);  // SIGTERM stops a served cluster as shutdown does
+  const int code = s.proc->wait(30);
+  INFO(s.proc->output());
+  CHECK(code == 0);
+}
