@@ -361,7 +361,7 @@ status journal::state::create() {
                             journal_step::create};
   replacement r = write_replacement(path, {}, opt, steps);
   if (r.fd >= 0) fd = r.fd;
-  if (!r.st) return error{r.st.err().kind, "cannot create the journal: " + r.st.err().message};
+  if (!r.st) return r.st;
   end = r.size;
   return {};
 }

@@ -486,6 +486,16 @@ TEST_CASE("a journal that cannot be opened says why, naming the path", "[journal
     const error e = open_error(dir.file("adir"));
     CHECK(has(e.message, "Is a directory"));
   }
+  SECTION("creating it fails (injected: a full disk)") {
+    const auto path = dir.file("journal");
+    journal_options opt;
+    opt.inject_errno = [](journal_step s) { return s == journal_step::create ? ENOSPC : 0; };
+    const error e = open_error(path, opt);
+    CHECK(e.kind == error_kind::io);
+    CHECK(has(e.message, "No space left on device"));
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK_FALSE(std::filesystem::exists(path + ".compact"));
+  }
   SECTION("it is open already, in this process or another") {
     const auto path = dir.file("journal");
     auto j = open_ok(path);
