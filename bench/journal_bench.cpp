@@ -5,10 +5,12 @@
 // fdatasync (group commit). Per level it prints acknowledged records/s, fdatasyncs/s, records
 // per fdatasync and the p50 / p99 / max ack latency, over --seconds after a --warmup that is
 // not counted. Each level writes a fresh journal file in --dir (removed afterwards), so the
-// figures are those of the file system holding --dir.
+// figures are those of the file system holding --dir. A first row gives the device's own
+// rate for comparison: one thread appending the same record with write + fdatasync, no journal.
 //
 //   build/bench_journal_bench --dir /work [--submitters 1,8,64,256] [--seconds 5]
 //                             [--warmup 0.5] [--payload 300]
+#include <fcntl.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -98,6 +100,46 @@ struct level_result {
   double records_per_s = 0, fsyncs_per_s = 0, p50_ms = 0, p99_ms = 0, max_ms = 0;
 };
 
+/// The figures of `records` records and `fsyncs` syncs in `seconds`, with the latencies `ms`.
+level_result summarise(std::vector<double> ms, std::uint64_t records, std::uint64_t fsyncs,
+                       double seconds) {
+  if (ms.empty()) die("no append was acknowledged in the counted window");
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) {
+    return ms[static_cast<std::size_t>(q * static_cast<double>(ms.size() - 1))];
+  };
+  level_result r;
+  r.records_per_s = static_cast<double>(records) / seconds;
+  r.fsyncs_per_s = static_cast<double>(fsyncs) / seconds;
+  r.p50_ms = at(0.50);
+  r.p99_ms = at(0.99);
+  r.max_ms = ms.back();
+  return r;
+}
+
+/// The device's own rate, without the journal: one thread appending a record's bytes with
+/// write() and fdatasync() after each, for `o.seconds`.
+level_result bare_appends(const options& o) {
+  const std::string path = o.dir + "/journal_bench_bare." + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) die("cannot create " + path);
+  const std::string record = encode_journal_record(job_json(o.payload, 0, 0));
+  std::vector<double> ms;
+  const auto t0 = bench_clock::now();
+  const auto until = t0 + std::chrono::duration<double>(o.seconds);
+  while (bench_clock::now() < until) {
+    const auto start = bench_clock::now();
+    if (::write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size()) ||
+        ::fdatasync(fd) != 0)
+      die("cannot write or sync " + path);
+    ms.push_back(std::chrono::duration<double, std::milli>(bench_clock::now() - start).count());
+  }
+  const std::chrono::duration<double> elapsed = bench_clock::now() - t0;
+  ::close(fd);
+  std::filesystem::remove(path);
+  return summarise(ms, ms.size(), ms.size(), elapsed.count());
+}
+
 /// `n` submitters appending for warmup + seconds; the counted window's figures.
 level_result run_level(const options& o, int n) {
   const std::string path = o.dir + "/journal_bench." + std::to_string(::getpid());
@@ -132,18 +174,16 @@ level_result run_level(const options& o, int n) {
 
   std::vector<double> all;
   for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-  if (all.empty()) die("no append was acknowledged in the counted window");
-  std::sort(all.begin(), all.end());
-  auto at = [&](double q) {
-    return all[static_cast<std::size_t>(q * static_cast<double>(all.size() - 1))];
-  };
-  level_result r;
-  r.records_per_s = static_cast<double>(after.records - before.records) / elapsed.count();
-  r.fsyncs_per_s = static_cast<double>(after.fsyncs - before.fsyncs) / elapsed.count();
-  r.p50_ms = at(0.50);
-  r.p99_ms = at(0.99);
-  r.max_ms = all.back();
-  return r;
+  return summarise(std::move(all), after.records - before.records, after.fsyncs - before.fsyncs,
+                   elapsed.count());
+}
+
+/// Prints one row of the table.
+void print_row(const std::string& what, const level_result& r) {
+  std::printf("| %s | %.0f | %.0f | %.1f | %.3f | %.3f | %.3f |\n", what.c_str(), r.records_per_s,
+              r.fsyncs_per_s, r.fsyncs_per_s > 0 ? r.records_per_s / r.fsyncs_per_s : 0.0,
+              r.p50_ms, r.p99_ms, r.max_ms);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -154,12 +194,7 @@ int main(int argc, char** argv) {
               o.dir.c_str(), fs_type(o.dir).c_str(), o.payload, o.seconds, o.warmup);
   std::printf("| submitters | records/s | fsyncs/s | records per fsync | ack p50 (ms) "
               "| ack p99 (ms) | ack max (ms) |\n|---|---|---|---|---|---|---|\n");
-  for (const int n : o.submitters) {
-    const level_result r = run_level(o, n);
-    std::printf("| %d | %.0f | %.0f | %.1f | %.3f | %.3f | %.3f |\n", n, r.records_per_s,
-                r.fsyncs_per_s, r.fsyncs_per_s > 0 ? r.records_per_s / r.fsyncs_per_s : 0.0,
-                r.p50_ms, r.p99_ms, r.max_ms);
-    std::fflush(stdout);
-  }
+  print_row("bare write+fdatasync, no journal", bare_appends(o));
+  for (const int n : o.submitters) print_row(std::to_string(n), run_level(o, n));
   return 0;
 }
