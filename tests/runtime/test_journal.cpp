@@ -262,7 +262,7 @@ TEST_CASE("a bit flip in the last record's header or payload drops that record, 
   }
 }
 
-TEST_CASE("a bad record followed by good ones is refused, naming the file and byte; "
+TEST_CASE("a bad record followed by good ones is refused, naming the file and byte, and "
           "drop_corrupt drops from there", "[journal]") {
   const journal_case c("journal_corrupt", 5, 120, 9);
   const auto& [dir, path, records, whole] = c;
@@ -417,7 +417,7 @@ TEST_CASE("concurrent appenders: every callback once, every record back, fsyncs 
   for (int t = 0; t < threads; ++t) CHECK(next[t] == per_thread);
 }
 
-TEST_CASE("close() writes what is queued; a callback may append but not wait or close",
+TEST_CASE("close() writes what is queued, and a callback may append but not wait or close",
           "[journal]") {
   scratch_dir dir("journal_close");
   const auto path = dir.file("journal");
@@ -450,7 +450,7 @@ TEST_CASE("close() writes what is queued; a callback may append but not wait or 
   CHECK(back.records[101] == "second");
 }
 
-TEST_CASE("a payload over the limit is refused at once; one at the limit is kept", "[journal]") {
+TEST_CASE("a payload over the limit is refused at once, one at the limit is kept", "[journal]") {
   scratch_dir dir("journal_oversized");
   const auto path = dir.file("journal");
   bool called = false;
@@ -509,8 +509,8 @@ TEST_CASE("a journal that cannot be opened says why, naming the path", "[journal
   }
 }
 
-TEST_CASE("a write error fails the batch and every later append; reopening reads what was "
-          "synced", "[journal]") {
+TEST_CASE("a write error fails the batch and every later append, and reopening reads what "
+          "was synced", "[journal]") {
   const journal_case c("journal_write_error", 3, 100, 1);
   const auto& [dir, path, records, whole] = c;
   append_all(path, records);
@@ -597,7 +597,7 @@ TEST_CASE("compaction: the file becomes the given records, then what was appende
   CHECK(back.records == std::vector<std::string>{"{\"job\":1}", "{\"job\":2}", "{\"job\":3}"});
 }
 
-TEST_CASE("a compaction that fails before its rename leaves the old file in use; after it, "
+TEST_CASE("a compaction that fails before its rename leaves the old file in use, after it "
           "the journal fails", "[journal]") {
   const journal_case c("journal_compact_error", 5, 100, 8);
   const auto& [dir, path, old_records, old_bytes] = c;
