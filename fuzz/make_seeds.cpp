@@ -1,6 +1,6 @@
-// Writes the binary seed inputs of the checkpoint, messages and basp targets (fuzz/corpus/),
-// made by the real encoders so the fuzzer starts from inputs that decode:
-//   fuzz_make_seeds OUT_DIR   -> OUT_DIR/{checkpoint,messages,basp}/seed-*
+// Writes the binary seed inputs of the checkpoint, journal, messages and basp targets
+// (fuzz/corpus/), made by the real encoders so the fuzzer starts from inputs that decode:
+//   fuzz_make_seeds OUT_DIR   -> OUT_DIR/{checkpoint,journal,messages,basp}/seed-*
 // Run by hand after a format changes (fuzz/README.md); the seeds are kept in the repository.
 #include <caf/io/basp/all.hpp>
 
@@ -9,6 +9,7 @@
 
 #include "fuzz/fuzz_support.hpp"
 #include "fuzz/protocol_system.hpp"
+#include "runtime/journal.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 namespace {
@@ -52,6 +53,28 @@ void checkpoint_seeds(const fs::path& dir) {
   const std::string empty((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   put(dir / "seed-file-empty-payload", std::string(1, '\0'), empty.data(), empty.size());
   fs::remove(file);
+}
+
+/// Journal seeds: valid journals (empty, a few jobs, a large record), a torn one and one with
+/// a corrupt record in the middle.
+void journal_seeds(const fs::path& dir) {
+  const std::string header = tessera::journal_file_header();
+  std::string jobs = header;
+  std::size_t last = 0, middle = 0;
+  for (int id = 1; id <= 3; ++id) {
+    if (id == 2) middle = jobs.size();
+    last = jobs.size();
+    jobs += tessera::encode_journal_record("{\"id\":" + std::to_string(id) +
+                                           ",\"kind\":\"mlp\",\"total_steps\":400}");
+  }
+  const std::string large = header + tessera::encode_journal_record(std::string(2000, 'x'));
+  const std::string torn = jobs.substr(0, last + 20);
+  std::string corrupt = jobs;
+  corrupt[middle + tessera::journal_record_header_size + 3] ^= 0x01;
+  for (const auto& [name, bytes] :
+       {std::pair<const char*, const std::string&>{"empty", header}, {"jobs", jobs},
+        {"large", large}, {"torn", torn}, {"corrupt-middle", corrupt}})
+    put(dir / (std::string("seed-") + name), "", bytes.data(), bytes.size());
 }
 
 /// Encodes `x` with CAF's binary serializer.
@@ -138,8 +161,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  for (const char* d : {"checkpoint", "messages", "basp"}) fs::create_directories(out / d);
+  for (const char* d : {"checkpoint", "journal", "messages", "basp"})
+    fs::create_directories(out / d);
   checkpoint_seeds(out / "checkpoint");
+  journal_seeds(out / "journal");
   auto& sys = tessera::fuzz::protocol_system();
   message_seeds(sys, out / "messages");
   basp_seeds(sys, out / "basp");

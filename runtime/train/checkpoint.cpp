@@ -4,13 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/crc32.hpp"
 #include "runtime/train/detail/bytes.hpp"
 
 namespace tessera::train {
@@ -23,18 +23,6 @@ constexpr char magic[8] = {'T', 'S', 'R', 'A', 'C', 'K', 'P', 'T'};
 constexpr std::size_t header_crc_offset = 52;
 /// What a fence file says before its epoch.
 constexpr const char* fence_word = "tessera-fence-epoch";
-
-/// The CRC-32 lookup table for the reflected polynomial 0xEDB88320.
-constexpr std::array<std::uint32_t, 256> make_crc_table() {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int b = 0; b < 8; ++b) c = (c & 1U) ? 0xEDB88320U ^ (c >> 1) : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-constexpr auto crc_table = make_crc_table();
 
 /// "0x1234abcd".
 std::string hex32(std::uint32_t v) {
@@ -190,13 +178,6 @@ status replace_file(const std::string& path, const std::vector<std::uint8_t>& by
 }
 
 }  // namespace
-
-std::uint32_t crc32(const void* data, std::size_t n, std::uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (std::size_t i = 0; i < n; ++i) crc = crc_table[(crc ^ p[i]) & 0xFFU] ^ (crc >> 8);
-  return ~crc;
-}
 
 status write_checkpoint(const std::string& path, const checkpoint_tag& tag,
                         const std::vector<std::uint8_t>& payload, const write_options& opt) {

@@ -14,6 +14,7 @@
 ///       48     4  CRC-32 of the payload
 ///       52     4  CRC-32 of bytes 0..51 (the header itself)
 ///       56     -  payload (e.g. trainable::save_state())
+/// (CRC-32: runtime/crc32.hpp, zlib's.)
 /// The header has its own checksum so job, round and epoch can be read and trusted without
 /// reading the payload. A file is replaced atomically: written to a temporary file in the same
 /// directory, fsync'd, renamed over the target, and the directory fsync'd; a crash leaves
@@ -62,10 +63,6 @@ struct checkpoint {
   checkpoint_header header;           ///< job, round and sizes
   std::vector<std::uint8_t> payload;  ///< the bytes given to write_checkpoint
 };
-
-/// CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of `n` bytes at `data`, continuing from
-/// `crc` (pass a previous result to checksum data in pieces; 0 to start).
-std::uint32_t crc32(const void* data, std::size_t n, std::uint32_t crc = 0);
 
 /// How a checkpoint (or a probe file) is written; the defaults write plainly.
 struct write_options {

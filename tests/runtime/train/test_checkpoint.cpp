@@ -40,13 +40,6 @@ const std::vector<std::uint8_t> payload = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 250, 0
 
 }  // namespace
 
-TEST_CASE("crc32 is the IEEE CRC-32 and can be continued", "[train]") {
-  const std::string s = "123456789";
-  CHECK(crc32(s.data(), s.size()) == 0xCBF43926U);
-  CHECK(crc32(s.data() + 4, 5, crc32(s.data(), 4)) == 0xCBF43926U);
-  CHECK(crc32(nullptr, 0) == 0U);
-}
-
 TEST_CASE("a checkpoint round-trips job, round and payload, the header reads alone", "[train]") {
   scratch_dir dir("ckpt_roundtrip");
   const auto path = dir.file("job7.ckpt");
