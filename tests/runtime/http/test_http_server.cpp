@@ -147,7 +147,7 @@ TEST_CASE("server: a responder dropped unanswered gives 500, not a hang", "[http
   for (auto& w : workers) w.join();
 }
 
-TEST_CASE("server: the first answer wins; a throwing handler gives 500", "[http]") {
+TEST_CASE("server: the first answer wins, and a throwing handler gives 500", "[http]") {
   std::atomic<bool> second_refused{false};
   auto srv = open_server([&](http::request r, http::responder answer) {
     if (r.path == "/throw") throw std::runtime_error("boom");
@@ -439,7 +439,7 @@ TEST_CASE("server: close() finishes the responses in flight and ends the rest", 
   CHECK(dial_loopback(h.srv->port()) < 0);  // no longer listening
 }
 
-TEST_CASE("server: close() stops after the grace time; late answers are no-ops", "[http]") {
+TEST_CASE("server: close() stops after the grace time, and late answers are no-ops", "[http]") {
   held_request h("/never", 200ms);
   const auto took = h.close_server();
   h.asker.join();
