@@ -1,6 +1,6 @@
 // libFuzzer target: the HTTP request reader (runtime/http/request_reader.hpp) as the control
 // API's server runs it on a connection's bytes: feed, check the token when the header is done
-// (check_token), go on with the body, take each complete request and start on the next
+// (check_access), go on with the body, take each complete request and start on the next
 // (keep-alive, pipelining), until a refusal or the end of the input. The input is fed whole,
 // byte by byte and in pieces of a size taken from its length, with small limits (2 KiB of
 // header, 4 KiB of body) so they are reached. Properties: the three feeds agree on every
@@ -86,8 +86,7 @@ outcome read_all(const std::string& bytes, std::size_t piece) {
       return out;
     }
     if (st == stage::header_done) {
-      if (auto no = check_token(reader.head().path, reader.authorization(), token,
-                                l.public_paths)) {
+      if (auto no = check_access(reader, l, token)) {
         check_refusal(*no);
         out.refused = no->status;
         return out;

@@ -131,11 +131,13 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::optional<refusal> check_token(std::string_view path, std::string_view authorization,
-                                   std::string_view token,
-                                   const std::vector<std::string>& public_paths) {
-  if (std::find(public_paths.begin(), public_paths.end(), path) != public_paths.end())
-    return std::nullopt;
+bool is_public(std::string_view method, std::string_view path,
+               const std::vector<std::string>& public_paths) {
+  return method == "GET" &&
+         std::find(public_paths.begin(), public_paths.end(), path) != public_paths.end();
+}
+
+std::optional<refusal> check_token(std::string_view authorization, std::string_view token) {
   constexpr std::string_view scheme = "bearer ";
   if (authorization.empty())
     return refusal{401, "missing bearer token (header Authorization: Bearer TOKEN)"};

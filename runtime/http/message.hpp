@@ -50,7 +50,8 @@ struct limits {
   /// close() waits at most this long for responses in flight before it stops.
   std::chrono::milliseconds close_grace{2000};
   std::vector<std::string> methods{"GET", "POST"};  ///< others get 405
-  /// Paths served without the bearer token (exact matches of request::path).
+  /// Paths a GET of which is served without the bearer token (exact matches of
+  /// request::path); such a request may carry no body.
   std::vector<std::string> public_paths{"/metrics", "/", "/dashboard"};
 };
 
@@ -77,10 +78,13 @@ bool equal_nocase(std::string_view a, std::string_view b);
 /// Equality whose time depends on the lengths only, not on where the bytes differ.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
-/// The token check (docs/api.md): a refusal (401) unless `path` is one of `public_paths` or
-/// `authorization` is "Bearer <token>" with exactly `token` (compared in constant time).
-std::optional<refusal> check_token(std::string_view path, std::string_view authorization,
-                                   std::string_view token,
-                                   const std::vector<std::string>& public_paths);
+/// True when a request goes without the token (docs/api.md): a GET of one of `public_paths`
+/// (exact matches of the path).
+bool is_public(std::string_view method, std::string_view path,
+               const std::vector<std::string>& public_paths);
+
+/// The token check: a refusal (401) unless `authorization` is "Bearer <token>" with exactly
+/// `token`, compared in constant time (an empty `token` matches nothing).
+std::optional<refusal> check_token(std::string_view authorization, std::string_view token);
 
 }  // namespace tessera::http

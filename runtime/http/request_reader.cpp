@@ -48,6 +48,7 @@ void request_reader::start_request() {
   req_ = request{};
   authorization_.clear();
   keep_alive_ = false;
+  has_body_ = false;
   expect_continue_ = false;
   failure_ = refusal{};
 }
@@ -125,6 +126,8 @@ void request_reader::on_header() {
     req_.headers.emplace_back(std::string(name), std::string(value));
   }
   keep_alive_ = h.keep_alive();
+  const auto length = parser_->p->content_length();
+  has_body_ = parser_->p->chunked() || (length && *length > 0);
   expect_continue_ = expect_continue_ && h.version() == 11;
 }
 
@@ -133,6 +136,14 @@ request request_reader::take() {
   out.body = parser_->p->release().body();
   start_request();
   return out;
+}
+
+std::optional<refusal> check_access(const request_reader& r, const limits& l,
+                                    std::string_view token) {
+  if (!is_public(r.head().method, r.head().path, l.public_paths))
+    return check_token(r.authorization(), token);
+  if (r.has_body()) return refusal{413, "a request without the token may not carry a body"};
+  return std::nullopt;
 }
 
 }  // namespace tessera::http

@@ -9,10 +9,12 @@
 /// a header (request line included) over limits::max_header bytes: 431; a body over
 /// limits::max_body: 413, seen from Content-Length before any body byte is read, and while
 /// reading for a chunked body; a method not in limits::methods: 405; anything Beast's parser
-/// refuses, a target not in origin form or a bad query string: 400.
+/// refuses, a target not in origin form or a bad query string: 400. The token is checked by
+/// check_access below once the header is done.
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,6 +49,8 @@ class request_reader {
   const std::string& authorization() const { return authorization_; }
   /// True when the client asked to keep the connection open after the response.
   bool keep_alive() const { return keep_alive_; }
+  /// True when the header announces a body (Content-Length over 0, or chunked).
+  bool has_body() const { return has_body_; }
   /// True when the client sent `Expect: 100-continue` and waits for it before the body.
   bool expects_continue() const { return expect_continue_; }
   /// How the request was refused (valid when failed).
@@ -72,8 +76,15 @@ class request_reader {
   request req_;
   std::string authorization_;
   bool keep_alive_ = false;
+  bool has_body_ = false;
   bool expect_continue_ = false;
   refusal failure_;
 };
+
+/// The server's check of a request whose header is done (stage header_done), before any body
+/// byte is read: a public request (is_public) may carry no body (413), so clients without the
+/// token cannot make the server hold a body; any other needs the token (401).
+std::optional<refusal> check_access(const request_reader& r, const limits& l,
+                                    std::string_view token);
 
 }  // namespace tessera::http

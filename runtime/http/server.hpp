@@ -11,8 +11,9 @@
 ///
 /// Rules the server enforces itself, before the handler sees a request (each answered with
 /// a JSON body {"error": "..."}, and the connection closed):
-/// - the bearer token on every path outside limits::public_paths (401), compared in constant
-///   time, so the API cannot be driven by a page or process that lacks the token file;
+/// - the bearer token on every request but a GET of limits::public_paths (401), compared in
+///   constant time, so the API cannot be driven by a page or process that lacks the token
+///   file; a request let in without the token may carry no body (413);
 /// - request header at most limits::max_header bytes (431) and body at most limits::max_body
 ///   (413, from Content-Length before the body is read, or while a chunked body is read),
 ///   so one client cannot make the server hold unbounded memory;
@@ -105,7 +106,8 @@ class server {
   std::string address() const;
   /// Stops accepting, closes idle connections, lets responses in flight be written for at most
   /// limits::close_grace, then stops the thread and closes what is left. Responders called
-  /// afterwards do nothing. Idempotent; called by the destructor.
+  /// afterwards do nothing. Idempotent; called by the destructor. Not to be called from the
+  /// handler (the server's thread): it waits for that thread to end.
   void close();
 
   /// Counters, safe to read from any thread while the server runs.

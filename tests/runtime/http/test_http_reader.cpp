@@ -105,6 +105,12 @@ TEST_CASE("reader: a body over the limit is refused from Content-Length or while
         stage::failed);
   CHECK(declared.failure().status == 413);
 
+  // Header and body in one buffer: refused all the same.
+  request_reader at_once(small_limits());
+  CHECK(feed_in_pieces(at_once, "POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n" +
+                                    std::string(101, 'b'), 4096) == stage::failed);
+  CHECK(at_once.failure().status == 413);
+
   request_reader chunked(small_limits());
   const std::string head = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   const std::string chunk = "3c\r\n" + std::string(60, 'x') + "\r\n";
@@ -163,21 +169,40 @@ TEST_CASE("error_body: valid JSON whatever the message holds", "[http]") {
   CHECK(error_body("\xed\xa0\x80") == R"({"error": "\ufffd\ufffd\ufffd"})");  // a surrogate
 }
 
-TEST_CASE("check_token: bearer token, public paths", "[http]") {
-  const std::vector<std::string> pub{"/metrics", "/"};
-  CHECK_FALSE(check_token("/metrics", "", "tok", pub));
-  CHECK_FALSE(check_token("/v1/jobs", "Bearer tok", "tok", pub));
-  CHECK_FALSE(check_token("/v1/jobs", "bearer  tok ", "tok", pub));
+TEST_CASE("check_token, is_public: the bearer token and the public GETs", "[http]") {
+  CHECK_FALSE(check_token("Bearer tok", "tok"));
+  CHECK_FALSE(check_token("bearer  tok ", "tok"));
   for (const char* bad : {"", "Bearer", "Bearer ", "Bearer to", "Bearer tokk", "Basic tok",
                           "tok"}) {
     INFO(bad);
-    const auto r = check_token("/v1/jobs", bad, "tok", pub);
+    const auto r = check_token(bad, "tok");
     REQUIRE(r);
     CHECK(r->status == 401);
   }
-  CHECK(check_token("/metrics/x", "", "tok", pub));  // exact paths only
-  CHECK(check_token("/v1/jobs", "Bearer ", "", pub));  // no token configured: nothing passes
+  CHECK(check_token("Bearer ", ""));  // no token configured: nothing passes
+  const std::vector<std::string> pub{"/metrics", "/"};
+  CHECK(is_public("GET", "/metrics", pub));
+  CHECK_FALSE(is_public("POST", "/metrics", pub));
+  CHECK_FALSE(is_public("GET", "/metrics/x", pub));  // exact paths only
   CHECK(constant_time_equal("abc", "abc"));
   CHECK_FALSE(constant_time_equal("abc", "abd"));
   CHECK_FALSE(constant_time_equal("abc", "ab"));
+}
+
+TEST_CASE("check_access: a public request without a body, any other with the token",
+          "[http]") {
+  const limits l;
+  auto access = [&](const std::string& head) {
+    request_reader r(l);
+    REQUIRE(r.feed(head) == stage::header_done);
+    return check_access(r, l, "tok");
+  };
+  CHECK_FALSE(access("GET /metrics HTTP/1.1\r\n\r\n"));
+  CHECK_FALSE(access("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+  CHECK_FALSE(access("POST /v1/jobs HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
+                     "Content-Length: 3\r\n\r\n"));
+  CHECK(access("POST /metrics HTTP/1.1\r\n\r\n")->status == 401);
+  CHECK(access("GET /v1/jobs HTTP/1.1\r\n\r\n")->status == 401);
+  CHECK(access("GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\n")->status == 413);
+  CHECK(access("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")->status == 413);
 }

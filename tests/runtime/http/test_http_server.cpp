@@ -147,7 +147,7 @@ TEST_CASE("server: a responder dropped unanswered gives 500, not a hang", "[http
   for (auto& w : workers) w.join();
 }
 
-TEST_CASE("server: the first answer wins; a throwing handler gives 500", "[http]") {
+TEST_CASE("server: the first answer wins, and a throwing handler gives 500", "[http]") {
   std::atomic<bool> second_refused{false};
   auto srv = open_server([&](http::request r, http::responder answer) {
     if (r.path == "/throw") throw std::runtime_error("boom");
@@ -198,6 +198,34 @@ TEST_CASE("server: the bearer token, and the public paths without it", "[http]")
   raw_conn raw(srv->port());  // the header's name and scheme in any case
   raw.send("GET /v1/jobs HTTP/1.1\r\nauthorization: bearer " + http_token + "\r\n\r\n");
   CHECK(status_of(raw.read_response()) == 200);
+  CHECK(handled == 5);
+}
+
+TEST_CASE("server: only a GET of a public path goes without the token, and without a body",
+          "[http]") {
+  std::atomic<int> handled{0};
+  auto lim = short_limits();
+  auto srv = open_server([&](http::request r, http::responder answer) {
+    ++handled;
+    echo_handler(std::move(r), std::move(answer));
+  }, lim);
+  auto none = client_of(*srv, "");
+  auto post = none->post("/metrics", "x", "text/plain");  // docs/api.md: GET /metrics only
+  REQUIRE(post.ok());
+  CHECK(post->status == 401);
+  // A body on a request let in without the token is refused before it is read, so clients
+  // without the token cannot make the server hold max_body bytes per connection.
+  raw_conn declared(srv->port());
+  declared.send("GET /metrics HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n");
+  CHECK(status_of(declared.read_response()) == 413);
+  raw_conn chunked(srv->port());
+  chunked.send("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+  CHECK(status_of(chunked.read_response()) == 413);
+  CHECK(handled == 0);
+  auto empty = none->call("GET", "/dashboard", "", "");  // Content-Length: 0 is no body
+  REQUIRE(empty.ok());
+  CHECK(empty->status == 200);
+  CHECK(handled == 1);
 }
 
 TEST_CASE("server: a body over the limit gets 413, declared or chunked", "[http]") {
@@ -261,7 +289,8 @@ TEST_CASE("server: malformed requests get 400 and the server serves the next cli
       "GARBAGE\r\n\r\n",
       std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15),  // TLS hello
       "GET /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-      "POST /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+      "POST /v1/jobs HTTP/1.1\r\nAuthorization: Bearer " + http_token +
+          "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
       "GET  HTTP/1.1\r\n\r\n",
   };
   for (const auto& bytes : junk) {
@@ -410,7 +439,7 @@ TEST_CASE("server: close() finishes the responses in flight and ends the rest", 
   CHECK(dial_loopback(h.srv->port()) < 0);  // no longer listening
 }
 
-TEST_CASE("server: close() stops after the grace time; late answers are no-ops", "[http]") {
+TEST_CASE("server: close() stops after the grace time, and late answers are no-ops", "[http]") {
   held_request h("/never", 200ms);
   const auto took = h.close_server();
   h.asker.join();
