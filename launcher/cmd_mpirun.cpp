@@ -6,6 +6,7 @@
 /// (`--status-file`, written atomically when the run ends, bad input included) and exits
 /// with it; with no status file rank 0 never finished, and the run failed.
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +34,14 @@ const char* const mpirun_usage =
     "example's node binary); `run` means this tessera.\n"
     "example: tessera mpirun -np 3 --oversubscribe -- run --cluster C.toml --jobs J.toml\n";
 
+/// The mpirun this process waits for, to which SIGTERM and SIGINT are passed on (mpirun
+/// hands them to every rank: a served cluster stops, a run's nodes drain).
+volatile pid_t waited_child = 0;
+
+void forward_signal(int sig) {
+  if (waited_child > 0) ::kill(waited_child, sig);
+}
+
 /// Runs `argv` and waits for it; its exit status, or 127 when it could not start.
 int run_and_wait(std::vector<std::string> argv) {
   std::vector<char*> ptrs;
@@ -45,6 +54,11 @@ int run_and_wait(std::vector<std::string> argv) {
     ::_exit(127);
   }
   if (pid < 0) return 127;
+  waited_child = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
   }

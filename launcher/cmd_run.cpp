@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <ostream>
 
 #include <boost/program_options.hpp>
@@ -26,6 +27,7 @@ struct run_options {
   actors::run_settings s;
   std::vector<std::string> policy_args;
   int local = 0;          ///< --local; 0 when not given
+  std::string launcher = "auto";  ///< how --local starts its processes: auto, mpirun, fork
   int rank = -1;          ///< internal: this process is node <rank> of a --local run
   std::string scheduler;  ///< internal: host:port of that run's scheduler
   std::string join;       ///< --join host:port: this process is a node joining a cluster
@@ -58,6 +60,11 @@ void add_options(po::options_description& d, run_options& o) {
     ("round-length", po::value(&s.round_length)->default_value(1.0), "seconds per round")
     ("local", po::value(&o.local)->default_value(0),
      "start this many node processes here (fork/exec), no mpirun needed")
+    ("launcher", po::value(&o.launcher)->default_value(o.launcher),
+     "how --local starts its node processes: mpirun (under `tessera mpirun` on this host: "
+     "forked copies and copies spread over nodes work as under mpirun), fork (fork/exec: no "
+     "aggregator between the processes, so jobs are not forked and a spread copy runs on one "
+     "node), auto (mpirun when it is on PATH, else fork)")
     ("checkpoint-dir", po::value(&s.checkpoint_dir),
      "shared directory for job checkpoints (default: a new one under the temp directory)")
     ("json", po::value(&s.json_out), "write the summary as JSON to this file")
@@ -187,6 +194,54 @@ result<int> server_rank(const run_options& o) {
                                               " has no such server (it lists " + names + ")"};
 }
 
+/// True when `name` is an executable on PATH.
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && ::access((d + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+/// A --local run under mpirun on this host (`tessera mpirun`: recovery on, the run's own exit
+/// code): this binary again with `prefix` and the same arguments less --local and --launcher,
+/// one rank per node. Open MPI refuses root unless told; a local run as root is told here.
+int local_under_mpirun(const std::vector<std::string>& args,
+                       const std::vector<std::string>& prefix, int n) {
+  std::vector<std::string> argv{"-np", std::to_string(n), "--oversubscribe", "--", self_exe()};
+  argv.insert(argv.end(), prefix.begin(), prefix.end());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--local" || args[i] == "--launcher") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--local=", 0) == 0 || args[i].rfind("--launcher=", 0) == 0) continue;
+    argv.push_back(args[i]);
+  }
+  if (::geteuid() == 0) {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  return cmd_mpirun(argv);
+}
+
+/// Whether a --local run of `n` processes goes under mpirun; says so when it cannot although
+/// the job set may need it.
+bool use_mpirun(const run_options& o, int n) {
+  if (n < 2 || o.launcher == "fork") {
+    if (n >= 2)
+      std::cerr << "tessera: --launcher fork: no aggregator joins fork-started processes, so "
+                   "no job is forked and a copy spread over servers runs on its first node\n";
+    return false;
+  }
+  if (on_path("mpirun")) return true;
+  std::cerr << "tessera: mpirun is not on PATH, so --local " << n
+            << " starts its processes itself: no job is forked and a copy spread over servers "
+               "runs on its first node (install openmpi-bin for the full runtime)\n";
+  return false;
+}
+
 /// How a --local run starts its node processes: this binary again, with `prefix` and the same
 /// arguments less --local, told its rank and the scheduler's address.
 actors::node_command local_node_command(const std::vector<std::string>& args,
@@ -248,6 +303,10 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     if (!p) return report(p.err());
     return actors::run_node_process(o.s, *p, kinds, setup);
   }
+  if (o.launcher != "auto" && o.launcher != "mpirun" && o.launcher != "fork")
+    return report(error{error_kind::invalid_input,
+                        "--launcher: expected auto, mpirun or fork, got '" + o.launcher + "'"});
+  if (use_mpirun(o, o.local)) return local_under_mpirun(args, exec_prefix, o.local);
   o.s.local = o.local > 0 ? o.local : 1;
   const int code = actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup,
                                      sched_setup);
