@@ -73,7 +73,11 @@ void submit(api_ptr self, const api_call& c) {
   auto answer = c.answer;
   self->request(st.scheduler, st.timeout, submit_job{std::move(*jobs)})
       .then([=](std::vector<std::int64_t>& ids) { answer.json(201, ojson{{"ids", ids}}.dump()); },
-            [=](caf::error& e) { answer.error(400, describe(self->system(), e)); });
+            [=](caf::error& e) {
+              const bool refused = e.category() == run_error_category &&
+                                   e.code() == static_cast<std::uint8_t>(run_errc::bad_job);
+              answer.error(refused ? 400 : 503, describe(self->system(), e));
+            });
 }
 
 void list_jobs(api_ptr self, const api_call& c) {

@@ -527,6 +527,7 @@ enum class run_errc : std::uint8_t {
   unauthenticated,        ///< no valid proof of the cluster secret
   fenced,                 ///< the node was declared lost
   bad_job,                ///< a submitted job is invalid (e.g. unknown kind)
+  unavailable,            ///< the scheduler cannot take it now (its journal failed)
 };
 
 /// The caf::error category atom of run_errc.

@@ -464,6 +464,30 @@ std::unique_ptr<service> open_api(caf::actor_system& sys, const caf::actor& sche
   return std::move(*svc);
 }
 
+/// A served cluster's journal (STATE_DIR/journal) for the scheduler, with the jobs a resume
+/// brings back; false after printing why it cannot be opened.
+bool attach_journal(const run_settings& o, scheduler_config& sc) {
+  if (auto st = prepare_state_dir(o.state_dir); !st) {
+    std::cerr << "tessera: " << st.err().message << '\n';
+    return false;
+  }
+  auto opened = open_cluster_journal(o.state_dir + "/journal", o.resume);
+  if (!opened) {
+    std::cerr << "tessera: " << opened.err().message << '\n';
+    return false;
+  }
+  sc.log = opened->log;
+  sc.restored = std::move(opened->restored.jobs);
+  sc.first_round = opened->restored.last_round + 1;
+  if (o.resume) {
+    int open = 0;
+    for (const auto& r : sc.restored) open += is_final(r.life) ? 0 : 1;
+    std::cerr << "tessera: resumed " << sc.restored.size() << " jobs from " << o.state_dir
+              << "/journal (" << open << " not ended), from round " << sc.first_round << '\n';
+  }
+  return true;
+}
+
 /// Hosts the scheduler (and node 0) in this process. `launch` starts the other nodes once the
 /// gate's port is known (fork/exec or MPI_Bcast) and returns false when it could not (it is
 /// called with port 0 when the scheduler could not open). `agg` merges forked copies (the
@@ -478,6 +502,10 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
   caf::scoped_actor listener{sys};
   auto sc = make_scheduler_config(o, in, key);
   sc.can_sync = agg != nullptr;
+  if (o.serve && !attach_journal(o, sc)) {
+    launch(0);
+    return failed;
+  }
   if (sched_setup) sched_setup(sc);
   auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
   auto door = open_scheduler(sys, sched, o, bind, in.cl.servers.size());

@@ -66,6 +66,9 @@ struct run_settings {
   std::string state_dir;
   /// HOST:PORT of the control API; "" = no API (a `tessera run` without --listen).
   std::string listen;
+  /// A served cluster carries on with the jobs of its state directory's journal (the same
+  /// cluster file); without it a journal holding jobs is refused.
+  bool resume = false;
 };
 
 /// Where a node process of a local run finds the scheduler.

@@ -23,6 +23,7 @@ using reg_timeout_atom = caf::atom_constant<caf::atom("regtimeout")>;  // regist
 using run_timeout_atom = caf::atom_constant<caf::atom("runtimeout")>;  // max_seconds passed
 using arrival_atom = caf::atom_constant<caf::atom("arrival")>;       // next arrival is due
 using refused_atom = caf::atom_constant<caf::atom("refused")>;       // a node was refused
+using journal_ack_atom = caf::atom_constant<caf::atom("jrnlack")>;   // a submission is on disk
 
 using self_ptr = caf::stateful_actor<scheduler_state>*;
 
@@ -53,12 +54,13 @@ tracked_job* find_job(scheduler_state& st, std::int64_t id) {
 
 /// Moves a job through its life (runtime/job_life.hpp); an illegal event is logged and
 /// changes nothing (false).
-bool advance(tracked_job& j, job_event e) {
+bool advance(scheduler_state& st, tracked_job& j, job_event e) {
   auto to = next_state(j.life, e);
   if (!to) {
     std::cerr << "tessera: job " << j.spec.spec.id << ": " << to.err().message << "; ignored\n";
     return false;
   }
+  if (*to != j.life && st.cfg.log) st.cfg.log->state_changed(j.spec.spec.id, *to, j.step, st.round);
   j.life = *to;
   return true;
 }
@@ -97,6 +99,18 @@ void add_job(scheduler_state& st, const run_job& rj) {
   st.jobs.back().ckpt.book = checkpoint_book(st.cfg.epoch_base);
   st.rates->add(st.jobs.back().spec);
   st.arrivals.push(&st.jobs.back().spec.spec);
+}
+
+/// A job a resume brings back from the journal: its state as it was (one that ran comes back
+/// preempted), its confirmed checkpoints, a cancel that was waiting.
+void restore_job(scheduler_state& st, const restored_job& r) {
+  add_job(st, r.spec);
+  auto& j = st.jobs.back();
+  j.cancel_requested = r.cancel_requested;
+  j.step = r.step;
+  for (const auto& f : r.checkpoints)
+    if (!f.path.empty()) note_confirmed(j.ckpt, r.spec.spec.id, f, std::cerr);
+  j.life = r.life == job_state::running ? job_state::preempted : r.life;
 }
 
 job_summary summarise(const tracked_job& j) {
@@ -307,7 +321,7 @@ void book_round(scheduler_state& st, const round_plan& p,
       }
     }
   for (auto& j : st.jobs)
-    if (active_job(j)) advance(j, copies.count(j.spec.spec.id) ? job_event::placed : job_event::left_out);
+    if (active_job(j)) advance(st, j, copies.count(j.spec.spec.id) ? job_event::placed : job_event::left_out);
   for (const auto& [id, n] : copies) {
     auto* j = by_id.at(id);
     j->last_busy = 0;
@@ -334,7 +348,7 @@ void book_round(scheduler_state& st, const round_plan& p,
 /// checkpoint of the round that just ended is kept).
 void apply_cancels(scheduler_state& st) {
   for (auto& j : st.jobs)
-    if (j.cancel_requested && !is_final(j.life) && advance(j, job_event::cancelled))
+    if (j.cancel_requested && !is_final(j.life) && advance(st, j, job_event::cancelled))
       ++st.job_set_version;
 }
 
@@ -616,7 +630,7 @@ void on_program_failure(self_ptr self, tracked_job& j, int rank, const progress_
   j.failure = r.error;
   const int allowed = j.spec.program.max_restarts;
   if (j.program_failures > allowed) {
-    advance(j, job_event::failed);
+    advance(s, j, job_event::failed);
     ++s.job_set_version;
     std::cerr << "tessera: job " << r.job << " failed on node rank " << rank << " (failure "
               << j.program_failures << ", max_restarts " << allowed << "): " << r.error << '\n';
@@ -635,7 +649,7 @@ void fail_job(self_ptr self, tracked_job& j, int rank, const std::string& why) {
   if (is_final(j.life)) return;
   if (--j.reports_left <= 0) j.reported = true;
   j.failure = "on node rank " + std::to_string(rank) + ": " + why;
-  if (!advance(j, job_event::failed)) return;
+  if (!advance(s, j, job_event::failed)) return;
   ++s.job_set_version;
   std::cerr << "tessera: job " << j.spec.spec.id << " failed " << j.failure << '\n';
   for (const auto& pc : j.pieces)
@@ -744,6 +758,16 @@ std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
   return "";
 }
 
+/// Adds accepted jobs to the books and the arrival queue; their ids.
+std::vector<std::int64_t> add_jobs(scheduler_state& s, const std::vector<run_job>& jobs) {
+  std::vector<std::int64_t> ids;
+  for (const auto& rj : jobs) {
+    add_job(s, rj);
+    ids.push_back(rj.spec.id);
+  }
+  return ids;
+}
+
 /// A client's new jobs: checked, given ids, queued for admission; all or none.
 caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& sj) {
   auto& s = self->state;
@@ -754,31 +778,56 @@ caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& s
   }
   std::int64_t next = 0;
   for (const auto& j : s.jobs) next = std::max<std::int64_t>(next, j.spec.spec.id + 1);
-  std::set<std::int64_t> taken;
+  std::set<std::int64_t> taken;  // ids given in this batch, and those of unsynced batches
   for (const auto& rj : sj.jobs)
     if (rj.id_given) taken.insert(rj.spec.id);
+  std::set<std::int64_t> waiting;
+  for (const auto& [t, batch] : s.unsynced)
+    for (const auto& rj : batch.first) waiting.insert(rj.spec.id);
+  taken.insert(waiting.begin(), waiting.end());
   std::vector<run_job> accepted;
   for (std::size_t i = 0; i < sj.jobs.size(); ++i) {
     run_job rj = sj.jobs[i];
     const std::string which = "job[" + std::to_string(i) + "]: ";
     if (auto why = job_refusal(s.cfg, rj); !why.empty())
       return make_run_error(run_errc::bad_job, which + why);
-    if (rj.id_given && find_job(s, rj.spec.id))
+    if (rj.id_given && (find_job(s, rj.spec.id) || waiting.count(rj.spec.id)))
       return make_run_error(run_errc::bad_job,
                             which + "job id " + std::to_string(rj.spec.id) + " is taken");
     if (!rj.id_given) {
       while (find_job(s, next) || taken.count(next)) ++next;
       rj.spec.id = next++;
     }
-    rj.spec.arrival += elapsed(self);
+    if (s.run_started) rj.spec.arrival += elapsed(self);  // before the start: from the start
+    rj.id_given = true;
     accepted.push_back(std::move(rj));
   }
-  std::vector<std::int64_t> ids;
-  for (const auto& rj : accepted) {
-    add_job(s, rj);
-    ids.push_back(rj.spec.id);
+  if (!s.cfg.log) return add_jobs(s, accepted);
+  // Durable before acknowledged: the jobs join once their record is on disk (on_synced).
+  auto promise = self->make_response_promise<std::vector<std::int64_t>>();
+  const auto ticket = s.next_ticket++;
+  s.unsynced.emplace(ticket, std::make_pair(accepted, promise));
+  s.cfg.log->submitted(accepted, [relay = s.journal_relay, ticket](std::string err) {
+    caf::anon_send(relay, journal_ack_atom::value, ticket, std::move(err));
+  });
+  return promise;
+}
+
+/// A submission's journal record is on disk (or failed: `err`): its jobs join, its client
+/// gets their ids (or the error).
+void on_synced(self_ptr self, std::uint64_t ticket, const std::string& err) {
+  auto& s = self->state;
+  if (!local_sender(self)) return;
+  auto it = s.unsynced.find(ticket);
+  if (it == s.unsynced.end()) return;
+  auto [jobs, promise] = std::move(it->second);
+  s.unsynced.erase(it);
+  if (!err.empty()) {
+    promise.deliver(make_run_error(run_errc::unavailable, "the journal did not take it: " + err));
+    return;
   }
-  return ids;
+  promise.deliver(add_jobs(s, jobs));
+  self->send(self, arrival_atom::value);
 }
 
 /// A client's cancel: a job not running now is cancelled at once; a running one finishes
@@ -794,8 +843,9 @@ caf::result<cancel_outcome> cancel(self_ptr self, std::int64_t id) {
   if (!j) return cancel_outcome::unknown;
   if (is_final(j->life)) return cancel_outcome::ended;
   j->cancel_requested = true;
+  if (s.cfg.log) s.cfg.log->cancel_requested(id);
   if (j->pieces.empty() || j->reported) {
-    advance(*j, job_event::cancelled);
+    advance(s, *j, job_event::cancelled);
     ++s.job_set_version;
   }
   return cancel_outcome::accepted;
@@ -866,9 +916,11 @@ caf::message_handler common(self_ptr self) {
         if (auto* j = find_job(s, c.job); j && c.round == s.round && !j->round_failed) {
           if (j->spec.is_program()) {
             j->step = c.step;  // the program keeps its own files in its directory
+            if (s.cfg.log) s.cfg.log->checkpointed(c.job, {"", c.round, c.step});
             return;
           }
           note_confirmed(j->ckpt, c.job, {c.path, c.round, c.step}, std::cerr);
+          if (s.cfg.log) s.cfg.log->checkpointed(c.job, {c.path, c.round, c.step});
           j->step = j->ckpt.book.step();
         }
       },
@@ -876,7 +928,7 @@ caf::message_handler common(self_ptr self) {
         auto& s = self->state;
         if (sender_rank(self) < 0) return;
         auto* j = find_job(s, f.job);
-        if (!j || is_final(j->life) || !advance(*j, job_event::completed)) return;
+        if (!j || is_final(j->life) || !advance(s, *j, job_event::completed)) return;
         j->finish = elapsed(self);
         j->step = f.step;
         j->loss = f.loss;
@@ -886,6 +938,9 @@ caf::message_handler common(self_ptr self) {
       },
       [=](const round_done& d) { on_round_done(self, d); },
       [=](const submit_job& sj) { return submit(self, sj); },
+      [=](journal_ack_atom, std::uint64_t ticket, const std::string& err) {
+        on_synced(self, ticket, err);
+      },
       [=](const cancel_job& c) { return cancel(self, c.job); },
       [=](stop_atom) { return stop(self); },
       [=](jobs_atom, std::int64_t id, bool placements) {
@@ -983,7 +1038,16 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.t0 = self->clock().now();
   st.nodes.resize(st.cfg.cl.servers.size());
   st.rates = std::make_shared<run_rates>(st.cfg.cl);
+  st.round = st.cfg.first_round - 1;
+  for (const auto& r : st.cfg.restored) restore_job(st, r);
   for (const auto& rj : st.cfg.jobs) add_job(st, rj);
+  if (st.cfg.log)
+    st.journal_relay = self->spawn<caf::linked>(
+        [sched = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* relay) -> caf::behavior {
+          return {[=](journal_ack_atom a, std::uint64_t ticket, std::string& err) {
+            relay->send(sched, a, ticket, std::move(err));
+          }};
+        });
   self->set_down_handler([=](caf::down_msg& d) {
     ++self->state.messages;
     const int rank = rank_of(self->state, d.source);

@@ -61,6 +61,7 @@
 #include "actors/admission.hpp"
 #include "actors/auth.hpp"
 #include "actors/checkpoints.hpp"
+#include "actors/cluster_journal.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
@@ -98,6 +99,12 @@ struct scheduler_config {
   /// A cluster that stays up (`tessera serve`): no end when no job is left; it ends on a
   /// stop request (stop_atom) after the round in flight.
   bool serve = false;
+  /// A served cluster's journal (actors/cluster_journal.hpp): submissions are acknowledged
+  /// once on disk, state changes, cancels and checkpoints are recorded. Null: none.
+  std::shared_ptr<cluster_journal> log;
+  /// Jobs a resume brings back from the journal (with their states and checkpoints).
+  std::vector<restored_job> restored;
+  std::int64_t first_round = 0;  ///< the first round's number (a resume goes on counting)
   /// The nodes have aggregators (the MPI launch, or one process with the local backend): they
   /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
   /// copy_limit = 1 and a spread copy runs on one node.
@@ -213,6 +220,10 @@ struct scheduler_state {
   bool done = false;                        ///< summary sent
   bool stopping = false;                    ///< a stop was asked: end at the round boundary
   std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
+  /// Submissions waiting for their journal record to reach the disk, by ticket.
+  std::map<std::uint64_t, std::pair<std::vector<run_job>, caf::response_promise>> unsynced;
+  std::uint64_t next_ticket = 0;            ///< the next submission's ticket
+  caf::actor journal_relay;                 ///< brings the journal's acknowledgements back
   latency_histogram plan_histogram;         ///< seconds to plan and lay out each round
   latency_histogram dispatch_histogram;     ///< seconds from orders to every copy running
   std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements

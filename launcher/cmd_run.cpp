@@ -13,6 +13,7 @@
 
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
+#include "actors/service.hpp"
 #include "launcher/run_command.hpp"
 #include "runtime/cluster_config.hpp"
 
@@ -88,6 +89,9 @@ void add_options(po::options_description& d, run_options& o) {
     ("listen", po::value(&s.listen),
      "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
      "STATE_DIR/address; run: no API unless given)")
+    ("resume", po::bool_switch(&s.resume),
+     "serve: carry on with the jobs of STATE_DIR/journal (after the scheduler's process was "
+     "killed): queued and running jobs resume from their last checkpoints")
     ("status-file", po::value(&s.status_file),
      "write the run's exit code to this file when it ends (what `tessera mpirun` reads)")
     ("join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")
@@ -147,6 +151,8 @@ status finish_settings(run_options& o) {
     return error{error_kind::invalid_input, "the option '--jobs' is required but missing"};
   if (s.serve && s.state_dir.empty())
     return error{error_kind::invalid_input, "the option '--state-dir' is required but missing"};
+  if (s.serve)
+    if (auto st = actors::prepare_state_dir(s.state_dir); !st) return st;  // 0700 when new
   if (s.checkpoint_dir.empty())
     s.checkpoint_dir = s.serve ? s.state_dir + "/checkpoints"
                                : (std::filesystem::temp_directory_path() /

@@ -280,7 +280,7 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   // The merged checkpoint (written by copy 0) holds the job at its final step.
   CHECK(load_final(j, "mlp", 1)->step() == steps);
 
-  // --local has no aggregator: the scheduler tells the policy it cannot fork.
+  // --local runs under mpirun on this host: the same forked copies, the same steps.
   auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
                      " --jobs " + jobs + " --policy hadare --round-length 0.5 --json " +
                      dir.file("local.json"));
@@ -288,7 +288,16 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   REQUIRE(l.code == 0);
   const auto ls = load_json(dir.file("local.json"));
   CHECK(ls["jobs"][0]["finished"].get<bool>());
-  CHECK(ls["jobs"][0]["max_copies"].get<int>() == 1);
+  CHECK(ls["jobs"][0]["max_copies"].get<int>() == 3);
+  // Started by fork/exec there is no aggregator: the policy is told it cannot fork, and the
+  // user is told so.
+  auto f = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --launcher fork --cluster " +
+                     cl + " --jobs " + jobs + " --policy hadare --round-length 0.5 --json " +
+                     dir.file("fork.json"));
+  INFO(f.out);
+  REQUIRE(f.code == 0);
+  CHECK(f.out.find("no job is forked") != std::string::npos);
+  CHECK(load_json(dir.file("fork.json"))["jobs"][0]["max_copies"].get<int>() == 1);
 }
 
 TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks ran",

@@ -31,7 +31,9 @@ struct local_run {
         jobs_file(dir.write("jobs.toml", jobs_toml(jobs, steps, 0.01))),
         secret(dir.file("secret")),
         summary(dir.file("sum.json")),
-        proc(tessera_bin + " run --local " + std::to_string(nodes) + " --cluster " + cluster +
+        // fork/exec: the tests find, stop and kill node processes by their --rank.
+        proc(tessera_bin + " run --local " + std::to_string(nodes) + " --launcher fork" +
+                 " --cluster " + cluster +
                  " --jobs " + jobs_file + " --round-length 0.3 --heartbeat-timeout 1.5" +
                  " --secret-file " + secret + " --checkpoint-dir " + dir.file("ckpt") +
                  " --json " + summary + " " + extra,
@@ -302,7 +304,7 @@ TEST_CASE("(n) a node killed during its registration: a new process for its serv
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(3, 150, 0.01));
   const auto secret = dir.file("secret");
-  background run(std::string(TESSERA_FAULTY_BINARY) + " --fault-kill-registering-rank 2 --local 3" +
+  background run(std::string(TESSERA_FAULTY_BINARY) + " --fault-kill-registering-rank 2 --local 3 --launcher fork" +
                      " --cluster " + cl + " --jobs " + jobs + " --secret-file " + secret +
                      " --round-length 0.3 --connect-timeout 30 --json " + dir.file("sum.json") +
                      " --checkpoint-dir " + dir.file("ckpt"),
