@@ -12,6 +12,7 @@
 #include <memory>
 #include <filesystem>
 #include <optional>
+#include <future>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -477,6 +478,15 @@ bool attach_journal(const run_settings& o, scheduler_config& sc) {
     return false;
   }
   sc.log = opened->log;
+  if (!sc.jobs.empty()) {
+    // The job file given at the start is a submission like any other: on disk before it runs.
+    std::promise<std::string> synced;
+    sc.log->submitted(sc.jobs, [&synced](std::string err) { synced.set_value(std::move(err)); });
+    if (auto err = synced.get_future().get(); !err.empty()) {
+      std::cerr << "tessera: the journal did not take the job file: " << err << '\n';
+      return false;
+    }
+  }
   sc.restored = std::move(opened->restored.jobs);
   sc.first_round = opened->restored.last_round + 1;
   if (o.resume) {

@@ -149,6 +149,12 @@ status finish_settings(run_options& o) {
   if (o.rank >= 0 || !o.join.empty()) return {};  // a node uses its scheduler's directory
   if (s.jobs_file.empty() && !s.serve)
     return error{error_kind::invalid_input, "the option '--jobs' is required but missing"};
+  if (s.resume && !s.jobs_file.empty())
+    return error{error_kind::invalid_input,
+                 "--resume takes the jobs of the journal; submit new ones once it runs "
+                 "(--jobs would add the file's jobs again)"};
+  if (s.resume && !s.serve)
+    return error{error_kind::invalid_input, "--resume is an option of tessera serve"};
   if (s.serve && s.state_dir.empty())
     return error{error_kind::invalid_input, "the option '--state-dir' is required but missing"};
   if (s.serve)

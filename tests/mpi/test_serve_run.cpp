@@ -5,6 +5,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <sstream>
+
 #include "runtime/http/client.hpp"
 #include "tests/mpi/mpi_support.hpp"
 
@@ -190,4 +193,100 @@ TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up",
   const int code = s.proc->wait(30);
   INFO(s.proc->output());
   CHECK(code == 0);
+}
+
+namespace {
+
+/// The pid of rank 0 of an mpirun job whose command line holds `needle`, or -1.
+pid_t rank0_of(const std::string& needle) {
+  auto r = run_shell("pgrep -f -- '" + needle + "'");
+  std::istringstream pids(r.out);
+  pid_t pid = -1;
+  while (pids >> pid) {
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ");
+    std::string var;
+    while (std::getline(env, var, '\0'))
+      if (var == "OMPI_COMM_WORLD_RANK=0") return pid;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("serve: rank 0 SIGKILLed mid-run under mpirun, then --resume: every job finishes "
+          "once, bitwise equal to an uninterrupted run", "[serve][resume]") {
+  scratch_dir dir("serve_resume");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(5, 300, 0.01));
+  const std::string state = dir.file("state");
+  const std::string common = " --cluster " + cl + " --state-dir " + state +
+                             " --round-length 0.5 --checkpoint-dir " + dir.file("ckpt");
+  std::set<std::int64_t> ended_before;
+  {
+    background first(mpirun(3, false, std::string(TESSERA_BINARY) + " serve") + common +
+                         " --jobs " + jobs,
+                     dir.file("first.out"));
+    REQUIRE_FALSE(first.await("control API on http://([0-9.:]+)", 30).empty());
+    std::string address, token;
+    std::ifstream(state + "/address") >> address;
+    std::ifstream(state + "/token") >> token;
+    auto a = http::parse_server_address(address);
+    REQUIRE(a);
+    http::client_options o;
+    o.token = token;
+    http::client c(*a, o);
+    // Kill once some job has ended and some has not.
+    json list;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < until) {
+      auto r = c.get("/v1/jobs");
+      REQUIRE(r);
+      list = json::parse(r->body)["jobs"];
+      int ended = 0;
+      for (const auto& j : list) ended += j["state"] == "finished" ? 1 : 0;
+      if (ended >= 1 && ended < 4) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const pid_t rank0 = rank0_of("state-dir " + state);
+    REQUIRE(rank0 > 0);
+    REQUIRE(::kill(rank0, SIGKILL) == 0);
+    for (const auto& j : list)
+      if (j["state"] == "finished") ended_before.insert(j["id"].get<std::int64_t>());
+    first.wait(60);
+    INFO(first.output());
+    REQUIRE_FALSE(ended_before.empty());
+    REQUIRE(ended_before.size() < 5);
+  }
+  background second(mpirun(3, false, std::string(TESSERA_BINARY) + " serve") + common +
+                        " --resume --json " + dir.file("sum.json"),
+                    dir.file("second.out"));
+  REQUIRE_FALSE(second.await("control API on http://([0-9.:]+)", 30).empty());
+  CHECK(second.output().find("resumed 5 jobs") != std::string::npos);
+  // Wait for every job to end, then stop.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < until) {
+    auto st = run_tessera("status --json --state-dir " + state);
+    if (st.code == 0) {
+      int ended = 0;
+      for (const auto& j : json::parse(st.out)["jobs"]) ended += j["state"] == "finished" ? 1 : 0;
+      if (ended == 5) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(run_tessera("shutdown --state-dir " + state).code == 0);
+  const int code = second.wait(60);
+  INFO(second.output());
+  REQUIRE(code == 0);
+  const auto sum = load_json(dir.file("sum.json"));
+  REQUIRE(sum["jobs"].size() == 5);  // none missing, none twice
+  std::set<std::int64_t> ids;
+  for (const auto& j : sum["jobs"]) {
+    ids.insert(j["id"].get<std::int64_t>());
+    CHECK(j["state"] == "finished");
+    CHECK(j["steps"] == 300);
+    // A job that had ended before the kill never ran again.
+    if (ended_before.count(j["id"].get<std::int64_t>())) CHECK(j["rounds"] == 0);
+  }
+  CHECK(ids.size() == 5);
+  check_bitwise(sum);
 }
