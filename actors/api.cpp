@@ -1,6 +1,8 @@
 #include "actors/api.hpp"
 
 #include <cctype>
+#include <functional>
+#include <map>
 #include <optional>
 
 #include "actors/api_json.hpp"
@@ -11,10 +13,27 @@ namespace tessera::actors {
 
 namespace {
 
+/// How a route answers: status, Content-Type, body.
+using reply_fn = std::function<void(int, const std::string&, const std::string&)>;
+
 /// One request on its way from the server's thread to the API actor.
 struct api_call {
   http::request req;
-  http::responder answer;
+  reply_fn answer;
+};
+
+/// A recent answer to a GET, reused for api_config::cache_ttl.
+struct cached_answer {
+  std::chrono::steady_clock::time_point at;
+  int status = 0;
+  std::string type, body;
+};
+
+/// The API actor's state.
+struct api_state {
+  api_config cfg;
+  std::map<std::string, cached_answer> cache;          ///< by target
+  std::map<std::string, std::vector<reply_fn>> waiting;  ///< GETs waiting for the scheduler
 };
 
 }  // namespace
@@ -27,16 +46,23 @@ namespace tessera::actors {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-using api_ptr = caf::stateful_actor<api_config>*;
+using api_ptr = caf::stateful_actor<api_state>*;
+
+void reply_json(const api_call& c, int status, const std::string& body) {
+  c.answer(status, "application/json", body);
+}
+
+void reply_error(const api_call& c, int status, const std::string& message) {
+  c.answer(status, "application/json", http::error_body(message));
+}
 
 /// Answers `c` when the scheduler replies to `xs`, or 503 after the timeout.
 template <class Reply, class F, class... Ts>
 void ask(api_ptr self, const api_call& c, F on_reply, Ts&&... xs) {
-  auto answer = c.answer;
-  self->request(self->state.scheduler, self->state.timeout, std::forward<Ts>(xs)...)
+  self->request(self->state.cfg.scheduler, self->state.cfg.timeout, std::forward<Ts>(xs)...)
       .then([=](Reply& r) { on_reply(r); },
             [=](caf::error& e) {
-              answer.error(503, "the scheduler did not answer: " + self->system().render(e));
+              reply_error(c, 503, "the scheduler did not answer: " + self->system().render(e));
             });
 }
 
@@ -58,25 +84,24 @@ job_text_format body_format(const http::request& r) {
 }
 
 void submit(api_ptr self, const api_call& c) {
-  auto& st = self->state;
+  auto& st = self->state.cfg;
   // A client names the directory its job file came from (`tessera submit`), so a program's
   // relative workdir means what it meant beside the file; else the server's directory.
   std::string base = st.base_dir;
   if (auto it = c.req.query.find("base_dir"); it != c.req.query.end()) {
     if (it->second.empty() || it->second.front() != '/')
-      return (void)c.answer.error(400, "query 'base_dir': expected an absolute directory");
+      return reply_error(c, 400, "query 'base_dir': expected an absolute directory");
     base = it->second;
   }
   auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", base,
                              &st.known_kinds, st.check);
-  if (!jobs) return (void)c.answer.error(400, jobs.err().message);
-  auto answer = c.answer;
+  if (!jobs) return reply_error(c, 400, jobs.err().message);
   self->request(st.scheduler, st.timeout, submit_job{std::move(*jobs)})
-      .then([=](std::vector<std::int64_t>& ids) { answer.json(201, ojson{{"ids", ids}}.dump()); },
+      .then([=](std::vector<std::int64_t>& ids) { reply_json(c, 201, ojson{{"ids", ids}}.dump()); },
             [=](caf::error& e) {
               const bool refused = e.category() == run_error_category &&
                                    e.code() == static_cast<std::uint8_t>(run_errc::bad_job);
-              answer.error(refused ? 400 : 503, describe(self->system(), e));
+              reply_error(c, refused ? 400 : 503, describe(self->system(), e));
             });
 }
 
@@ -87,25 +112,25 @@ void list_jobs(api_ptr self, const api_call& c) {
     ojson a = ojson::array();
     for (const auto& j : v)
       if (filter.empty() || j.state == filter) a.push_back(to_json(j, false));
-    c.answer.json(200, ojson{{"jobs", std::move(a)}}.dump());
+    reply_json(c, 200, ojson{{"jobs", std::move(a)}}.dump());
   }, jobs_atom::value, std::int64_t{-1}, false);
 }
 
 void show_job(api_ptr self, const api_call& c, std::int64_t id) {
   ask<std::vector<job_status>>(self, c, [=](std::vector<job_status>& v) {
-    if (v.empty()) return (void)c.answer.error(404, "no job " + std::to_string(id));
-    c.answer.json(200, to_json(v.front(), true).dump());
+    if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
+    reply_json(c, 200, to_json(v.front(), true).dump());
   }, jobs_atom::value, id, true);
 }
 
 void cancel(api_ptr self, const api_call& c, std::int64_t id) {
   ask<cancel_outcome>(self, c, [=](cancel_outcome o) {
-    if (o == cancel_outcome::unknown) return (void)c.answer.error(404, "no job " + std::to_string(id));
+    if (o == cancel_outcome::unknown) return reply_error(c, 404, "no job " + std::to_string(id));
     if (o == cancel_outcome::ended)
-      return (void)c.answer.error(409, "job " + std::to_string(id) + " has already ended");
+      return reply_error(c, 409, "job " + std::to_string(id) + " has already ended");
     ask<std::vector<job_status>>(self, c, [=](std::vector<job_status>& v) {
-      if (v.empty()) return (void)c.answer.error(404, "no job " + std::to_string(id));
-      c.answer.json(202, to_json(v.front(), false).dump());
+      if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
+      reply_json(c, 202, to_json(v.front(), false).dump());
     }, jobs_atom::value, id, false);
   }, cancel_job{id});
 }
@@ -115,13 +140,13 @@ void rounds(api_ptr self, const api_call& c) {
   if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
     auto n = parse_id(it->second);
     if (!n || *n < 1 || *n > 1000)
-      return (void)c.answer.error(400, "query 'limit': expected an integer in [1, 1000]");
+      return reply_error(c, 400, "query 'limit': expected an integer in [1, 1000]");
     limit = static_cast<std::int32_t>(*n);
   }
   ask<std::vector<round_status>>(self, c, [=](std::vector<round_status>& v) {
     ojson a = ojson::array();
     for (const auto& r : v) a.push_back(to_json(r));
-    c.answer.json(200, ojson{{"rounds", std::move(a)}}.dump());
+    reply_json(c, 200, ojson{{"rounds", std::move(a)}}.dump());
   }, rounds_atom::value, limit);
 }
 
@@ -131,17 +156,17 @@ void jobs_route(api_ptr self, const api_call& c, const std::string& rest) {
   if (rest.empty()) {
     if (m == "POST") return submit(self, c);
     if (m == "GET") return list_jobs(self, c);
-    return (void)c.answer.error(405, "/v1/jobs takes GET or POST");
+    return reply_error(c, 405, "/v1/jobs takes GET or POST");
   }
   const auto slash = rest.find('/');
   const auto id = parse_id(rest.substr(0, slash));
-  if (!id) return (void)c.answer.error(404, "no job '" + rest.substr(0, slash) + "'");
+  if (!id) return reply_error(c, 404, "no job '" + rest.substr(0, slash) + "'");
   const std::string tail = slash == std::string::npos ? "" : rest.substr(slash);
   if (tail.empty() && m == "GET") return show_job(self, c, *id);
   if (tail == "/cancel" && m == "POST") return cancel(self, c, *id);
   if (tail.empty() || tail == "/cancel")
-    return (void)c.answer.error(405, "method " + m + " not allowed on " + c.req.path);
-  c.answer.error(404, "no such resource: " + c.req.path);
+    return reply_error(c, 405, "method " + m + " not allowed on " + c.req.path);
+  reply_error(c, 404, "no such resource: " + c.req.path);
 }
 
 void route(api_ptr self, const api_call& c) {
@@ -150,7 +175,7 @@ void route(api_ptr self, const api_call& c) {
   if ((p == "/" || p == "/dashboard") && m == "GET")
     return (void)c.answer(200, "text/html; charset=utf-8", std::string(http::dashboard_page()));
   if (p == "/metrics" && m == "GET") {
-    auto counts = self->state.request_counts;
+    auto counts = self->state.cfg.request_counts;
     return ask<cluster_status>(self, c, [=](cluster_status& s) {
       c.answer(200, "text/plain; version=0.0.4", metrics_text(s, counts ? counts() : decltype(counts())()));
     }, cluster_atom::value);
@@ -162,23 +187,50 @@ void route(api_ptr self, const api_call& c) {
     return ask<std::vector<node_status>>(self, c, [=](std::vector<node_status>& v) {
       ojson a = ojson::array();
       for (const auto& n : v) a.push_back(to_json(n));
-      c.answer.json(200, ojson{{"nodes", std::move(a)}}.dump());
+      reply_json(c, 200, ojson{{"nodes", std::move(a)}}.dump());
     }, nodes_atom::value);
   if (p == "/v1/rounds" && m == "GET") return rounds(self, c);
   if (p == "/v1/cluster" && m == "GET")
     return ask<cluster_status>(self, c, [=](cluster_status& s) {
-      c.answer.json(200, to_json(s).dump());
+      reply_json(c, 200, to_json(s).dump());
     }, cluster_atom::value);
   if (p == "/v1/shutdown" && m == "POST")
     return ask<bool>(self, c, [=](bool) {
-      c.answer.json(202, ojson{{"shutting_down", true}}.dump());
+      reply_json(c, 202, ojson{{"shutting_down", true}}.dump());
     }, stop_atom::value);
-  c.answer.error(404, "no such resource: " + m + " " + p);
+  reply_error(c, 404, "no such resource: " + m + " " + p);
+}
+
+/// GETs are answered from an answer of the last cache_ttl when there is one, and the same
+/// GET arriving while the scheduler works on it waits for that answer: however many clients
+/// poll, the scheduler sees a few queries per second (docs/benchmarks.md, "Issue 14 - API").
+void route_cached(api_ptr self, const api_call& c) {
+  auto& st = self->state;
+  if (c.req.method != "GET") st.cache.clear();  // a submission or cancel: answers change
+  if (c.req.method != "GET" || st.cfg.cache_ttl.count() <= 0 || c.req.path == "/" ||
+      c.req.path == "/dashboard")
+    return route(self, c);
+  const std::string key = c.req.target;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = st.cache.find(key); it != st.cache.end() && now - it->second.at < st.cfg.cache_ttl)
+    return c.answer(it->second.status, it->second.type, it->second.body);
+  auto& queue = st.waiting[key];
+  queue.push_back(c.answer);
+  if (queue.size() > 1) return;
+  api_call first{c.req, [self, key](int status, const std::string& type, const std::string& body) {
+                   auto& s = self->state;
+                   if (status == 200 && s.cache.size() < 1024)
+                     s.cache[key] = cached_answer{std::chrono::steady_clock::now(), status, type, body};
+                   auto waiters = std::move(s.waiting[key]);
+                   s.waiting.erase(key);
+                   for (auto& w : waiters) w(status, type, body);
+                 }};
+  route(self, first);
 }
 
 caf::behavior api_actor(api_ptr self, api_config cfg) {
-  self->state = std::move(cfg);
-  return {[=](const api_call& c) { route(self, c); }};
+  self->state.cfg = std::move(cfg);
+  return {[=](const api_call& c) { route_cached(self, c); }};
 }
 
 }  // namespace
@@ -189,7 +241,10 @@ caf::actor spawn_api(caf::actor_system& sys, api_config cfg) {
 
 http::handler api_handler(caf::actor api) {
   return [api](http::request req, http::responder answer) {
-    caf::anon_send(api, api_call{std::move(req), std::move(answer)});
+    reply_fn reply = [answer](int status, const std::string& type, const std::string& body) {
+      answer(status, type, body);
+    };
+    caf::anon_send(api, api_call{std::move(req), std::move(reply)});
   };
 }
 

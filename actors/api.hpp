@@ -31,6 +31,9 @@ struct api_config {
   /// The server's request counters, for the metrics scrape (empty: none).
   std::function<std::vector<http::request_count>()> request_counts;
   std::chrono::milliseconds timeout{10000};  ///< the scheduler must answer within this (503)
+  /// A GET's answer is reused this long (0: never), so polling clients do not load the
+  /// scheduler; the dashboard polls once a second.
+  std::chrono::milliseconds cache_ttl{250};
 };
 
 /// Spawns the API actor.
