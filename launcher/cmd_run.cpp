@@ -247,6 +247,10 @@ bool use_mpirun(const run_options& o, int n) {
                    "no job is forked and a copy spread over servers runs on its first node\n";
     return false;
   }
+  // A cluster file of another size is reported by the local layout, naming --local (and
+  // with a secret file, servers beyond N may join that way).
+  if (auto cl = load_cluster(o.s.cluster_file); !cl || static_cast<int>(cl->servers.size()) != n)
+    return false;
   if (on_path("mpirun")) return true;
   std::cerr << "tessera: mpirun is not on PATH, so --local " << n
             << " starts its processes itself: no job is forked and a copy spread over servers "
