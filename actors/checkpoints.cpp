@@ -162,6 +162,11 @@ void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file
 void note_write_failure(job_checkpoints& jc, run_checkpoints& rc, std::int64_t job,
                         const std::string& why, std::ostream& log) {
   ++jc.write_failures;
+  note_dir_failure(rc, job, why, log);
+}
+
+void note_dir_failure(run_checkpoints& rc, std::int64_t job, const std::string& why,
+                      std::ostream& log) {
   if (rc.health.failed(why))
     log << "tessera: checkpoint directory " << rc.dir << " does not take writes (job " << job
         << ": " << why << "); every job waits until it does, probed each round\n";

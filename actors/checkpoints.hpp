@@ -149,6 +149,12 @@ void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file
 void note_write_failure(job_checkpoints& jc, run_checkpoints& rc, std::int64_t job,
                         const std::string& why, std::ostream& log);
 
+/// Job `job`'s round checkpoint could not be written (`why`): the directory pauses every job
+/// (logged once, naming the directory and the system's reason). The job counts its own
+/// failure (job_checkpoints::write_failures).
+void note_dir_failure(run_checkpoints& rc, std::int64_t job, const std::string& why,
+                      std::ostream& log);
+
 /// A node running job `job` was declared lost: its writers from now on get a newer epoch,
 /// written to the job's fence file so the lost one cannot publish (logged when that fails).
 void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job,

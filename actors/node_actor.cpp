@@ -128,10 +128,14 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o, std::ve
   pc.devices = std::move(devices);
   slot.worker = std::thread([=] {
     auto started = [&](std::int64_t step) {
-      // As the node actor: the scheduler attributes messages to their sender.
-      caf::send_as(me, sched, copy_started{round, raw->order.job, raw->order.copy, step,
-                                           static_cast<std::int32_t>(raw->source),
-                                           raw->bad_files, raw->source_why});
+      // As the node actor (reports are attributed to their sender): to the scheduler, which
+      // waits for every start (first: the round's dispatch latency), and to the job's actor,
+      // which keeps its checkpoint book.
+      const copy_started c{round, raw->order.job, raw->order.copy, step,
+                           static_cast<std::int32_t>(raw->source), raw->bad_files,
+                           raw->source_why};
+      caf::send_as(me, sched, c);
+      caf::send_as(me, raw->order.job_actor, c);
     };
     if (raw->order.is_program())
       run_program_round(*raw, pc, length, started, agg);
@@ -173,8 +177,10 @@ void run_orders(self_ptr self, const round_orders& o) {
   if (s.pending == 0) self->send(s.scheduler, round_done{o.round});
 }
 
-/// Reports a copy whose round is over: progress, checkpoint, completion, and the node's
-/// round_done when it was the round's last copy.
+/// Reports a copy whose round is over to its job's actor: progress, checkpoint, completion;
+/// then the node's round_done to the scheduler when it was the round's last copy. The
+/// scheduler asks the job actors for their views only after every round_done, so sending the
+/// reports first puts them in the job's mailbox ahead of that request.
 void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_t round) {
   auto& s = self->state;
   auto it = s.slots.find(copy_id{job, copy});
@@ -196,16 +202,17 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   r.checkpoint_error = slot.checkpoint_error;
   r.program_failed = slot.program_failed;
   r.startup_seconds = slot.startup_seconds;
-  self->send(s.scheduler, r);
+  const auto& job_actor = slot.order.job_actor;
+  self->send(job_actor, r);
   if (slot.checkpointed)
-    self->send(s.scheduler, checkpoint_done{round, slot.order.job,
+    self->send(job_actor, checkpoint_done{round, slot.order.job,
                                             slot.order.copy, r.step,
                                             slot.order.checkpoint_path});
   // A job is finished once its final state is on disk.
   if (slot.finished && slot.error.empty() && slot.checkpoint_error.empty()) {
     // One report per job, also when forked or spread over nodes.
     if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
-      self->send(s.scheduler, job_finished{slot.order.job, r.step, slot.loss,
+      self->send(job_actor, job_finished{slot.order.job, r.step, slot.loss,
                                            slot.accuracy, slot.reached_target});
     s.slots.erase(it);
   }

@@ -14,7 +14,8 @@
 /// checkpoint in the shared directory, else a fresh model at step 0), steps it until the
 /// round's length is used up -- alone, or in step with the copy's parts on other nodes --,
 /// writes the checkpoint atomically (train::save_trainable_checkpoint) and posts `copy_done`
-/// to the actor, which reports to the scheduler.
+/// to the actor, which reports to the job's actor (start_copy::job_actor) and, once every
+/// copy of the round has reported, sends the scheduler its round_done.
 
 #include <atomic>
 #include <cstdint>
@@ -76,7 +77,7 @@ struct node_state {
   /// Stops and joins every worker.
   ~node_state();
   node_config cfg;                                          ///< settings
-  caf::actor scheduler;                                     ///< where reports go
+  caf::actor scheduler;                                     ///< registration, round_done
   bool registered = false;                                  ///< welcome received
   double heartbeat_interval = 0.5;                          ///< from the welcome
   std::int64_t heartbeat_seq = 0;                           ///< next heartbeat number

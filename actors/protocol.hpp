@@ -16,12 +16,25 @@
 ///                                                     stop, its reports are refused
 ///   scheduler -> node:   round_orders                the node's part of one round plan: the
 ///                                                     start_copy of every copy it runs
-///   scheduler -> node:   stop_copy                   stop a running copy now (cancel_job)
-///   node -> scheduler:   copy_started                a copy is running (its state is loaded)
-///   node -> scheduler:   progress_report             steps, busy time, measured throughput
-///   node -> scheduler:   checkpoint_done             a copy's state is on disk
-///   node -> scheduler:   job_finished                a job reached its total steps
+///   job -> node:         stop_copy                   stop a running copy now (its job failed)
+///   node -> job:         copy_started                a copy is running (its state is loaded)
+///   node -> scheduler:   copy_started                the same, for the dispatch latency
+///   node -> job:         progress_report             steps, busy time, measured throughput
+///   node -> job:         checkpoint_done             a copy's state is on disk
+///   node -> job:         job_finished                a job reached its total steps
 ///   node -> scheduler:   round_done                  every copy of the node's round reported
+///                                                     (sent after the round's reports)
+/// "job" is the job's actor (actors/job_actor.hpp), in the scheduler's process; a node learns
+/// its handle from start_copy::job_actor. Between the scheduler and its job actors (in-process
+/// only, never serialised; actors/job_actor.hpp):
+///   scheduler -> job:    view_atom                   -> job_snapshot (the round boundary)
+///   scheduler -> job:    job_assignment              its pieces this round, or left out
+///   scheduler -> job:    node_lost_atom, round, rank a node of its round was lost
+///   scheduler -> job:    summary_atom, at_boundary   -> job_final (the run ends)
+///   scheduler -> job:    cancel_job (a client's, delegated) -> cancel_outcome
+///   job -> scheduler:    job_snapshot                pushed when the job's state changes
+///   job -> scheduler:    rate_sample                 a measured rate (runtime/run_rates.hpp)
+///   job -> scheduler:    write_failed_atom, job, why its checkpoint write failed
 ///   client -> scheduler: submit_job                  -> job ids | error      (in-process only)
 ///   client -> scheduler: cancel_job                  -> cancel_outcome       (in-process only)
 ///   client -> scheduler: jobs/nodes/rounds/cluster queries, stop (in-process only; below)
@@ -30,9 +43,10 @@
 /// A node is a server of the cluster file, identified by its rank (its index in the file).
 /// Trust: a node proves the cluster secret when it registers; from then on the scheduler
 /// attributes every message to the actor (hence the connection) it came from, never to a rank
-/// the message claims, so node -> scheduler messages carry no rank. Messages from actors that
-/// are not live registered nodes are dropped (and counted); clients must run in the
-/// scheduler's own process. Every process of a run must call register_protocol.
+/// the message claims, so node -> scheduler messages carry no rank; a job actor likewise
+/// accepts a report only from a node actor its assignment for the round lists. Messages from
+/// actors that are not live registered nodes are dropped (and counted); clients must run in
+/// the scheduler's own process. Every process of a run must call register_protocol.
 
 #include <cstdint>
 #include <map>
@@ -62,7 +76,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 7;
+constexpr std::uint32_t protocol_version = 8;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -162,6 +176,9 @@ struct start_copy {
   std::uint64_t epoch = 0;                ///< this round's writer epoch (checkpoint fencing)
   std::string fence_path;                 ///< the job's fence file, checked before publishing
   program_order program;                  ///< kind "program" only
+  /// The job's actor in the scheduler's process: the copy's copy_started, progress_report,
+  /// checkpoint_done and job_finished go to it (round_done still goes to the scheduler).
+  caf::actor job_actor;
   /// True for a user's program (kind "program").
   bool is_program() const { return kind == "program"; }
   /// The job copy it starts.
@@ -455,7 +472,7 @@ typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
            x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
            x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
-           x.epoch, x.fence_path, x.program);
+           x.epoch, x.fence_path, x.program, x.job_actor);
 }
 /// Serialises round_orders.
 template <class Inspector>

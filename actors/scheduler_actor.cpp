@@ -23,6 +23,7 @@ using reg_timeout_atom = caf::atom_constant<caf::atom("regtimeout")>;  // regist
 using run_timeout_atom = caf::atom_constant<caf::atom("runtimeout")>;  // max_seconds passed
 using arrival_atom = caf::atom_constant<caf::atom("arrival")>;       // next arrival is due
 using refused_atom = caf::atom_constant<caf::atom("refused")>;       // a node was refused
+using finals_due_atom = caf::atom_constant<caf::atom("finalsdue")>;  // job summaries overdue
 using journal_ack_atom = caf::atom_constant<caf::atom("jrnlack")>;   // a submission is on disk
 
 using self_ptr = caf::stateful_actor<scheduler_state>*;
@@ -38,51 +39,52 @@ double seconds_between(caf::actor_clock::time_point a, caf::actor_clock::time_po
 /// Seconds since the run started, on the actor system's clock.
 double elapsed(self_ptr self) { return seconds_between(self->state.t0, self->clock().now()); }
 
-tracked_job make_tracked(const run_job& rj, std::size_t ranks) {
-  tracked_job t;
-  t.spec = rj;
-  t.planned.assign(ranks, 0.0);
-  t.busy.assign(ranks, 0.0);
-  t.throughput.assign(ranks, 0.0);
-  return t;
-}
-
-tracked_job* find_job(scheduler_state& st, std::int64_t id) {
+job_entry* find_job(scheduler_state& st, std::int64_t id) {
   auto it = st.by_id.find(id);
   return it == st.by_id.end() ? nullptr : it->second;
 }
 
-/// Moves a job through its life (runtime/job_life.hpp); an illegal event is logged and
-/// changes nothing (false).
-bool advance(scheduler_state& st, tracked_job& j, job_event e) {
-  auto to = next_state(j.life, e);
-  if (!to) {
-    std::cerr << "tessera: job " << j.spec.spec.id << ": " << to.err().message << "; ignored\n";
-    return false;
-  }
-  if (*to != j.life && st.cfg.log) st.cfg.log->state_changed(j.spec.spec.id, *to, j.step, st.round);
-  j.life = *to;
-  return true;
+/// The job whose actor sent the current message, or null (dropped, counted): only job actors
+/// tell the scheduler about jobs.
+job_entry* job_sender(self_ptr self) {
+  auto& st = self->state;
+  ++st.messages;
+  auto it = st.by_job_actor.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+  if (it != st.by_job_actor.end()) return it->second;
+  ++st.dropped;
+  return nullptr;
 }
 
-/// Every job's checkpoint book, by job id.
+/// Writes to the journal what changed between a job's snapshots: its state, a cancel, a newer
+/// confirmed checkpoint (a program's step, which has no file of ours).
+void journal_changes(scheduler_state& st, const job_snapshot& was, const job_snapshot& now) {
+  auto& log = *st.cfg.log;
+  if (now.life != was.life) log.state_changed(now.id, now.life, now.step, st.round);
+  if (now.status.state == "cancelling" && was.status.state != "cancelling")
+    log.cancel_requested(now.id);
+  const auto* newer = now.book.resume();
+  const auto* older = was.book.resume();
+  if (newer && (!older || newer->path != older->path)) log.checkpointed(now.id, *newer);
+  else if (!newer && now.step != was.step) log.checkpointed(now.id, {"", st.round, now.step});
+}
+
+/// Keeps a job's latest snapshot; a job that ended changes the job set. What changed goes to
+/// a served cluster's journal (not for a job's first snapshot: its submission says it).
+void take_snapshot(scheduler_state& st, job_entry& e, job_snapshot&& snap, bool journal = true) {
+  if (!e.ended() && is_final(snap.life)) ++st.job_set_version;
+  if (journal && st.cfg.log) journal_changes(st, e.latest, snap);
+  e.latest = std::move(snap);
+}
+
+/// Every job's checkpoint book (as its latest snapshot has it), by job id.
 std::map<std::int64_t, const checkpoint_book*> checkpoint_books(const scheduler_state& st) {
   std::map<std::int64_t, const checkpoint_book*> books;
-  for (const auto& j : st.jobs) books[j.spec.spec.id] = &j.ckpt.book;
+  for (const auto& e : st.jobs) books[e.spec.spec.id] = &e.latest.book;
   return books;
 }
 
-/// Admitted and neither finished nor cancelled: the policy plans it.
-bool active_job(const tracked_job& j) { return j.arrived && !is_final(j.life); }
-
-/// Whether the active jobs wait for the checkpoint directory this round (counted per job);
-/// probes it while they do and removes stray files (actors/checkpoints.hpp).
-bool checkpoints_wait(scheduler_state& st) {
-  if (!before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr)) return false;
-  for (auto& j : st.jobs)
-    if (active_job(j)) ++j.ckpt.paused_rounds;
-  return true;
-}
+/// Admitted and neither ended: the policy plans it.
+bool active_job(const job_entry& e) { return e.arrived && !e.ended(); }
 
 /// The round of a run whose jobs all wait: nothing runs, the round's timer still ticks.
 planned_round waiting_round(const round_context& ctx) {
@@ -92,116 +94,146 @@ planned_round waiting_round(const round_context& ctx) {
   return r;
 }
 
-/// Adds a job to the books and to the arrival queue.
-void add_job(scheduler_state& st, const run_job& rj) {
-  st.jobs.push_back(make_tracked(rj, st.nodes.size()));
-  st.by_id[rj.spec.id] = &st.jobs.back();
-  st.jobs.back().ckpt.book = checkpoint_book(st.cfg.epoch_base);
-  st.rates->add(st.jobs.back().spec);
-  st.arrivals.push(&st.jobs.back().spec.spec);
-}
-
-/// A job a resume brings back from the journal: its state as it was (one that ran comes back
-/// preempted), its confirmed checkpoints, a cancel that was waiting.
-void restore_job(scheduler_state& st, const restored_job& r) {
-  add_job(st, r.spec);
-  auto& j = st.jobs.back();
-  j.cancel_requested = r.cancel_requested;
-  j.step = r.step;
-  for (const auto& f : r.checkpoints)
-    if (!f.path.empty()) note_confirmed(j.ckpt, r.spec.spec.id, f, std::cerr);
-  j.life = r.life == job_state::running ? job_state::preempted : r.life;
-}
-
-job_summary summarise(const tracked_job& j) {
-  job_summary js;
-  js.id = j.spec.spec.id;
-  js.kind = j.spec.kind;
-  js.job_type = j.spec.spec.job_type;
-  js.scale = j.spec.spec.scale_factor;
-  js.total_steps = static_cast<std::int64_t>(j.spec.spec.total_steps);
-  js.finished = j.finished();
-  js.canceled = j.canceled();
-  js.arrival = j.spec.spec.arrival;
-  js.first_start = j.first_start;
-  js.finish = j.finish;
-  js.jct = j.finished() ? j.finish - j.spec.spec.arrival : -1;
-  js.steps = j.step;
-  js.run_time = j.run_time;
-  js.loss = j.loss;
-  js.accuracy = j.accuracy;
-  js.restarts = j.restarts;
-  js.lost_rounds = j.lost_rounds;
-  js.regressions = j.regressions;
-  js.planned_gpu_seconds = j.planned;
-  js.busy_gpu_seconds = j.busy;
-  js.throughput = j.throughput;
-  js.final_rank = j.last_rank;
-  js.final_round_busy = j.last_busy;
-  js.rounds = j.rounds;
-  js.max_copies = j.max_copies;
-  js.reached_target = j.reached_target;
-  js.checkpoint_fallbacks = j.ckpt.fallbacks;
-  js.restarts_from_scratch = j.ckpt.restarts_from_scratch;
-  js.checkpoint_write_failures = j.ckpt.write_failures;
-  js.paused_rounds = j.ckpt.paused_rounds;
-  if (const auto* f = j.ckpt.book.resume()) js.checkpoint = f->path;
-  js.failed = j.failed();
-  js.state = state_name(j.life);
-  js.failure = j.failure;
-  js.program_failures = j.program_failures;
-  js.startup_seconds = j.startups > 0 ? j.startup_sum / j.startups : 0;
-  return js;
-}
-
-/// Ends the run: shuts the live nodes down, sends the summary, quits.
-void finish(self_ptr self, bool ok, std::string why) {
+/// Adds a job: its job actor (which owns it from now on), its entry and its place in the
+/// arrival queue.
+void add_job(self_ptr self, const run_job& rj, const restored_job* restored = nullptr) {
   auto& st = self->state;
-  if (st.done) return;
-  st.done = true;
-  run_summary sum;
-  sum.ok = ok;
-  sum.error = why;
-  sum.rounds = st.round + 1;
-  sum.seconds = elapsed(self);
-  sum.failed_ranks = st.failed_ranks;
-  sum.dispatch_latency = st.dispatch_latency;
-  sum.round_records = st.round_records;
-  sum.messages = st.messages;
-  sum.dropped = st.dropped;
-  sum.refused = st.refused;
-  sum.joins = st.joins;
+  st.jobs.emplace_back();
+  auto& e = st.jobs.back();
+  e.spec = rj;
+  st.rates->add(e.spec);  // may rename its job type: the job actor gets the key
+  job_config jc;
+  jc.spec = e.spec;
+  for (const auto& sv : st.cfg.cl.servers) jc.rank_types.push_back(sv.gpu_type);
+  jc.round_length = st.cfg.round_length;
+  jc.checkpoint_dir = st.cfg.checkpoint_dir;
+  jc.epoch_base = st.cfg.epoch_base;
+  if (restored) jc.restored = *restored;
+  take_snapshot(st, e, snapshot_of(make_job_data(jc)), false);
+  e.handle = self->spawn(job_actor, std::move(jc), caf::actor_cast<caf::actor>(self));
+  st.by_id[rj.spec.id] = &e;
+  st.by_job_actor[e.handle.address()] = &e;
+  st.arrivals.push(&e.spec.spec);
+}
+
+/// A job's end as far as the scheduler knows it, for a job actor that did not answer.
+job_final final_from(const job_entry& e) {
+  job_final f;
+  auto& js = f.summary;
+  js.id = e.spec.spec.id;
+  js.kind = e.spec.kind;
+  js.job_type = e.spec.spec.job_type;
+  js.scale = e.spec.spec.scale_factor;
+  js.total_steps = static_cast<std::int64_t>(e.spec.spec.total_steps);
+  js.arrival = e.spec.spec.arrival;
+  js.steps = e.latest.step;
+  js.finished = e.latest.life == job_state::finished;
+  js.canceled = e.latest.life == job_state::cancelled;
+  js.failed = e.latest.life == job_state::failed;
+  js.state = state_name(e.latest.life);
+  js.checkpoint = e.latest.status.checkpoint;
+  f.book = e.latest.book;
+  return f;
+}
+
+/// Ends the run once every job's summary is in: shuts the live nodes down, sends the
+/// summary, quits.
+void complete_end(self_ptr self) {
+  auto& st = self->state;
+  auto& sum = st.ending.sum;
   std::string failed;
-  for (const auto& j : st.jobs)
-    if (j.failed()) failed += (failed.empty() ? "" : ", ") + std::to_string(j.spec.spec.id);
+  for (const auto& f : st.ending.finals)
+    if (f.summary.failed) failed += (failed.empty() ? "" : ", ") + std::to_string(f.summary.id);
   // A served cluster's jobs fail alone: stopping it is a success whatever they did.
-  if (ok && !failed.empty() && !st.stopping) {
-    ok = false;
-    why = "job(s) " + failed + " failed (see each job's failure)";
+  if (sum.ok && !failed.empty() && !st.stopping) {
+    sum.ok = false;
+    sum.error = "job(s) " + failed + " failed (see each job's failure)";
   }
-  sum.ok = ok;
-  sum.error = why;
-  for (const auto& j : st.jobs) {
-    sum.jobs.push_back(summarise(j));
-    sum.checkpoint_fallbacks += j.ckpt.fallbacks;
-    sum.restarts_from_scratch += j.ckpt.restarts_from_scratch;
+  std::int64_t refused_reports = 0;
+  std::map<std::int64_t, const checkpoint_book*> books;
+  for (const auto& f : st.ending.finals) {
+    sum.jobs.push_back(f.summary);
+    sum.checkpoint_fallbacks += f.summary.checkpoint_fallbacks;
+    sum.restarts_from_scratch += f.summary.restarts_from_scratch;
+    refused_reports += f.dropped;
+    books[f.summary.id] = &f.book;
   }
+  sum.messages = st.messages;
+  sum.dropped = st.dropped + refused_reports;
   sum.checkpoint_pauses = st.ckpts.health.pauses();
-  before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr);  // last strays
+  before_round(st.ckpts, st.round, books, std::cerr);  // last strays
   // A failed program is the job's failure, not the run's: the nodes end normally.
-  const std::int32_t code = ok || !failed.empty() ? 0 : 1;
+  const std::int32_t code = sum.ok || !failed.empty() ? 0 : 1;
   for (auto& n : st.nodes)
     if (n.alive) self->send(n.handle, shutdown_atom::value, code);
   if (st.listener) self->send(st.listener, std::move(sum));
   self->quit();
 }
 
+/// Job `i`'s summary is in; the run ends with the last one.
+void take_final(self_ptr self, std::size_t i, job_final&& f) {
+  auto& end = self->state.ending;
+  if (end.answered[i]) return;
+  end.answered[i] = true;
+  end.finals[i] = std::move(f);
+  if (--end.left == 0) complete_end(self);
+}
+
+/// Job `i` gave no summary (`why`): its last known state stands in.
+void final_missing(self_ptr self, std::size_t i, const std::string& why) {
+  const auto& e = self->state.jobs[i];
+  if (self->state.ending.answered[i]) return;
+  std::cerr << "tessera: job " << e.spec.spec.id << " did not give its summary (" << why
+            << "); its last known state is used\n";
+  take_final(self, i, final_from(e));
+}
+
+/// Ends the run: asks every job actor for its summary (at a round boundary a cancel waiting
+/// for it takes effect first), then complete_end.
+void finish(self_ptr self, bool ok, std::string why, bool at_boundary = false) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  auto& sum = st.ending.sum;
+  sum.ok = ok;
+  sum.error = std::move(why);
+  sum.rounds = st.round + 1;
+  sum.seconds = elapsed(self);
+  sum.failed_ranks = st.failed_ranks;
+  sum.dispatch_latency = st.dispatch_latency;
+  sum.round_records = st.round_records;
+  sum.refused = st.refused;
+  sum.joins = st.joins;
+  st.ending.finals.resize(st.jobs.size());
+  st.ending.answered.assign(st.jobs.size(), false);
+  st.ending.left = st.jobs.size();
+  if (st.ending.left == 0) return complete_end(self);
+  // One timer for every answer (finish_missing): a timeout per request costs a clock entry each.
+  std::size_t i = 0;
+  for (auto& e : st.jobs) {
+    self->request(e.handle, caf::infinite, summary_atom::value, at_boundary)
+        .then([=](job_final& f) { take_final(self, i, std::move(f)); },
+              [=](caf::error& err) { final_missing(self, i, describe(self->system(), err)); });
+    ++i;
+  }
+  self->delayed_send(self, seconds(st.cfg.job_timeout), finals_due_atom::value);
+}
+
+/// The jobs that did not give their summaries in time end with their last known state.
+void finals_overdue(self_ptr self) {
+  auto& end = self->state.ending;
+  for (std::size_t i = 0; i < end.answered.size(); ++i)
+    if (!end.answered[i]) final_missing(self, i, "no answer within the job time-out");
+}
+
 caf::behavior idle(self_ptr self);
+caf::behavior starting(self_ptr self);
 caf::behavior running(self_ptr self);
 caf::behavior draining(self_ptr self);
 
-/// Marks a node lost: its copies' progress this round is gone and they are replanned. A
-/// draining round that waited only for it moves on (reports_check_atom).
+/// Marks a node lost: its copies' progress this round is gone and they are replanned (each
+/// job of the round with a part on it is told, and fences its checkpoint writers). A draining
+/// round that waited only for it moves on (reports_check_atom).
 void node_lost(self_ptr self, int rank, const std::string& why) {
   auto& st = self->state;
   auto& n = st.nodes[rank];
@@ -214,16 +246,12 @@ void node_lost(self_ptr self, int rank, const std::string& why) {
   self->send(n.handle, fenced_atom::value, "declared lost: " + why);
   std::cerr << "tessera: node rank " << rank << " (" << n.hello.host << ", pid " << n.hello.pid
             << ") lost: " << why << "; its copies resume from their last checkpoints\n";
-  for (auto& j : st.jobs)
-    if (!j.reported && std::any_of(j.pieces.begin(), j.pieces.end(),
-                                   [&](const copy_piece& p) { return p.rank == rank; })) {
-      if (!j.round_failed) ++j.lost_rounds;
-      j.round_failed = true;
-      ++j.sync_epoch;  // the parts left may be stuck in a collective with the lost node
-      fence_job(j.ckpt, st.ckpts, j.spec.spec.id, std::cerr);  // in case it is only stalled
-      j.round_rank = -1;
-      j.pieces.clear();
-    }
+  for (auto& e : st.jobs) {
+    const auto on_rank = [&](const copy_piece& p) { return p.rank == rank; };
+    if (std::none_of(e.pieces.begin(), e.pieces.end(), on_rank)) continue;
+    self->send(e.handle, node_lost_atom::value, st.round, static_cast<std::int32_t>(rank));
+    e.pieces.erase(std::remove_if(e.pieces.begin(), e.pieces.end(), on_rank), e.pieces.end());
+  }
   ++st.job_set_version;
   st.have_last = false;
   st.pending.erase(rank);
@@ -248,108 +276,61 @@ void refresh_live_cluster(scheduler_state& st) {
   st.live = make_cluster(std::move(servers));
   st.have_last = false;
   ++st.job_set_version;
-  for (auto& j : st.jobs) j.last_type = -1;
+  ++st.live_generation;  // the jobs' last types index the previous live cluster
 }
 
-/// The policy's view of an active job: per-type throughput is the one measured on a node of
-/// the type, else the model's (step_time at speed 1.0 scaled by the type's mean speed).
-job_view view_of(const tracked_job& j, const cluster& live) {
+/// The policy's view of an active job from its latest snapshot: per-type throughput is the
+/// one measured on a node of the type, else the model's (step_time at speed 1.0 scaled by the
+/// type's mean speed).
+job_view view_of(const job_entry& e, const cluster& live, std::uint64_t live_generation) {
+  const auto& snap = e.latest;
   job_view v;
-  v.spec = &j.spec.spec;
-  v.steps_done = static_cast<double>(j.step);
-  v.run_time = j.run_time;
-  v.attained_service = j.gpu_seconds;
-  v.last_type = j.last_type;
+  v.spec = &e.spec.spec;
+  v.steps_done = static_cast<double>(snap.step);
+  v.run_time = snap.run_time;
+  v.attained_service = snap.gpu_seconds;
+  v.last_type = snap.live_generation == live_generation ? snap.last_type : -1;
   v.throughput.assign(live.types.size(), 0.0);
   for (std::size_t k = 0; k < live.types.size(); ++k) {
-    if (live.types[k].gpus < j.spec.spec.scale_factor) continue;
-    auto m = j.measured.find(live.types[k].name);
-    v.throughput[k] = m != j.measured.end() && m->second > 0
+    if (live.types[k].gpus < e.spec.spec.scale_factor) continue;
+    auto m = snap.measured.find(live.types[k].name);
+    v.throughput[k] = m != snap.measured.end() && m->second > 0
                           ? m->second
-                          : live.types[k].mean_speed / j.spec.step_time;
+                          : live.types[k].mean_speed / e.spec.step_time;
   }
   return v;
 }
 
-/// Adds a part of this round to a job's history, which keeps its last history_rounds rounds.
-void note_placement(tracked_job& j, const placement& p) {
-  constexpr int history_rounds = 100;
-  j.history.push_back(p);
-  int rounds = 0;
-  std::int64_t last = -1;
-  for (auto it = j.history.rbegin(); it != j.history.rend(); ++it)
-    if (it->round != last) {
-      last = it->round;
-      if (++rounds > history_rounds) {
-        const std::int64_t cut = it->round;
-        while (!j.history.empty() && j.history.front().round <= cut) j.history.pop_front();
-        break;
-      }
-    }
-}
-
-/// Records where each job runs this round: its pieces (from the orders), restarts, the type
-/// of copy 0 and the GPU-seconds planned on each rank.
-void book_round(scheduler_state& st, const round_plan& p,
-                const std::map<int, round_orders>& orders) {
-  for (auto& j : st.jobs) {
-    j.round_rank = -1;
-    j.round_gpus = 0;
-    j.pieces.clear();
-    j.reports_left = 0;
-    j.reported = false;
-    j.round_failed = false;
-  }
+/// Each job's assignment for the round of plan `p` and its `orders`: its pieces (with their
+/// nodes' actors), the GPU-seconds planned per rank and the type of copy 0. Also records the
+/// pieces in the jobs' entries and the copies whose start the round waits for.
+std::map<std::int64_t, job_assignment> book_round(scheduler_state& st, const round_plan& p,
+                                                  const std::map<int, round_orders>& orders) {
+  for (auto& e : st.jobs) e.pieces.clear();
   st.started = 0;
   st.expected_starts = 0;
-  std::map<std::int64_t, tracked_job*> by_id;
-  for (auto& j : st.jobs) by_id[j.spec.spec.id] = &j;
-  std::map<std::int64_t, int> copies;  // per job: copies this round
+  std::map<std::int64_t, job_assignment> out;
   for (const auto& [rank, o] : orders)
     for (const auto& c : o.copies) {
-      auto* j = by_id.at(c.job);
       const bool leader = c.part_ranks.empty() || c.part_ranks.front() == rank;
-      j->pieces.push_back(copy_piece{c.copy, rank, c.gpus, leader, c.part_ranks.size() > 1});
-      note_placement(*j, placement{o.round, c.job, c.copy, rank, c.gpus});
-      j->round_gpus += c.gpus;
-      ++j->reports_left;
+      auto& a = out[c.job];
+      a.pieces.push_back(copy_piece{c.copy, rank, c.gpus, leader, c.part_ranks.size() > 1,
+                                    st.nodes[rank].handle});
       ++st.expected_starts;
-      copies[c.job] = std::max(copies[c.job], c.copy + 1);
-      if (c.copy == 0 && leader) {
-        if (j->last_rank >= 0 && j->last_rank != rank) ++j->restarts;
-        j->round_rank = rank;
-      }
     }
-  for (auto& j : st.jobs)
-    if (active_job(j)) advance(st, j, copies.count(j.spec.spec.id) ? job_event::placed : job_event::left_out);
-  for (const auto& [id, n] : copies) {
-    auto* j = by_id.at(id);
-    j->last_busy = 0;
-    ++j->rounds;
-    j->max_copies = std::max(j->max_copies, n);
-    if (j->first_start < 0) j->first_start = p.start;
-  }
-  std::map<std::int64_t, int> copy0_type;  // per job: GPU type of copy 0's first placement
   for (const auto& as : p.assignments) {
-    if (!copies.count(as.job)) continue;
-    auto* j = by_id.at(as.job);
-    for (const auto& sh : as.shares) j->planned[st.live_ranks[sh.server]] += sh.gpus * p.length;
-    if (as.copy == 0) copy0_type.emplace(as.job, as.type);
+    auto it = out.find(as.job);
+    if (it == out.end()) continue;
+    for (const auto& sh : as.shares) it->second.planned[st.live_ranks[sh.server]] += sh.gpus * p.length;
+    if (as.copy == 0 && it->second.type < 0) it->second.type = as.type;
   }
-  for (auto& j : st.jobs) {
-    if (j.round_rank >= 0)
-      j.last_type = copy0_type[j.spec.spec.id];
-    else if (active_job(j))
-      j.last_type = -1;
+  for (const auto& [id, a] : out) {
+    auto* e = find_job(st, id);
+    e->pieces = a.pieces;
+    for (const auto& pc : a.pieces)
+      note_placement(e->placements, placement{st.round, id, pc.copy, pc.rank, pc.gpus});
   }
-}
-
-/// At a round boundary: the jobs a client cancelled while they ran are cancelled now (their
-/// checkpoint of the round that just ended is kept).
-void apply_cancels(scheduler_state& st) {
-  for (auto& j : st.jobs)
-    if (j.cancel_requested && !is_final(j.life) && advance(st, j, job_event::cancelled))
-      ++st.job_set_version;
+  return out;
 }
 
 /// Keeps the round just planned for clients (the last max_rounds rounds).
@@ -373,83 +354,192 @@ void note_round(scheduler_state& st, const std::map<int, round_orders>& orders,
   while (st.recent_rounds.size() > max_rounds) st.recent_rounds.pop_front();
 }
 
-/// Plans and dispatches the next round, or waits for the next arrival when no job is active,
-/// or ends the run when none is left.
-void start_round(self_ptr self) {
-  auto& st = self->state;
-  if (st.done) return;
+/// Whether the jobs wait for the checkpoint directory this round: probes it while they do and
+/// removes stray files (actors/checkpoints.hpp).
+bool checkpoints_wait(scheduler_state& st) {
+  return before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr);
+}
+
+/// The plan of the round being started, from the views of the jobs that answered; an error
+/// when the policy fails.
+result<planned_round> plan_now(scheduler_state& st, const std::vector<const job_entry*>& planned,
+                               bool wait) {
   const auto& cfg = st.cfg;
-  const double now = elapsed(self);
-  const auto wall0 = std::chrono::steady_clock::now();
-  apply_cancels(st);
-  if (st.stopping) return finish(self, true, "stopped by request");
-  for (const job* a : st.arrivals.admit(now)) {
-    find_job(st, a->id)->arrived = true;
-    ++st.job_set_version;
-  }
-  std::vector<const tracked_job*> active;
-  for (const auto& j : st.jobs)
-    if (active_job(j)) active.push_back(&j);
-  if (active.empty()) {
-    if (st.arrivals.empty() && !cfg.serve) return finish(self, true, "");
-    if (!st.arrivals.empty())
-      self->delayed_send(self, seconds(st.arrivals.next_arrival() - now), arrival_atom::value);
-    self->become(idle(self));
-    return;
-  }
-  refresh_live_cluster(st);
-  const bool wait = checkpoints_wait(st);
   std::vector<job_view> views;
-  if (!wait)
-    for (const auto* j : active) views.push_back(view_of(*j, st.live));
+  for (const auto* e : planned) views.push_back(view_of(*e, st.live, st.live_generation));
   round_context ctx;
-  ctx.now = now;
+  ctx.now = st.starting.now;
   ctx.round_length = cfg.round_length;
   ctx.cl = &st.live;
   ctx.last_plan = st.have_last ? &st.last_plan : nullptr;
   ctx.job_set_version = st.job_set_version;
   ctx.rates = &st.rates->for_live(st.live, st.live_ranks);
   ctx.copy_limit = cfg.can_sync ? 0 : 1;
-  auto planned = wait ? waiting_round(ctx) : plan_round(*cfg.pol, ctx, std::move(views));
-  if (!planned)
-    return finish(self, false, "policy " + cfg.pol->name() + ": " + planned.err().message);
+  if (wait || views.empty()) return waiting_round(ctx);
+  return plan_round(*cfg.pol, ctx, std::move(views));
+}
+
+/// The orders of plan `p` for every live node, each copy naming its job's actor (where the
+/// node reports), or an error when the plan breaks a dispatch rule.
+result<std::map<int, round_orders>> orders_of(scheduler_state& st, const round_plan& p,
+                                              const std::vector<const job_entry*>& planned) {
+  const auto& cfg = st.cfg;
   dispatch_context dc{&cfg.cl, st.live_ranks, cfg.can_sync, st.round + 1, cfg.round_length,
                       cfg.report_grace, cfg.checkpoint_dir, {}, cfg.master_port_base};
   for (const auto& n : st.nodes) dc.hosts.push_back(n.hello.host);
   std::map<std::int64_t, dispatch_job> known;
-  for (const auto& j : st.jobs)
-    known[j.spec.spec.id] =
-        dispatch_job{&j.spec, j.step, j.sync_epoch, &j.ckpt.book, &j.measured};
-  auto orders = dispatch_plan(planned->plan, dc, [&](std::int64_t id) -> const dispatch_job* {
+  for (const auto* e : planned)
+    known[e->spec.spec.id] = dispatch_job{&e->spec, e->latest.step, e->latest.sync_epoch,
+                                          &e->latest.book, &e->latest.measured};
+  auto orders = dispatch_plan(p, dc, [&](std::int64_t id) -> const dispatch_job* {
     auto it = known.find(id);
     return it == known.end() ? nullptr : &it->second;
   }, cfg.pol->name());
-  if (!orders) return finish(self, false, orders.err().message);
+  if (!orders) return orders;
+  for (auto& [rank, o] : *orders)
+    for (auto& c : o.copies) c.job_actor = find_job(st, c.job)->handle;
+  return orders;
+}
 
-  ++st.round;
-  st.round_t0 = now;
-  book_round(st, planned->plan, *orders);
-  st.round_records.push_back(record_round(planned->plan, st.live.total_gpus(),
-                                          static_cast<int>(active.size())));
-  note_round(st, *orders,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+/// Sends the round's orders to the nodes (after every job has its assignment, so a job hears
+/// of its round before any report of it) and arms the round's timers.
+void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
+  auto& st = self->state;
+  const auto& cfg = st.cfg;
   st.pending.clear();
   double program_grace = 0;  // a program's node may wait this long past the round for it
-  for (auto& [rank, o] : *orders) {
+  for (auto& [rank, o] : orders) {
     for (const auto& c : o.copies)
       if (c.is_program()) program_grace = std::max(program_grace, c.program.grace);
     st.pending.insert(rank);
     self->send(st.nodes[rank].handle, std::move(o));
   }
-  st.last_plan = std::move(planned->plan);
-  st.have_last = true;
   if (cfg.verbose)
-    std::cerr << "tessera: round " << st.round << " at " << now << " s: " << st.expected_starts
-              << " parts on " << st.live_ranks.size() << " nodes\n";
+    std::cerr << "tessera: round " << st.round << " at " << st.round_t0 << " s: "
+              << st.expected_starts << " parts on " << st.live_ranks.size() << " nodes\n";
   self->delayed_send(self, seconds(cfg.round_length), round_tick_atom::value, st.round);
   st.round_deadline = cfg.round_length + cfg.report_grace + program_grace;
   self->delayed_send(self, seconds(st.round_deadline), round_deadline_atom::value, st.round);
-  self->become(running(self));
+}
+
+/// With every asked job's view in (or its time up): plans the round exactly as the simulator
+/// does (runtime/round_loop.hpp), tells every job its assignment and the nodes their orders;
+/// or waits for the next arrival when no job is active, or ends the run when none is left.
+void plan_and_dispatch(self_ptr self) {
+  auto& st = self->state;
+  auto& start = st.starting;
+  start.open = false;
+  if (st.done) return;
+  std::vector<const job_entry*> planned;  // answered and active, in submission order
+  std::vector<job_entry*> assigned;       // also the ones that did not answer
+  for (auto* e : start.asked)
+    if (!e->ended()) {
+      assigned.push_back(e);
+      if (!start.silent.count(e->spec.spec.id)) planned.push_back(e);
+    }
+  if (assigned.empty()) {
+    if (st.arrivals.empty() && !st.cfg.serve) return finish(self, true, "");
+    if (!st.arrivals.empty())
+      self->delayed_send(self, seconds(st.arrivals.next_arrival() - start.now), arrival_atom::value);
+    self->become(self->state.phases.idle);
+    return;
+  }
+  refresh_live_cluster(st);
+  const bool wait = checkpoints_wait(st);
+  auto plan = plan_now(st, planned, wait);
+  if (!plan) return finish(self, false, "policy " + st.cfg.pol->name() + ": " + plan.err().message);
+  auto orders = orders_of(st, plan->plan, planned);
+  if (!orders) return finish(self, false, orders.err().message);
+  ++st.round;
+  st.round_t0 = start.now;
+  auto assignments = book_round(st, plan->plan, *orders);
+  for (auto* e : assigned) {
+    auto& a = assignments[e->spec.spec.id];  // none: left out
+    a.round = st.round;
+    a.start = plan->plan.start;
+    a.run_start = st.t0;
+    a.live_generation = st.live_generation;
+    a.paused = wait;
+    self->send(e->handle, std::move(a));
+  }
+  st.round_records.push_back(record_round(plan->plan, st.live.total_gpus(),
+                                          static_cast<int>(assigned.size())));
+  note_round(st, *orders,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start.wall0).count());
+  send_orders(self, *orders);
+  st.last_plan = std::move(plan->plan);
+  st.have_last = true;
+  self->become(self->state.phases.running);
+}
+
+/// A job's answer to the view request of round start `id`.
+void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
+  auto& st = self->state;
+  ++st.messages;
+  if (st.done) return;
+  take_snapshot(st, e, std::move(snap));
+  auto& start = st.starting;
+  if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
+  if (--start.left == 0) plan_and_dispatch(self);
+}
+
+/// Job `e` gave no view for round start `id` (`why`): it is left out of the round (logged).
+void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::string& why) {
+  auto& start = self->state.starting;
+  if (self->state.done || !start.open || start.id != id || start.answered.count(e.spec.spec.id))
+    return;
+  std::cerr << "tessera: job " << e.spec.spec.id << " did not give its view (" << why
+            << "); it is left out of round " << self->state.round + 1 << '\n';
+  start.answered.insert(e.spec.spec.id);  // answered, without a view: left out
+  start.silent.insert(e.spec.spec.id);
+  if (--start.left == 0) plan_and_dispatch(self);
+}
+
+/// At a heartbeat scan: when the round start has waited job_timeout for views, every job
+/// still silent is left out of the round.
+void check_views(self_ptr self) {
+  const auto& start = self->state.starting;
+  if (!start.open ||
+      seconds_between(start.since, self->clock().now()) < self->state.cfg.job_timeout)
+    return;
+  const auto asked = start.asked;
+  for (auto* e : asked) view_missing(self, start.id, *e, "no answer within the job time-out");
+}
+
+/// Starts the next round: admits arrivals and asks every active job actor for its view (the
+/// round boundary for the job). Every report of the round that ended is in the jobs'
+/// mailboxes ahead of the request: each live node sent its reports before its round_done,
+/// and CAF enqueues a message when it is sent (the middleman keeps one connection's order).
+/// plan_and_dispatch follows once they answered.
+void start_round(self_ptr self) {
+  auto& st = self->state;
+  if (st.done) return;
+  if (st.stopping) return finish(self, true, "stopped by request", true);
+  auto& start = st.starting;
+  start.now = elapsed(self);
+  start.wall0 = std::chrono::steady_clock::now();
+  start.since = self->clock().now();
+  for (const job* a : st.arrivals.admit(start.now)) {
+    find_job(st, a->id)->arrived = true;
+    ++st.job_set_version;
+  }
+  ++start.id;
+  start.asked.clear();
+  start.answered.clear();
+  start.silent.clear();
+  for (auto& e : st.jobs)
+    if (active_job(e)) start.asked.push_back(&e);
+  start.left = start.asked.size();
+  start.open = true;
+  self->become(self->state.phases.starting);
+  if (start.left == 0) return plan_and_dispatch(self);
+  // No timer per request, nor per round (each costs a clock entry on the round's critical
+  // path): the heartbeat scan leaves out the jobs still silent after job_timeout.
+  const auto id = start.id;
+  for (auto* e : start.asked)
+    self->request(e->handle, caf::infinite, view_atom::value)
+        .then([=](job_snapshot& snap) { on_view(self, id, *e, std::move(snap)); },
+              [=](caf::error& err) { view_missing(self, id, *e, describe(self->system(), err)); });
 }
 
 /// The live node whose actor is `a`, or -1.
@@ -530,7 +620,7 @@ void start_if_complete(self_ptr self) {
   st.t0 = self->clock().now();
   self->send(self, hb_check_atom::value);
   self->send(self, arrival_atom::value);
-  self->become(idle(self));
+  self->become(self->state.phases.idle);
 }
 
 /// Registers a node that proved the cluster secret; after the start it joins the live
@@ -610,129 +700,9 @@ void check_heartbeats(self_ptr self) {
     if (silent > st.cfg.heartbeat_timeout)
       node_lost(self, static_cast<int>(r), "no heartbeat for " + std::to_string(silent) + " s");
   }
+  check_views(self);
   if (!st.done)
     self->delayed_send(self, seconds(st.cfg.heartbeat_interval), hb_check_atom::value);
-}
-
-/// A user's program failed in its round (progress_report::program_failed): the round is lost,
-/// the job restarts from its checkpoint in a later round, and after max_restarts failures it
-/// is failed (the run goes on with the other jobs).
-void on_program_failure(self_ptr self, tracked_job& j, int rank, const progress_report& r,
-                        bool keeper) {
-  auto& s = self->state;
-  if (--j.reports_left <= 0) j.reported = true;
-  if (keeper && !j.round_failed) {
-    j.round_failed = true;
-    ++j.lost_rounds;
-  }
-  if (j.failed()) return;
-  ++j.program_failures;
-  j.failure = r.error;
-  const int allowed = j.spec.program.max_restarts;
-  if (j.program_failures > allowed) {
-    advance(s, j, job_event::failed);
-    ++s.job_set_version;
-    std::cerr << "tessera: job " << r.job << " failed on node rank " << rank << " (failure "
-              << j.program_failures << ", max_restarts " << allowed << "): " << r.error << '\n';
-    for (const auto& pc : j.pieces)
-      if (s.nodes[pc.rank].alive) self->send(s.nodes[pc.rank].handle, stop_copy{s.round, r.job, pc.copy});
-    return;
-  }
-  std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
-            << "\ntessera: job " << r.job << " restarts from its last checkpoint (failure "
-            << j.program_failures << " of at most " << allowed << " restarts)\n";
-}
-
-/// A job that cannot run (e.g. a node cannot build its kind) fails alone; the others go on.
-void fail_job(self_ptr self, tracked_job& j, int rank, const std::string& why) {
-  auto& s = self->state;
-  if (is_final(j.life)) return;
-  if (--j.reports_left <= 0) j.reported = true;
-  j.failure = "on node rank " + std::to_string(rank) + ": " + why;
-  if (!advance(s, j, job_event::failed)) return;
-  ++s.job_set_version;
-  std::cerr << "tessera: job " << j.spec.spec.id << " failed " << j.failure << '\n';
-  for (const auto& pc : j.pieces)
-    if (s.nodes[pc.rank].alive)
-      self->send(s.nodes[pc.rank].handle, stop_copy{s.round, j.spec.spec.id, pc.copy});
-}
-
-/// A copy's report of its round: progress, time, measured rate, or a failure.
-void on_progress(self_ptr self, int rank, const progress_report& r) {
-  auto& s = self->state;
-  auto* j = find_job(s, r.job);
-  if (!j) return;
-  const copy_piece* piece = nullptr;
-  for (const auto& pc : j->pieces)
-    if (pc.copy == r.copy && pc.rank == rank) piece = &pc;
-  // Copy 0's leader wrote the checkpoint: its report carries the job's progress.
-  const bool keeper = piece && piece->copy == 0 && piece->leader;
-  if (r.program_failed) return on_program_failure(self, *j, rank, r, keeper);
-  if (!r.error.empty()) {
-    if (!r.retry) return fail_job(self, *j, rank, r.error);
-    // A synchronisation failed: the job resumes from its checkpoint on a fresh channel.
-    std::cerr << "tessera: job " << r.job << " on node rank " << rank << ": " << r.error
-              << "; it resumes from its last checkpoint\n";
-    ++j->sync_epoch;
-    if (keeper && !j->round_failed) {
-      j->round_failed = true;
-      ++j->lost_rounds;
-    }
-    if (--j->reports_left <= 0) j->reported = true;
-    return;
-  }
-  const int gpus = piece ? piece->gpus : j->round_gpus;
-  if (--j->reports_left <= 0) j->reported = true;
-  // The job's step follows its confirmed checkpoints (checkpoint_done), not this report.
-  if (keeper) {
-    j->last_rank = rank;
-    j->run_time += r.busy_seconds;
-  }
-  if (keeper && !r.checkpoint_error.empty()) {
-    j->round_failed = true;
-    note_write_failure(j->ckpt, s.ckpts, r.job, r.checkpoint_error, std::cerr);
-  }
-  if (r.startup_seconds > 0) {
-    j->startup_sum += r.startup_seconds;
-    ++j->startups;
-    // A program restarts each round: a start that eats most of the round starves the job.
-    if (r.startup_seconds > 0.5 * s.cfg.round_length && !j->slow_start_told) {
-      j->slow_start_told = true;
-      std::cerr << "tessera: job " << r.job << ": its program took " << r.startup_seconds
-                << " s to start, more than half of a " << s.cfg.round_length
-                << " s round; a longer --round-length leaves it time to train\n";
-    }
-  }
-  j->gpu_seconds += r.busy_seconds * gpus;
-  j->busy[rank] += r.busy_seconds * gpus;
-  j->last_busy += r.busy_seconds * gpus;
-  if (r.throughput > 0) {
-    j->throughput[rank] = r.throughput;
-    // A part of a spread copy runs at its slowest part's pace: not this node's rate.
-    if (piece && !piece->spread) {
-      j->measured[s.cfg.cl.servers[rank].gpu_type] = r.throughput * std::max(1, r.task_times);
-      s.rates->record(rank, j->spec.spec.job_type, j->spec.spec.scale_factor, r.task_times,
-                      r.throughput);
-    }
-  }
-  if (keeper) {
-    j->loss = r.loss;
-    j->round_rate = r.throughput;
-  }  // other parts and copies report losses of their own batches
-}
-
-/// A copy's start: a fallback (or restart from scratch) takes the job's step back, and its
-/// other copies, started from other state, cannot be merged with it this round; any other
-/// start before the job's step is a regression.
-void note_copy_start(tracked_job& j, const copy_started& c) {
-  const auto source = static_cast<state_source>(c.source);
-  if (note_start(j.ckpt, c.job, source, c.bad_files, c.why, std::cerr)) {
-    j.step = c.step;
-    if (std::any_of(j.pieces.begin(), j.pieces.end(), [](const copy_piece& p) { return p.copy > 0; }))
-      j.round_failed = true;
-  } else if (c.step < j.step) {
-    ++j.regressions;
-  }
 }
 
 /// Why a client's job cannot be accepted ("" when it can): the scheduler's own checks, for
@@ -758,11 +728,11 @@ std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
   return "";
 }
 
-/// Adds accepted jobs to the books and the arrival queue; their ids.
-std::vector<std::int64_t> add_jobs(scheduler_state& s, const std::vector<run_job>& jobs) {
+/// Adds accepted jobs; their ids.
+std::vector<std::int64_t> add_jobs(self_ptr self, const std::vector<run_job>& jobs) {
   std::vector<std::int64_t> ids;
   for (const auto& rj : jobs) {
-    add_job(s, rj);
+    add_job(self, rj);
     ids.push_back(rj.spec.id);
   }
   return ids;
@@ -802,7 +772,7 @@ caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& s
     rj.id_given = true;
     accepted.push_back(std::move(rj));
   }
-  if (!s.cfg.log) return add_jobs(s, accepted);
+  if (!s.cfg.log) return add_jobs(self, accepted);
   // Durable before acknowledged: the jobs join once their record is on disk (on_synced).
   auto promise = self->make_response_promise<std::vector<std::int64_t>>();
   const auto ticket = s.next_ticket++;
@@ -826,12 +796,13 @@ void on_synced(self_ptr self, std::uint64_t ticket, const std::string& err) {
     promise.deliver(make_run_error(run_errc::unavailable, "the journal did not take it: " + err));
     return;
   }
-  promise.deliver(add_jobs(s, jobs));
+  promise.deliver(add_jobs(self, jobs));
   self->send(self, arrival_atom::value);
 }
 
-/// A client's cancel: a job not running now is cancelled at once; a running one finishes
-/// its round (and checkpoint) and is cancelled at the boundary.
+/// A client's cancel, delegated to the job's actor (which answers): a job not running now is
+/// cancelled at once; a running one finishes its round (and checkpoint) and is cancelled at
+/// the boundary.
 caf::result<cancel_outcome> cancel(self_ptr self, std::int64_t id) {
   auto& s = self->state;
   ++s.messages;
@@ -839,16 +810,11 @@ caf::result<cancel_outcome> cancel(self_ptr self, std::int64_t id) {
     ++s.dropped;
     return make_run_error(run_errc::unauthenticated, "cancel_job from a remote actor");
   }
-  auto* j = find_job(s, id);
-  if (!j) return cancel_outcome::unknown;
-  if (is_final(j->life)) return cancel_outcome::ended;
-  j->cancel_requested = true;
-  if (s.cfg.log) s.cfg.log->cancel_requested(id);
-  if (j->pieces.empty() || j->reported) {
-    advance(s, *j, job_event::cancelled);
-    ++s.job_set_version;
-  }
-  return cancel_outcome::accepted;
+  auto* e = find_job(s, id);
+  if (!e) return cancel_outcome::unknown;
+  if (e->ended()) return cancel_outcome::ended;
+  self->delegate(e->handle, cancel_job{id});
+  return caf::delegated<cancel_outcome>{};
 }
 
 /// A client asks the cluster to stop: now when no round is in flight, else at its end.
@@ -874,6 +840,22 @@ bool on_round_done(self_ptr self, const round_done& d) {
   return !s.done;
 }
 
+/// A node report sent to the scheduler instead of its job's actor: dropped, counted.
+void misdirected(self_ptr self) {
+  if (sender_rank(self) >= 0) ++self->state.dropped;  // others were counted by sender_rank
+}
+
+/// A copy of round `round` started (a live node's copy_started): once every copy of the
+/// current round has, the round's dispatch latency is known.
+void copy_started_in(self_ptr self, std::int64_t round) {
+  auto& s = self->state;
+  if (round != s.round || ++s.started != s.expected_starts) return;
+  s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
+  s.dispatch_histogram.observe(s.dispatch_latency.back());
+  if (!s.recent_rounds.empty() && s.recent_rounds.back().round == s.round)
+    s.recent_rounds.back().dispatch_latency = s.dispatch_latency.back();
+}
+
 /// What every state after registration handles the same way.
 caf::message_handler common(self_ptr self) {
   return {
@@ -894,47 +876,23 @@ caf::message_handler common(self_ptr self) {
         std::cerr << "tessera: node rank " << rank << " asked to leave after this round\n";
         release_if_leaving(self, rank);
       },
+      // A node tells its copies' starts to the scheduler too (dispatch latency); their other
+      // reports go to the job actors (start_copy::job_actor): one sent here is dropped.
       [=](const copy_started& c) {
-        auto& s = self->state;
-        if (sender_rank(self) < 0 || c.round != s.round) return;
-        if (auto* j = find_job(s, c.job)) note_copy_start(*j, c);
-        if (++s.started == s.expected_starts) {
-          s.dispatch_latency.push_back(elapsed(self) - s.round_t0);
-          s.dispatch_histogram.observe(s.dispatch_latency.back());
-          if (!s.recent_rounds.empty() && s.recent_rounds.back().round == s.round)
-            s.recent_rounds.back().dispatch_latency = s.dispatch_latency.back();
-        }
+        if (sender_rank(self) >= 0) copy_started_in(self, c.round);
       },
-      [=](const progress_report& r) {
-        const int rank = sender_rank(self);
-        if (rank < 0 || r.round != self->state.round) return;
-        on_progress(self, rank, r);
+      [=](const progress_report&) { misdirected(self); },
+      [=](const checkpoint_done&) { misdirected(self); },
+      [=](const job_finished&) { misdirected(self); },
+      [=](job_snapshot& snap) {
+        if (auto* e = job_sender(self)) take_snapshot(self->state, *e, std::move(snap));
       },
-      [=](const checkpoint_done& c) {
-        auto& s = self->state;
-        if (sender_rank(self) < 0) return;
-        if (auto* j = find_job(s, c.job); j && c.round == s.round && !j->round_failed) {
-          if (j->spec.is_program()) {
-            j->step = c.step;  // the program keeps its own files in its directory
-            if (s.cfg.log) s.cfg.log->checkpointed(c.job, {"", c.round, c.step});
-            return;
-          }
-          note_confirmed(j->ckpt, c.job, {c.path, c.round, c.step}, std::cerr);
-          if (s.cfg.log) s.cfg.log->checkpointed(c.job, {c.path, c.round, c.step});
-          j->step = j->ckpt.book.step();
-        }
+      [=](const rate_sample& r) {
+        if (job_sender(self))
+          self->state.rates->record(r.rank, r.job_type, r.scale, r.task_times, r.steps_per_s);
       },
-      [=](const job_finished& f) {
-        auto& s = self->state;
-        if (sender_rank(self) < 0) return;
-        auto* j = find_job(s, f.job);
-        if (!j || is_final(j->life) || !advance(s, *j, job_event::completed)) return;
-        j->finish = elapsed(self);
-        j->step = f.step;
-        j->loss = f.loss;
-        j->accuracy = f.accuracy;
-        j->reached_target = f.reached_target;
-        ++s.job_set_version;
+      [=](write_failed_atom, std::int64_t job, const std::string& why) {
+        if (job_sender(self)) note_dir_failure(self->state.ckpts, job, why, std::cerr);
       },
       [=](const round_done& d) { on_round_done(self, d); },
       [=](const submit_job& sj) { return submit(self, sj); },
@@ -954,6 +912,9 @@ caf::message_handler common(self_ptr self) {
       [=](round_tick_atom, std::int64_t) {},
       [=](round_deadline_atom, std::int64_t) {},
       [=](reports_check_atom) {},
+      [=](finals_due_atom) {
+        if (self->state.done && self->state.ending.left > 0) finals_overdue(self);
+      },
       [=](arrival_atom) {},
       [=](reg_timeout_atom) {},
   };
@@ -996,6 +957,15 @@ caf::behavior idle(self_ptr self) {
   }.or_else(common(self));
 }
 
+/// Starting: the round's views are being collected (start_round, plan_and_dispatch). A
+/// cancel waits until the round is dispatched, so it meets the job in the round's
+/// assignment (as when no view is pending: the job then runs until the boundary).
+caf::behavior starting(self_ptr self) {
+  return caf::message_handler{
+      [=](const cancel_job&) -> caf::result<cancel_outcome> { return caf::skip; },
+  }.or_else(common(self));
+}
+
 /// Running: the round's orders are out and its time is not up.
 caf::behavior running(self_ptr self) {
   return caf::message_handler{
@@ -1005,7 +975,7 @@ caf::behavior running(self_ptr self) {
         if (s.pending.empty())
           start_round(self);
         else
-          self->become(draining(self));
+          self->become(self->state.phases.draining);
       },
   }.or_else(common(self));
 }
@@ -1039,8 +1009,8 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.nodes.resize(st.cfg.cl.servers.size());
   st.rates = std::make_shared<run_rates>(st.cfg.cl);
   st.round = st.cfg.first_round - 1;
-  for (const auto& r : st.cfg.restored) restore_job(st, r);
-  for (const auto& rj : st.cfg.jobs) add_job(st, rj);
+  for (const auto& r : st.cfg.restored) add_job(self, r.spec, &r);
+  for (const auto& rj : st.cfg.jobs) add_job(self, rj);
   if (st.cfg.log)
     st.journal_relay = self->spawn<caf::linked>(
         [sched = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* relay) -> caf::behavior {
@@ -1057,6 +1027,9 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   });
   st.ckpts.dir = st.cfg.checkpoint_dir;
   st.ckpts.probe_errno = st.cfg.hooks.checkpoint_probe_errno;
+  // Built once: a behaviour of this many handlers costs tens of microseconds to build, and
+  // the scheduler changes phase two or three times a round.
+  st.phases = {idle(self), starting(self), running(self), draining(self)};
   self->delayed_send(self, seconds(st.cfg.register_timeout), reg_timeout_atom::value);
   if (st.cfg.max_seconds > 0)
     self->delayed_send(self, seconds(st.cfg.max_seconds), run_timeout_atom::value);

@@ -7,23 +7,31 @@
 ///
 /// Its life is a sequence of named states, each a behaviour switched with `become`:
 ///   registering  until every node of the cluster file has registered (or the time-out);
+///   starting     the round's start: the active job actors' views are being collected;
 ///   running      a round's orders are out and its time is not up;
 ///   draining     its time is up; waiting for the nodes' reports, then the next round;
 ///   idle         no active job; waiting for the next arrival.
-/// The run ends (summary sent, nodes shut down, actor gone) from any state: every job
-/// finished (not when serving: a served cluster waits for submissions), a stop request (at
-/// the next round boundary), a policy error, every node lost, a refused node or the run's
-/// time-out.
+/// The run ends (job summaries collected, summary sent, nodes shut down, actor gone) from any
+/// state: every job finished (not when serving: a served cluster waits for submissions), a
+/// stop request (at the next round boundary), a policy error, every node lost, a refused node
+/// or the run's time-out.
 ///
-/// Each job's life is runtime/job_life.hpp's state machine: placed or left out by each
-/// round's plan, completed or failed by its reports, cancelled at a round boundary. Clients
-/// in the scheduler's process (the control API, actors/api.hpp) submit, cancel, stop and
-/// query it (actors/protocol.hpp, "clients"); actors/status_views.hpp builds their answers.
-/// Time is read from the actor system's clock, so tests drive it with CAF's test coordinator.
-///
-/// Job bookkeeping lives here (one `tracked_job` per job) rather than in an actor per job: a
-/// job has no work of its own between rounds, and inside a round its parts synchronise
-/// directly through the nodes' aggregators (actors/copy_round.hpp); docs/design.md says why.
+/// Jobs are owned by job actors (actors/job_actor.hpp), one per job, spawned here when a job
+/// is added: each keeps its job's life (runtime/job_life.hpp's state machine), copies,
+/// checkpoint book, restarts and measured rates, and takes its copies' reports from the nodes
+/// directly (start_copy::job_actor). At a round's start the scheduler asks every active job
+/// for its view (a job that does not answer within `job_timeout` is left out of the round,
+/// logged), plans with plan_round exactly as before, then tells each job its assignment and
+/// each node its orders. It keeps every job's latest job_snapshot (sent with each view and
+/// whenever the job's state changes) to plan, dispatch and answer clients without asking the
+/// jobs; it hears from them which copies started (dispatch latency), measured rates
+/// (run_rates) and failed checkpoint writes (the directory's health); it tells them when a
+/// node of their round is lost, and collects their summaries at the end. A copy's steps never
+/// pass through an actor: its parts synchronise through the nodes' aggregators
+/// (actors/copy_round.hpp). Clients in the scheduler's process (the control API) submit,
+/// cancel (forwarded to the job), stop and query it (actors/protocol.hpp, "clients");
+/// actors/status_views.hpp builds their answers. Time is read from the actor system's clock,
+/// so tests drive it with CAF's test coordinator.
 ///
 /// Trust (actors/auth.hpp, actors/protocol.hpp): a node registers by proving the cluster
 /// secret; a registration without a valid proof, or for a rank a live node holds, is refused
@@ -62,6 +70,7 @@
 #include "actors/auth.hpp"
 #include "actors/checkpoints.hpp"
 #include "actors/cluster_journal.hpp"
+#include "actors/job_actor.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/policy.hpp"
 #include "runtime/cluster_config.hpp"
@@ -116,64 +125,43 @@ struct scheduler_config {
   /// First MASTER_PORT of program copies (dispatch_context::master_port_base); the launcher
   /// draws it per run so that runs sharing a host rarely meet.
   int master_port_base = 29500;
+  /// Seconds a job actor has to answer a view or summary request; a job that does not is
+  /// left out of that round (logged).
+  double job_timeout = 1.0;
   scheduler_hooks hooks;  ///< tests only
 };
 
-/// One node's part of a job copy in the current round.
-struct copy_piece {
-  int copy = 0;          ///< copy index
-  int rank = -1;         ///< node
-  int gpus = 0;          ///< GPUs it holds there
-  bool leader = false;   ///< the first part of its copy (writes copy 0's checkpoint)
-  bool spread = false;   ///< the copy has parts on other nodes too
+/// A job as the scheduler sees it: its job actor (actors/job_actor.hpp) owns the job; the
+/// scheduler keeps what it planned for it and the job's latest snapshot.
+struct job_entry {
+  run_job spec;                     ///< as registered (its job-type key from run_rates)
+  caf::actor handle;                ///< its job actor
+  bool arrived = false;             ///< admitted to the active set
+  job_snapshot latest;              ///< pushed by the job or its answer to a view request
+  std::deque<placement> placements;  ///< its parts in its last 100 rounds (for clients)
+  std::vector<copy_piece> pieces;   ///< its parts in the current round, as planned
+  bool ended() const { return is_final(latest.life); }  ///< finished, failed or cancelled
 };
 
-/// What the scheduler knows of one job.
-struct tracked_job {
-  run_job spec;                             ///< as submitted
-  job_state life = job_state::queued;       ///< runtime/job_life.hpp
-  bool arrived = false;                     ///< admitted to the active set
-  bool cancel_requested = false;            ///< a client cancelled it; takes effect at the
-                                            ///< next round boundary
-  std::string failure;                      ///< the last failure of its program
-  int program_failures = 0;                 ///< rounds its program failed in
-  double startup_sum = 0;                   ///< its program's start-to-hello times, summed
-  int startups = 0;                         ///< how many are summed
-  bool slow_start_told = false;             ///< the slow-start warning was printed
-  std::int64_t step = 0;                    ///< step of its latest checkpoint
-  double run_time = 0;                      ///< seconds it held GPUs
-  double gpu_seconds = 0;                   ///< GPUs x seconds it held
-  int last_type = -1;                       ///< type index (live cluster) of the last round
-  int last_rank = -1;                       ///< node of its last round, -1 if never ran
-  double last_busy = 0;                     ///< GPU-seconds it ran in its last round
-  int round_rank = -1;                      ///< node running copy 0 this round, -1 if none
-  int round_gpus = 0;                       ///< GPUs it holds this round (all copies)
-  std::vector<copy_piece> pieces;           ///< this round: its parts, by copy then rank
-  int reports_left = 0;                     ///< pieces of this round not reported yet
-  bool reported = false;                    ///< this round's progress arrived (every piece)
-  bool round_failed = false;                ///< this round's progress is lost
-  std::uint32_t sync_epoch = 0;             ///< bumped after a failed synchronisation: the
-                                            ///< job's collectives move to a fresh channel
-  int rounds = 0;                           ///< rounds it was scheduled in
-  double first_start = -1;                  ///< seconds after the start of its first round
-  int max_copies = 0;                       ///< most copies it ran as in one round
-  bool reached_target = false;              ///< finished by reaching its target loss
-  double finish = -1;                       ///< seconds after the start
-  double loss = 0;                          ///< latest training loss
-  double accuracy = 0;                      ///< final held-out accuracy
-  int restarts = 0;                         ///< rounds it resumed on another node
-  int lost_rounds = 0;                      ///< rounds lost to node failures
-  int regressions = 0;                      ///< starts before its latest checkpoint
-  std::vector<double> planned;              ///< per rank: planned GPU-seconds
-  std::vector<double> busy;                 ///< per rank: GPU-seconds it ran
-  std::vector<double> throughput;           ///< per rank: last measured steps/s
-  std::map<std::string, double> measured;   ///< per GPU type: measured steps/s
-  job_checkpoints ckpt;                     ///< its checkpoints and their counters
-  std::deque<placement> history;            ///< its parts in recent rounds (status_views.hpp)
-  double round_rate = 0;                    ///< steps/s of copy 0 in its latest round
-  bool finished() const { return life == job_state::finished; }   ///< reached its steps
-  bool canceled() const { return life == job_state::cancelled; }  ///< cancelled
-  bool failed() const { return life == job_state::failed; }       ///< failed
+/// A round's start while the job actors' views are asked for (start_round, then plan_round).
+struct round_start {
+  std::uint64_t id = 0;             ///< answers to an older start are ignored
+  double now = 0;                   ///< the round's start, seconds after the run's start
+  std::chrono::steady_clock::time_point wall0;  ///< when planning began (plan_seconds)
+  std::vector<job_entry*> asked;    ///< the jobs asked, in submission order
+  std::set<std::int64_t> answered;  ///< ids of the jobs that answered (or timed out)
+  std::set<std::int64_t> silent;    ///< ids of the jobs that timed out: left out
+  std::size_t left = 0;             ///< answers still missing (or timed out)
+  caf::actor_clock::time_point since;  ///< when the views were asked for
+  bool open = false;                ///< views are being collected
+};
+
+/// The end of the run while the job actors' summaries are collected.
+struct run_end {
+  run_summary sum;                  ///< the summary, its jobs filled in as they answer
+  std::vector<job_final> finals;    ///< in job-set order
+  std::vector<bool> answered;       ///< per job: its final is in (or stood in for)
+  std::size_t left = 0;             ///< answers missing
 };
 
 /// One node as the scheduler sees it.
@@ -186,13 +174,22 @@ struct node_record {
   bool leaving = false;                     ///< asked to leave after the current round
 };
 
+/// The scheduler's phases after registration, each a behaviour (see the file comment).
+struct scheduler_phases {
+  caf::behavior idle, starting, running, draining;
+};
+
 /// Mutable state of the scheduler actor.
 struct scheduler_state {
   scheduler_config cfg;                     ///< settings
   caf::actor listener;                      ///< receives the run_summary
   caf::actor_clock::time_point t0;          ///< when the run started (every node registered)
-  std::deque<tracked_job> jobs;             ///< every job, in submission order
-  std::map<std::int64_t, tracked_job*> by_id;  ///< every job by id (deque: stable pointers)
+  std::deque<job_entry> jobs;               ///< every job, in submission order
+  std::map<std::int64_t, job_entry*> by_id;    ///< every job by id (deque: stable pointers)
+  std::map<caf::actor_addr, job_entry*> by_job_actor;  ///< every job by its actor
+  scheduler_phases phases;                  ///< its behaviours, built once
+  round_start starting;                     ///< the round being started
+  run_end ending;                           ///< the run's end, once done
   arrival_queue arrivals;                   ///< jobs not yet admitted (point into `jobs`)
   std::vector<node_record> nodes;           ///< by rank
   std::map<caf::actor_addr, int> by_addr;   ///< rank of each live node's actor
@@ -208,6 +205,7 @@ struct scheduler_state {
   std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
   std::vector<int> live_ranks;              ///< rank of each live-cluster server
   cluster live;                             ///< the cluster of live nodes
+  std::uint64_t live_generation = 0;        ///< bumped when the live cluster changes
   round_plan last_plan;                     ///< previous plan (live-cluster indices)
   bool have_last = false;                   ///< last_plan is valid for `live`
   std::vector<std::int32_t> failed_ranks;   ///< lost nodes
@@ -217,7 +215,7 @@ struct scheduler_state {
   std::int64_t dropped = 0;                 ///< messages from actors not live nodes
   int refused = 0;                          ///< registrations refused
   int joins = 0;                            ///< registrations after the run started
-  bool done = false;                        ///< summary sent
+  bool done = false;                        ///< the run is ending: summaries asked or sent
   bool stopping = false;                    ///< a stop was asked: end at the round boundary
   std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
   /// Submissions waiting for their journal record to reach the disk, by ticket.

@@ -6,36 +6,18 @@
 
 namespace tessera::actors {
 
-std::string shown_state(const tracked_job& j) {
-  if (j.cancel_requested && !is_final(j.life)) return "cancelling";
-  return state_name(j.life);
-}
+namespace {
 
-job_status status_of(const tracked_job& j, bool placements) {
-  job_status s;
-  s.id = j.spec.spec.id;
-  s.kind = j.spec.kind;
-  s.job_type = j.spec.spec.job_type;
-  s.scale = j.spec.spec.scale_factor;
-  s.state = shown_state(j);
-  s.total_steps = static_cast<std::int64_t>(j.spec.spec.total_steps);
-  s.steps = j.step;
-  s.steps_per_second = j.life == job_state::running ? j.round_rate : 0;
-  s.loss = j.loss;
-  s.accuracy = j.accuracy;
-  s.arrival = j.spec.spec.arrival;
-  s.first_start = j.first_start;
-  s.finish = j.finish;
-  s.restarts = j.restarts;
-  s.lost_rounds = j.lost_rounds;
-  s.program_failures = j.program_failures;
-  s.failure = j.failure;
-  for (const auto& pc : j.pieces) s.copies = std::max(s.copies, pc.copy + 1);
-  if (const auto* f = j.ckpt.book.resume()) s.checkpoint = f->path;
-  s.gpu_seconds = j.gpu_seconds;
-  if (placements) s.placements.assign(j.history.begin(), j.history.end());
+/// A job's latest status with its copies in the current round, and its placements when asked.
+job_status status_of(const job_entry& e, bool placements) {
+  job_status s = e.latest.status;
+  s.copies = 0;
+  for (const auto& pc : e.pieces) s.copies = std::max(s.copies, pc.copy + 1);
+  if (placements) s.placements.assign(e.placements.begin(), e.placements.end());
   return s;
 }
+
+}  // namespace
 
 std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id, bool placements) {
   std::vector<job_status> out;
@@ -45,7 +27,7 @@ std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id,
     return out;
   }
   out.reserve(st.jobs.size());
-  for (const auto& j : st.jobs) out.push_back(status_of(j, placements));
+  for (const auto& e : st.jobs) out.push_back(status_of(e, placements));
   return out;
 }
 
@@ -78,10 +60,10 @@ std::vector<node_status> node_statuses(const scheduler_state& st) {
     n.state = node_state(st, r);
     out.push_back(std::move(n));
   }
-  for (const auto& j : st.jobs)
-    for (const auto& pc : j.pieces)
+  for (const auto& e : st.jobs)
+    for (const auto& pc : e.pieces)
       if (pc.rank >= 0 && pc.rank < static_cast<int>(out.size()))
-        out[pc.rank].assignment.push_back({st.round, j.spec.spec.id, pc.copy, pc.rank, pc.gpus});
+        out[pc.rank].assignment.push_back({st.round, e.spec.spec.id, pc.copy, pc.rank, pc.gpus});
   return out;
 }
 
@@ -105,11 +87,12 @@ cluster_status cluster_of(const scheduler_state& st, double now) {
     ++c.nodes_by_state[node_state(st, r)];
     if (st.nodes[r].alive) gpus_of_type[srv.gpu_type] += srv.gpus;
   }
-  for (const auto& j : st.jobs) {
-    ++c.jobs[shown_state(j)];
-    c.steps_total += j.step;
-    if (j.life == job_state::running) c.throughput += j.round_rate;
-    for (const auto& pc : j.pieces) busy_of_type[st.cfg.cl.servers[pc.rank].gpu_type] += pc.gpus;
+  for (const auto& e : st.jobs) {
+    const auto& s = e.latest.status;
+    ++c.jobs[s.state];
+    c.steps_total += s.steps;
+    c.throughput += s.steps_per_second;  // 0 unless running
+    for (const auto& pc : e.pieces) busy_of_type[st.cfg.cl.servers[pc.rank].gpu_type] += pc.gpus;
   }
   for (const auto& [type, gpus] : gpus_of_type)
     c.utilisation[type] = gpus > 0 ? static_cast<double>(busy_of_type[type]) / gpus : 0.0;

@@ -1,7 +1,9 @@
 #pragma once
 /// @file status_views.hpp
 /// What the scheduler tells its clients (the control API, docs/api.md) about its jobs, nodes
-/// and rounds: plain functions of its state, so they are tested without actors.
+/// and rounds: plain functions of its state, so they are tested without actors. A job's status
+/// is the latest its job actor sent (actors/job_actor.hpp: with every view and whenever its
+/// state changes), so a query never waits for the job actors.
 
 #include <cstdint>
 #include <vector>
@@ -11,16 +13,9 @@
 namespace tessera::actors {
 
 struct scheduler_state;
-struct tracked_job;
 
-/// The state a client sees: the job's life (runtime/job_life.hpp), or "cancelling" while a
-/// cancel waits for the round boundary.
-std::string shown_state(const tracked_job& j);
-
-/// One job's status; with `placements`, its parts in its recent rounds.
-job_status status_of(const tracked_job& j, bool placements);
-
-/// Job `id`'s status (empty when there is none), or every job's (id < 0) in submission order.
+/// Job `id`'s status (empty when there is none), or every job's (id < 0) in submission order;
+/// with `placements`, each job's parts in its recent rounds.
 std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id, bool placements);
 
 /// Every node of the cluster file, by rank, with its parts in the current round.

@@ -31,6 +31,24 @@ struct test_config : caf::actor_system_config {
   }
 };
 
+/// An actor system config whose scheduler is CAF's test coordinator (one thread, a virtual
+/// clock: nothing sleeps, a test advances time and runs the queued messages).
+struct virtual_config : caf::actor_system_config {
+  virtual_config() {
+    register_protocol(*this);
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.console", caf::atom("none"));
+  }
+};
+
+/// An actor system on the test coordinator, and the coordinator.
+struct virtual_system {
+  virtual_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& coord =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+};
+
 /// The shared helpers under the names the actor tests use.
 using temp_dir = tessera::test::scratch_dir;
 using tessera::test::same_bits;

@@ -17,15 +17,6 @@ namespace {
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
 
-/// An actor system whose scheduler is the test coordinator (virtual clock, one thread).
-struct virtual_config : caf::actor_system_config {
-  virtual_config() {
-    register_protocol(*this);
-    set("scheduler.policy", caf::atom("testing"));
-    set("logger.console", caf::atom("none"));
-  }
-};
-
 /// How a scripted node behaves.
 struct script {
   bool reports = true;     ///< answers round_orders with reports and round_done at once
@@ -39,17 +30,22 @@ struct scripted_state {
   std::vector<round_orders> held;  ///< orders not yet reported (script::reports false)
 };
 
-/// Reports every copy of `o` as having made 5 steps, then the round as done.
+/// Reports every copy of `o` as having made 5 steps (at most its total) to its job's actor,
+/// copy 0 with its checkpoint and, at the total, the job's completion; then the round as done
+/// to the scheduler (a node's order: reports first).
 void report(caf::event_based_actor* self, const caf::actor& sched, const round_orders& o) {
   for (const auto& c : o.copies) {
     progress_report r;
     r.round = o.round;
     r.job = c.job;
     r.copy = c.copy;
-    r.steps = 5;
-    r.step = c.resume_step + 5;
+    r.step = std::min(c.total_steps, c.resume_step + 5);
+    r.steps = r.step - c.resume_step;
     r.busy_seconds = o.length;
-    self->send(sched, r);
+    self->send(c.job_actor, r);
+    if (c.copy != 0) continue;
+    self->send(c.job_actor, checkpoint_done{o.round, c.job, c.copy, r.step, c.checkpoint_path});
+    if (r.step == c.total_steps) self->send(c.job_actor, job_finished{c.job, r.step, 0.1, 0.9});
   }
   self->send(sched, round_done{o.round});
 }
@@ -94,11 +90,7 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
 }
 
 /// A scheduler on the virtual clock with scripted nodes, a listener and a probe.
-struct virtual_run {
-  virtual_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& coord =
-      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+struct virtual_run : virtual_system {
   caf::scoped_actor listener{sys};
   caf::scoped_actor probe{sys};
   caf::actor sched;
@@ -294,6 +286,27 @@ TEST_CASE("idle: a job submitted to an idle scheduler starts a round without wai
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
 }
 
+TEST_CASE("job actors: a node's reports reach its jobs ahead of the next round's view request",
+          "[actors][scheduler][clock][job]") {
+  // Job 0 needs 12 steps, 5 a round: its node reports it finished in round 2, then the
+  // round done. The view request of round 3 finds it finished, so no round 3 is planned.
+  virtual_run run({1.0}, {make_run_job(0, "mlp", 12, 0.01, 1)});
+  run.node(0);
+  run.advance(0);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{0});
+  run.advance(3.05);
+  CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1, 2});
+  auto s = run.summary();
+  REQUIRE(s);
+  CHECK(s->ok);
+  CHECK(s->rounds == 3);
+  REQUIRE(s->jobs.size() == 1);
+  CHECK(s->jobs[0].finished);
+  CHECK(s->jobs[0].steps == 12);
+  CHECK(s->jobs[0].rounds == 3);
+  CHECK(s->jobs[0].busy_gpu_seconds == std::vector<double>{3.0});
+}
+
 // ---- trust: registration, attribution, fencing, joins and drains (issue 12) ------------------
 
 namespace {
@@ -441,7 +454,11 @@ TEST_CASE("serve: the cluster waits for submissions, runs them, cancels at the r
   release();
   run.advance(1.1);
   CHECK(run.job(0).state == "cancelled");
-  CHECK(run.job(1).state == "running");
+  const auto second = run.job(1);
+  CHECK(second.state == "running");
+  CHECK(second.copies == 1);
+  REQUIRE(second.placements.size() == 2);  // rounds 0 and 1, from the scheduler's assignments
+  CHECK(second.placements[1].round == 1);
   CHECK(run.ask<cancel_outcome>(cancel_job{0}) == cancel_outcome::ended);
   CHECK(run.ask<cancel_outcome>(cancel_job{9}) == cancel_outcome::unknown);
   auto rounds = run.ask<std::vector<round_status>>(rounds_atom::value, std::int32_t{10});
