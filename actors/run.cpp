@@ -264,7 +264,14 @@ result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int 
 void print_summary(const run_summary& s, const run_settings& o, const cluster& cl) {
   const std::size_t nodes = cl.servers.size();
   std::ostream& out = std::cout;
-  if (s.ok)
+  if (s.ok && o.serve) {
+    int ended = 0;
+    for (const auto& j : s.jobs) ended += j.finished || j.canceled || j.failed ? 1 : 0;
+    out << "tessera serve: stopped after " << std::fixed << std::setprecision(2) << s.seconds
+        << " s with " << ended << " of " << s.jobs.size() << " jobs ended (" << s.rounds
+        << " rounds of " << o.round_length << " s, policy " << o.policy << ", " << nodes
+        << " nodes";
+  } else if (s.ok)
     out << "tessera run: " << s.jobs.size() << " jobs finished in " << std::fixed
         << std::setprecision(2) << s.seconds << " s (" << s.rounds << " rounds of "
         << o.round_length << " s, policy " << o.policy << ", " << nodes << " nodes";

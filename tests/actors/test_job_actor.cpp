@@ -130,7 +130,7 @@ progress_report progress(std::int64_t round, int copy, std::int64_t step, double
 
 }  // namespace
 
-TEST_CASE("job actor: its life follows its assignments and reports; an ended job refuses "
+TEST_CASE("job actor: its life follows its assignments and reports, and an ended job refuses "
           "further transitions", "[actors][job]") {
   job_fixture f(20);
   CHECK(f.view().life == job_state::queued);
@@ -175,7 +175,7 @@ TEST_CASE("job actor: its life follows its assignments and reports; an ended job
   CHECK(fin.dropped == 1);  // node 1's finish: not a node of the job's round
 }
 
-TEST_CASE("job actor: a cancel waits for the round boundary; a finish of a cancelled job is "
+TEST_CASE("job actor: a cancel waits for the round boundary, and a finish of a cancelled job is "
           "refused", "[actors][job]") {
   job_fixture f(20);
   f.assign(0, {f.piece(0, 0)});
@@ -232,7 +232,7 @@ TEST_CASE("job actor: reports from actors its assignment does not list, for roun
   CHECK(fin.dropped == 7);
 }
 
-TEST_CASE("job actor: the view carries what planning and dispatch need; the assignment is "
+TEST_CASE("job actor: the view carries what planning and dispatch need, and the assignment is "
           "booked", "[actors][job]") {
   job_fixture f;
   auto v = f.view();
