@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,15 +16,6 @@
 namespace tessera::actors {
 
 namespace {
-
-constexpr std::size_t token_bytes = 32;
-
-bool is_token(const std::string& t) {
-  if (t.size() != 2 * token_bytes) return false;
-  for (char c : t)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
 
 /// Writes `text` to `path` with mode `mode` atomically (a temporary file, then a rename).
 status write_atomically(const std::string& path, const std::string& text, mode_t mode) {
@@ -61,31 +51,19 @@ status prepare_state_dir(const std::string& state_dir) {
 }
 
 result<std::string> state_dir_token(const std::string& state_dir) {
+  // The token is a secret like the cluster's: the same file rules (created 0600 and never
+  // through someone else's file; refused when others may read it), the same 32 random bytes.
   const std::string path = state_dir + "/token";
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (st.st_mode & 077)
-      return error{error_kind::invalid_input,
-                   path + ": others may read or write it (mode " +
-                       std::to_string(st.st_mode & 0777) + "); chmod 600 it or remove it"};
-    std::ifstream f(path);
-    std::string t;
-    f >> t;
-    if (!is_token(t))
-      return error{error_kind::invalid_input,
-                   path + ": not a token (64 hex characters); remove it to make a new one"};
-    return t;
+    auto key = read_secret_file(path);
+    if (!key) return key.err();
+    return to_hex(*key);
   }
-  auto bytes = random_bytes(token_bytes);
-  if (!bytes) return bytes.err();
-  static const char hex[] = "0123456789abcdef";
-  std::string t;
-  for (auto b : *bytes) {
-    t += hex[b >> 4];
-    t += hex[b & 15];
-  }
-  if (auto w = write_atomically(path, t + "\n", 0600); !w) return w.err();
-  return t;
+  auto key = make_secret();
+  if (!key) return key.err();
+  if (auto w = write_secret_file(path, *key); !w) return w.err();
+  return to_hex(*key);
 }
 
 result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::actor scheduler,

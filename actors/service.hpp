@@ -54,9 +54,9 @@ class service {
       std::make_shared<std::atomic<const http::server*>>(nullptr);
 };
 
-/// The token in `state_dir`/token, made (64 hex characters, mode 0600, written atomically)
-/// when the file does not exist; an error when it exists but others may read it or it does
-/// not hold a token.
+/// The token in `state_dir`/token: 64 hex characters, made when the file does not exist and
+/// kept by the same rules as the cluster secret (actors/auth.hpp: written 0600, never through
+/// another's file); an error when others may read it or it holds no token.
 result<std::string> state_dir_token(const std::string& state_dir);
 
 /// The state directory, created with mode 0700 when missing; an error naming it otherwise.

@@ -33,7 +33,7 @@ JOBS = "".join(f'[[job]]\nkind = "{"mlp" if i % 2 else "softmax_regression"}"\n'
 
 def main():
     if not shutil.which("tmux"):
-        print("skipped: no tmux")
+        print("skipped: no tmux on PATH (apt-get install tmux): the test needs a real terminal")
         return 77
     binary = sys.argv[1]
     capture = sys.argv[sys.argv.index("--capture") + 1] if "--capture" in sys.argv else None
