@@ -267,8 +267,11 @@ TEST_CASE("serve: rank 0 SIGKILLed mid-run under mpirun, then --resume: every jo
   while (std::chrono::steady_clock::now() < until) {
     auto st = run_tessera("status --json --state-dir " + state);
     if (st.code == 0) {
+      // The parsed document is kept in a variable: a range-for over a member of the temporary
+      // would iterate a destroyed object.
+      const json listed = json::parse(st.out);
       int ended = 0;
-      for (const auto& j : json::parse(st.out)["jobs"]) ended += j["state"] == "finished" ? 1 : 0;
+      for (const auto& j : listed["jobs"]) ended += j["state"] == "finished" ? 1 : 0;
       if (ended == 5) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
