@@ -77,7 +77,8 @@ while read -r name jobs rate kind seed policy window per_server; do
   if [[ ! -s $trace ]]; then
     multi=; [[ $kind == multi ]] && multi=--multi-gpu
     "$tessera" trace generate --jobs "$jobs" --rate "$rate" $multi --seed "$seed" \
-      -o "$trace" >/dev/null
+      -o "$trace" >/dev/null 2>&1 ||
+      { echo "peer_gavel: $name: tessera trace generate failed" >&2; exit 1; }
   fi
   gavel_win=() tessera_win=()
   if [[ $window != - ]]; then
