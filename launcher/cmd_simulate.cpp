@@ -28,7 +28,7 @@ struct run_options {
   std::string cluster_file, cluster_spec, trace_file, table_file, window, json_out, csv_out;
   std::vector<std::string> policy_args;
   double round_length = 360, restart_cost = 0, max_hours = 0;
-  bool quiet = false, run_to_end = false;
+  bool quiet = false, run_to_end = false, assume_consolidated = false;
 };
 
 void add_common(po::options_description& d, run_options& o) {
@@ -45,6 +45,11 @@ void add_common(po::options_description& d, run_options& o) {
     ("round-length", po::value(&o.round_length)->default_value(360.0), "round length in seconds")
     ("restart-cost", po::value(&o.restart_cost)->default_value(0.0),
      "seconds a job loses each time it starts on new GPUs")
+    ("assume-consolidated", po::bool_switch(&o.assume_consolidated),
+     "Gavel's simulator's placement assumption: a multi-GPU job runs at its consolidated "
+     "(one-server) throughput even when it spans servers, never at the table's "
+     "\"_unconsolidated\" rate (default: spanning servers is charged, the physical choice; "
+     "use this only to compare with Gavel's figures)")
     ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
     ("run-to-end", po::bool_switch(&o.run_to_end),
      "with --window: keep simulating until every job finishes")
@@ -96,6 +101,7 @@ result<inputs> load_inputs(const run_options& o) {
   in.policy_args = pa.value();
   in.cfg.round_length = o.round_length;
   in.cfg.restart_cost = o.restart_cost;
+  in.cfg.assume_consolidated = o.assume_consolidated;
   if (o.max_hours > 0) in.cfg.max_time = o.max_hours * 3600;
   if (!o.window.empty()) {
     auto w = parse_window(o.window);

@@ -10,8 +10,9 @@
 namespace tessera {
 
 finish_time_fairness::finish_time_fairness(bool efficiency_stage, double tolerance,
-                                           int max_iterations)
+                                           int max_iterations, bool gpu_share)
     : efficiency_stage_(efficiency_stage),
+      gpu_share_(gpu_share),
       tolerance_(tolerance),
       max_iterations_(max_iterations) {}
 
@@ -64,8 +65,7 @@ using detail::ftf_round;
 
 /// Per-job data, the bracket (lo: every job at full speed on its best type; hi: rho of the
 /// equal-share allocation) and that allocation, the first best, in `best`.
-ftf_round prepare(const snapshot& s, const matrix& t, const std::vector<double>& eq,
-                  allocation& best) {
+ftf_round prepare(const snapshot& s, const matrix& t, bool by_gpus, allocation& best) {
   ftf_round r;
   r.n = static_cast<int>(s.jobs.size());
   r.k = static_cast<int>(s.cl->types.size());
@@ -74,10 +74,10 @@ ftf_round prepare(const snapshot& s, const matrix& t, const std::vector<double>&
   r.iso.assign(r.n, 0);
   r.usable.assign(r.n, std::vector<double>(r.k, 0.0));
   r.in_lp.assign(r.n, 0);
-  double gpus = 0, demand = 0;
+  double gpus = 0;
   for (const auto& ty : s.cl->types) gpus += ty.gpus;
-  for (const auto& j : s.jobs) demand += j.spec->scale_factor;
-  const double f = demand > 0 && gpus > 0 ? std::min(1.0, gpus / demand) : 1.0;
+  const std::vector<double> f = equal_share_fractions(s, by_gpus);
+  const std::vector<double> eq = equal_share_throughputs(s, t, by_gpus);
   for (int m = 0; m < r.n; ++m) {
     const auto& jv = s.jobs[m];
     r.rem[m] = jv.remaining_steps;
@@ -88,7 +88,7 @@ ftf_round prepare(const snapshot& s, const matrix& t, const std::vector<double>&
     for (int j = 0; j < r.k; ++j) {
       if (t[m][j] > 0 && s.cl->types[j].gpus >= jv.spec->scale_factor) r.usable[m][j] = t[m][j];
       best_t = std::max(best_t, r.usable[m][j]);
-      const double share = gpus > 0 ? f * s.cl->types[j].gpus / gpus : 0.0;
+      const double share = gpus > 0 ? f[m] * s.cl->types[j].gpus / gpus : 0.0;
       if (r.usable[m][j] > 0) best.x[m][j] = share;
       eq_eff += r.usable[m][j] * best.x[m][j];
     }
@@ -149,12 +149,11 @@ status finish_time_fairness::efficiency_stage(const ftf_round& r, allocation_lp_
 result<allocation> finish_time_fairness::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
-  const std::vector<double> eq = equal_share_throughputs(s, t);
   rho_ = 0;
   lps_ = 0;
   allocation best{std::vector<std::vector<double>>(
       s.jobs.size(), std::vector<double>(s.cl->types.size(), 0.0))};
-  ftf_round r = prepare(s, t, eq, best);
+  ftf_round r = prepare(s, t, gpu_share_, best);
   if (std::none_of(r.in_lp.begin(), r.in_lp.end(), [](char c) { return c != 0; })) return best;
   allocation_lp_input in = lp_input_for(s);
   if (auto st = bisect(r, in, best); !st) return st.err();
@@ -171,12 +170,18 @@ std::vector<option_spec> finish_time_fairness_options() {
                       true),
           {"tolerance", "relative width of the rho bracket at which bisection stops", 1e-3,
            1e-9, 0.5},
-          int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200)};
+          int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200),
+          bool_option("gpu_share",
+                      "1: a job's isolated share is 1/M of the GPUs, so a gang of s GPUs runs "
+                      "min(1, G/(M s)) of the time (Gavel's code, Themis); 0: every job the "
+                      "same time fraction min(1, G / sum of scale factors)",
+                      true)};
 }
 
 std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o) {
   return std::make_unique<finish_time_fairness>(o.flag("efficiency_stage"), o.get("tolerance"),
-                                                o.integer("max_iterations"));
+                                                o.integer("max_iterations"),
+                                                o.flag("gpu_share"));
 }
 
 }  // namespace tessera

@@ -12,6 +12,13 @@
 /// whole job would take alone on an equal 1/M share of the cluster (T_equal_m from
 /// equal_share_throughputs; M counts the snapshot's active jobs). rho_m < 1 means the job
 /// finishes sooner than on its fair share. Priority weights are not used (as in Gavel).
+/// Weighting by scale factor (option `gpu_share`, default on): the 1/M share is 1/M of the
+/// GPUs, so a gang of s_m GPUs runs min(1, G / (M s_m)) of the time on it, as in Gavel's
+/// IsolatedPolicy (scheduler/policies/isolated.py) and Themis's "1/N of the cluster": a wide
+/// job's isolated time is longer, so it is owed less time share, and fairness is in
+/// GPU-time, the same convention as max_min_fairness's `scale_weighted`. Unlike max-min
+/// fairness, Gavel's objective has no further scale factor: the share already carries it.
+/// Off: every job the same time fraction min(1, G / sum_m s_m) (tessera's earlier form).
 /// Choice documented: papers.md's reading (the whole job's time on an isolated 1/M share) is
 /// used for iso_m; Gavel's released code instead divides by t_m + rem_m / T_iso_m with T_iso
 /// the job's throughput under its heterogeneity-agnostic max-min allocation, a denominator
@@ -32,7 +39,7 @@
 /// one trial usually closes the bracket (bench/lp_bench.cpp: 2 LPs per round, trial plus
 /// efficiency stage, against 10 for plain bisection).
 /// Bracket: lo = max_m (t_m + rem_m / max_j T[m][j]) / iso_m (each job at full speed on its
-/// best type), hi = rho of the equal-share allocation x[m][j] = f gpus_j / G (always
+/// best type), hi = rho of the equal-share allocation x[m][j] = f_m gpus_j / G (always
 /// feasible). The trial is the bracket's midpoint. Stop when hi - lo <= tolerance * hi
 /// (option `tolerance`, default 1e-3) or after `max_iterations` trials (default 40); the
 /// allocation is the best one found. Efficiency stage (option `efficiency_stage`, default
@@ -60,7 +67,9 @@ struct ftf_round;
 class finish_time_fairness final : public allocation_policy {
  public:
   /// Bisection stops at relative bracket width `tolerance` or after `max_iterations` LPs.
-  finish_time_fairness(bool efficiency_stage, double tolerance, int max_iterations);
+  /// `gpu_share`: isolated share of 1/M of the GPUs (on) or an equal time fraction (off).
+  finish_time_fairness(bool efficiency_stage, double tolerance, int max_iterations,
+                       bool gpu_share = true);
   /// Time fractions minimising the largest finish-time fairness ratio rho.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress and time change rho, so the allocation is recomputed every round.
@@ -80,6 +89,7 @@ class finish_time_fairness final : public allocation_policy {
                           allocation& best);
 
   bool efficiency_stage_;
+  bool gpu_share_;
   double tolerance_;
   int max_iterations_;
   allocation_lp lp_;
@@ -87,7 +97,8 @@ class finish_time_fairness final : public allocation_policy {
   int lps_ = 0;
 };
 
-/// Options of finish_time_fairness: `efficiency_stage`, `tolerance`, `max_iterations`.
+/// Options of finish_time_fairness: `efficiency_stage`, `tolerance`, `max_iterations`,
+/// `gpu_share`.
 std::vector<option_spec> finish_time_fairness_options();
 
 /// Builds finish-time fairness from validated options.

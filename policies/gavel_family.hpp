@@ -20,10 +20,19 @@ using matrix = std::vector<std::vector<double>>;
 /// (policies/type_blind.hpp), i.e. one type holding each job's mean.
 matrix policy_throughputs(const snapshot& s);
 
-/// Throughput of each job under an equal 1/M share of the cluster: time fraction
-/// f = min(1, G / sum_m scale_m) spread over the types in proportion to their GPU counts,
-/// i.e. T_equal_m = f * sum_j T[m][j] * n_j / G.
-std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t);
+/// Time fraction of each job under an equal 1/M share of a cluster of G GPUs (M the
+/// snapshot's jobs). `by_gpus` false: every job gets the same fraction
+/// f = min(1, G / sum_m scale_m), the most that lets all run at once (an equal time share).
+/// `by_gpus` true: each job gets G/M GPUs, so a gang of scale_m runs a fraction
+/// min(1, G / (M scale_m)) (Gavel's IsolatedPolicy, the share Themis's finish-time
+/// fairness compares with). Both fit the cluster: sum_m scale_m f_m <= G.
+std::vector<double> equal_share_fractions(const snapshot& s, bool by_gpus);
+
+/// Throughput of each job under an equal 1/M share of the cluster: its fraction f_m
+/// (equal_share_fractions) spread over the types in proportion to their GPU counts, i.e.
+/// T_equal_m = f_m * sum_j T[m][j] * n_j / G.
+std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t,
+                                            bool by_gpus = false);
 
 /// Wraps an allocation policy and the shared Gavel mechanism (priorities, deficits, lease
 /// extension, consolidated placement) into a policy named `name`. The allocation is

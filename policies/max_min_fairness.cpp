@@ -6,7 +6,8 @@
 
 namespace tessera {
 
-max_min_fairness::max_min_fairness(bool efficiency_stage) {
+max_min_fairness::max_min_fairness(bool efficiency_stage, bool scale_weighted)
+    : scale_weighted_(scale_weighted) {
   settings_.efficiency_stage = efficiency_stage;
 }
 
@@ -21,7 +22,9 @@ result<allocation> max_min_fairness::allocate(const snapshot& s) {
       return error{error_kind::invalid_input, "job " + std::to_string(s.jobs[m].spec->id) +
                                                   ": priority weight must be positive"};
     if (eq[m] <= 0) continue;  // runs nowhere: row stays 0
-    for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / (w * eq[m]);
+    const double gpu_time = scale_weighted_ ? s.jobs[m].spec->scale_factor : 1.0;
+    for (std::size_t j = 0; j < in.capacity.size(); ++j)
+      in.rows[m][j] = gpu_time * t[m][j] / (w * eq[m]);
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
   if (!r) return r.err();
@@ -34,11 +37,15 @@ std::vector<option_spec> max_min_fairness_options() {
       "efficiency_stage",
       "1: after the max-min optimum, maximise the sum of normalised throughputs keeping every "
       "job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
-      true)};
+      true),
+          bool_option("scale_weighted",
+                      "1: multiply each job's normalised throughput by its scale factor, so "
+                      "jobs are equalised in GPU-time (Gavel's code); 0: equalise time share",
+                      true)};
 }
 
 std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o) {
-  return std::make_unique<max_min_fairness>(o.flag("efficiency_stage"));
+  return std::make_unique<max_min_fairness>(o.flag("efficiency_stage"), o.flag("scale_weighted"));
 }
 
 }  // namespace tessera

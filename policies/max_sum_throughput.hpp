@@ -10,6 +10,9 @@
 /// throughput is normalised by its own best: the objective counts "best-GPU-equivalents" of
 /// progress. Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1; sum_m scale_m x[m][j] <=
 /// gpus_j; x[m][j] = 0 where T[m][j] = 0 or gpus_j < scale_m.
+/// Weighting: none by scale factor, as in Gavel's code (scheduler/policies/
+/// max_sum_throughput.py sums each job's throughput, which already counts a gang's whole
+/// step rate); Gavel sums raw steps/s, which we normalise per job as said above.
 ///
 /// Solution: `allocation_lp` with the max_sum objective over job classes (exact: the
 /// objective is linear, so averaging over a class keeps it). Ties among optimal allocations

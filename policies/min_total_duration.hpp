@@ -12,6 +12,9 @@
 /// sum_j (T[m][j] / rem_m) x[m][j]. Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1;
 /// sum_m scale_m x[m][j] <= gpus_j; x[m][j] = 0 where T[m][j] = 0 or gpus_j < scale_m. Jobs
 /// with nothing left (rem_m <= 0) or that can run nowhere get x = 0 and are left out.
+/// Weighting: none by scale factor, as in Gavel's code (scheduler/policies/
+/// min_total_duration.py): the makespan asks when each job finishes, a time, so a gang's
+/// GPU count enters only through the capacity rows.
 ///
 /// Solution: `allocation_lp` (max_min objective, rows T/rem) over job classes, warm-started
 /// from the previous round's basis. Efficiency stage (option `efficiency_stage`, default

@@ -268,6 +268,10 @@ void simulation::retire(const std::vector<bool>& done) {
 result<schedule_result> simulate(const cluster& cl, const throughput_table& table,
                                  const std::vector<job>& jobs, policy& pol,
                                  const sim_config& cfg) {
+  if (cfg.assume_consolidated) {
+    const throughput_table flat = table.consolidated_only();
+    return simulation(cl, flat, jobs, pol, cfg).run();
+  }
   return simulation(cl, table, jobs, pol, cfg).run();
 }
 

@@ -51,6 +51,11 @@ struct sim_config {
   /// bound. 1e7 rounds (~400 MB of records) is some 500 times the rounds of Gavel's largest
   /// experiment at its 360 s rounds.
   std::int64_t max_rounds = default_max_rounds;
+  /// Charge a multi-GPU job its consolidated (one-server) throughput wherever it is placed,
+  /// never Gavel's "_unconsolidated" entry: the assumption of Gavel's simulator, whose driver
+  /// places as if one server held every gang. Off (the default) is the physical choice: a
+  /// job spanning servers pays for it, and the policies see what it will be charged.
+  bool assume_consolidated = false;
   std::function<void(const sim_progress&)> on_progress;       ///< called every round if set
 };
 

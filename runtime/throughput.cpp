@@ -321,6 +321,13 @@ bool throughput_table::knows(const job_key& key) const {
   return false;
 }
 
+throughput_table throughput_table::consolidated_only() const {
+  throughput_table t;
+  for (const auto& [k, rows] : rows_)
+    if (k.second) t.rows_.emplace(k, rows);
+  return t;
+}
+
 void throughput_table::set_isolated(const std::string& gpu_type, const job_key& key,
                                     double steps_per_s, bool consolidated) {
   rows_[{detail::to_lower(gpu_type), consolidated}][key].alone = steps_per_s;

@@ -57,6 +57,11 @@ class throughput_table {
   /// True when some GPU type has a consolidated entry for this job type at this scale factor.
   bool knows(const job_key& key) const;
 
+  /// A copy without the "_unconsolidated" entries, so every unconsolidated look-up answers
+  /// the consolidated value: a job spanning servers runs as fast as on one server (Gavel's
+  /// simulator's assumption, sim_config::assume_consolidated).
+  throughput_table consolidated_only() const;
+
   /// Sets (or replaces) an isolated entry, e.g. from a measured throughput.
   void set_isolated(const std::string& gpu_type, const job_key& key, double steps_per_s,
                     bool consolidated = true);

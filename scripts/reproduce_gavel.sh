@@ -6,6 +6,9 @@
 #  2. The same on multi-GPU jobs at 2.8 jobs/h.
 #  3. Makespan: 100 and 700 multi-GPU jobs all at time 0, FIFO vs makespan policies, on
 #     4-GPU servers (the issue's cluster) and on 8-GPU servers (where an 8-GPU job fits on one).
+# The multi-GPU experiments (2, 3 on 4-GPU servers) also run with --assume-consolidated
+# (files *_consolidated_*), Gavel's simulator's placement assumption: those are the figures
+# to set beside Gavel's published ones (docs/design.md, docs/benchmarks.md issue 15).
 # usage: scripts/reproduce_gavel.sh [SEED]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +26,10 @@ echo "== multi-GPU, 2.8 jobs/h, seed $seed"
 $bin compare --trace "$tmp/multi_2.8.trace" --window 4000-4999 \
   --policies max_min_fairness,max_min_fairness_perf \
   --json "$out/las_multi_rate2.8_seed$seed.json"
+echo "== multi-GPU, 2.8 jobs/h, seed $seed, Gavel's placement assumption"
+$bin compare --trace "$tmp/multi_2.8.trace" --window 4000-4999 --assume-consolidated \
+  --policies max_min_fairness,max_min_fairness_perf \
+  --json "$out/las_multi_consolidated_rate2.8_seed$seed.json"
 for n in 100 700; do
   $bin trace generate --jobs "$n" --rate 0 --multi-gpu --seed "$seed" -o "$tmp/static_$n.trace"
   for per in 4 8; do
@@ -32,4 +39,9 @@ for n in 100 700; do
       --policies fifo,fifo_perf,min_total_duration,min_total_duration_perf \
       --json "$out/makespan_n${n}_${per}per_seed$seed.json"
   done
+  echo "== makespan, $n multi-GPU jobs at t=0, 4 GPUs per server, seed $seed, Gavel's assumption"
+  $bin compare --trace "$tmp/static_$n.trace" --assume-consolidated \
+    --cluster-spec "36 v100 : 36 p100 : 36 k80, 4 per server" \
+    --policies fifo,fifo_perf,min_total_duration,min_total_duration_perf \
+    --json "$out/makespan_n${n}_4per_consolidated_seed$seed.json"
 done

@@ -122,13 +122,15 @@ TEST_CASE("allocation lp: max-min fairness equals the full LP on random snapshot
     max_min_fairness p(true);
     auto a = p.allocate(s);
     REQUIRE(a.ok());
-    // The full LP over jobs, built from the snapshot by hand.
+    // The full LP over jobs, built from the snapshot by hand (rows weighted by scale factor).
     const matrix t = policy_throughputs(s);
     const auto eq = equal_share_throughputs(s, t);
     allocation_lp_input in = lp_input_for(s);
     for (std::size_t m = 0; m < s.jobs.size(); ++m)
       for (std::size_t j = 0; j < t[m].size(); ++j)
-        in.rows[m][j] = eq[m] > 0 ? t[m][j] / (s.jobs[m].spec->priority_weight * eq[m]) : 0;
+        in.rows[m][j] = eq[m] > 0 ? s.jobs[m].spec->scale_factor * t[m][j] /
+                                        (s.jobs[m].spec->priority_weight * eq[m])
+                                  : 0;
     INFO("trial " << trial);
     CHECK(rel_diff(p.last_solve().value, full_lp_value(in, allocation_objective::max_min)) <
           1e-7);

@@ -127,6 +127,55 @@ TEST_CASE("simulator: fragmentation counts idle GPUs while jobs wait", "[sim]") 
   CHECK(m.fragmentation > 1.0);
 }
 
+/// Places each job on the first servers with a free GPU, spanning servers when needed.
+class spread_fit final : public policy {
+ public:
+  std::string name() const override { return "spread_fit"; }
+  result<round_plan> plan(const snapshot& s) override {
+    round_plan p;
+    std::vector<int> free_gpus;
+    for (const auto& sv : s.cl->servers) free_gpus.push_back(sv.gpus);
+    for (const auto& jv : s.jobs) {
+      assignment as;
+      as.job = jv.spec->id;
+      int need = jv.spec->scale_factor;
+      for (const auto& sv : s.cl->servers) {
+        const int take = std::min(need, free_gpus[sv.id]);
+        if (take <= 0) continue;
+        as.type = sv.type_index;
+        as.shares.push_back({sv.id, take});
+        free_gpus[sv.id] -= take;
+        need -= take;
+      }
+      if (need == 0) p.assignments.push_back(as);
+    }
+    return p;
+  }
+};
+
+TEST_CASE("simulator: assume_consolidated charges the one-server rate", "[sim]") {
+  // A 2-GPU alpha job on two 1-GPU "fast" servers must span them: 2 steps/s
+  // unconsolidated, 8 steps/s consolidated. 800 steps: 400 s by default (round 0 runs 720,
+  // round 1 the last 80 at 2 steps/s: 360 + 40); 100 s assuming consolidation (Gavel).
+  auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "f1", "fast", 0, 1, 1.0}});
+  auto table = toy_table();
+  table.set_isolated("fast", {"alpha", 2}, 8.0);
+  table.set_isolated("fast", {"alpha", 2}, 2.0, false);
+  std::vector<job> jobs = {test::make_job(0, "alpha", 2, 800, 0, 1)};
+  for (bool assume : {false, true}) {
+    INFO("assume_consolidated " << assume);
+    spread_fit pol;
+    sim_config cfg;
+    cfg.assume_consolidated = assume;
+    auto r = simulate(cl, table, jobs, pol, cfg);
+    REQUIRE(r);
+    REQUIRE(r->complete);
+    CHECK(r->jobs[0].finish == Approx(assume ? 100.0 : 400.0));
+  }
+  CHECK(type_throughputs(cl, table, jobs[0])[0] == Approx(2.0));  // policies see the same
+  CHECK(type_throughputs(cl, table.consolidated_only(), jobs[0])[0] == Approx(8.0));
+}
+
 TEST_CASE("simulator: a job no GPU type can run is an error", "[sim]") {
   auto cl = make_cluster({{0, "s", "slow", 0, 1, 1.0}});
   auto table = toy_table();
