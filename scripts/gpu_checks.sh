@@ -8,7 +8,10 @@
 #      the device kernels against their host definitions);
 #   4. bench_cuda_trainable_bench: steps/s of the CUDA MLP against the CPU's;
 #   5. the aggregator tests under mpirun on device buffers: the MPI backend's (2 ranks, GPUs
-#      shared) and the NCCL backend's with one rank per GPU.
+#      shared) and the NCCL backend's with one rank per GPU;
+#   6. `tessera run --local 1` of two mlp_cuda jobs on one GPU under the default policy (the
+#      cluster file declares one 1-GPU server of type v100: until GPU discovery maps real
+#      devices to the cluster's types, a node is the declared type).
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
@@ -20,7 +23,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
 skipped_list="the CUDA build, the [gpu]/[cuda]/[comm] unit tests on a GPU, \
-bench_cuda_trainable_bench, the MPI and NCCL aggregator tests on device buffers"
+bench_cuda_trainable_bench, the MPI and NCCL aggregator tests on device buffers, \
+a tessera run of two mlp_cuda jobs"
 
 # ---- 1. is there a GPU? -----------------------------------------------------------------------
 gpus=""
@@ -74,7 +78,7 @@ if ! grep -q "CUDA=ON, NCCL=ON" "$build.configure.log"; then
   exit 1
 fi
 if ! cmake --build "$build" -j "$jobs" --target tessera_tests tessera_mpi_aggregator_tests \
-     bench_cuda_trainable_bench > "$build.build.log" 2>&1; then
+     bench_cuda_trainable_bench tessera > "$build.build.log" 2>&1; then
   grep -E "error|FAILED" "$build.build.log" | head -n 30
   echo "gpu_checks: FAILED to build (log: $build.build.log)"
   exit 1
@@ -88,6 +92,18 @@ check "MPI backend, device buffers (2 ranks)" \
   mpirun -np 2 "$build/tests/tessera_mpi_aggregator_tests" "[gpu]"
 check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
   mpirun -np "$ngpu" "$build/tests/tessera_mpi_aggregator_tests" "[nccl]"
+
+run_dir=$(mktemp -d)
+printf '[cluster]\nname = "one-gpu"\n[[cluster.server]]\nname = "gpu0"\ngpu_type = "v100"\n'\
+'gpus = 1\n' > "$run_dir/cluster.toml"
+for seed in 1 2; do
+  printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 300\nstep_time = 0.01\nseed = %s\n'\
+'[job.config]\nhidden = 256\ndim = 64\ntrain_size = 4096\n\n' "$seed"
+done > "$run_dir/jobs.toml"
+check "tessera run: two mlp_cuda jobs on one GPU" \
+  "$build/tessera" run --local 1 --cluster "$run_dir/cluster.toml" --jobs "$run_dir/jobs.toml" \
+  --json "$run_dir/summary.json" --timeout 300
+[ -f "$run_dir/summary.json" ] && echo "summary: $run_dir/summary.json"
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then
