@@ -67,20 +67,22 @@ check() {
 jobs=$(nproc)
 echo
 echo "==== build in $build (-j$jobs)"
-if ! cmake -S "$root" -B "$build" -G Ninja -DTESSERA_WERROR=ON > "$build.configure.log" 2>&1; then
-  tail -n 30 "$build.configure.log"
-  echo "gpu_checks: FAILED to configure (log: $build.configure.log)"
+mkdir -p "$build"
+if ! cmake -S "$root" -B "$build" -G Ninja -DTESSERA_WERROR=ON \
+     > "$build/gpu_checks.configure.log" 2>&1; then
+  tail -n 30 "$build/gpu_checks.configure.log"
+  echo "gpu_checks: FAILED to configure (log: $build/gpu_checks.configure.log)"
   exit 1
 fi
-grep "tessera: " "$build.configure.log"
-if ! grep -q "CUDA=ON, NCCL=ON" "$build.configure.log"; then
+grep "tessera: " "$build/gpu_checks.configure.log"
+if ! grep -q "CUDA=ON, NCCL=ON" "$build/gpu_checks.configure.log"; then
   echo "gpu_checks: FAILED: the build has no CUDA or no NCCL (see the line above)"
   exit 1
 fi
 if ! cmake --build "$build" -j "$jobs" --target tessera_tests tessera_mpi_aggregator_tests \
-     bench_cuda_trainable_bench tessera > "$build.build.log" 2>&1; then
-  grep -E "error|FAILED" "$build.build.log" | head -n 30
-  echo "gpu_checks: FAILED to build (log: $build.build.log)"
+     bench_cuda_trainable_bench tessera > "$build/gpu_checks.build.log" 2>&1; then
+  grep -E "error|FAILED" "$build/gpu_checks.build.log" | head -n 30
+  echo "gpu_checks: FAILED to build (log: $build/gpu_checks.build.log)"
   exit 1
 fi
 echo "built."
