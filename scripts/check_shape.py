@@ -5,7 +5,8 @@
    edges below (docs/design.md, "Layers"); an include of a folder not listed for the
    including folder is an upward (or sideways) edge and fails the check. runtime/ and
    policies/ include no header of CAF, MPI or CUDA/NCCL (but the MPI and NCCL aggregator
-   backends), so the simulator builds without them.
+   backends and the CUDA sources named in OPTIONAL_OK), so the simulator builds without them.
+   CUDA sources (.cu) are checked as C++ ones.
 2. Function length: no function body outside tests/ is longer than --max-lines lines
    (default 150). Bodies are found by brace matching at namespace or class scope; lambdas
    and blocks count toward the function that holds them.
@@ -43,15 +44,16 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # Headers of the optional dependencies (CAF, MPI, CUDA/NCCL) and the only files of the plain
 # layers allowed to include them, so the simulator builds without them.
-OPTIONAL = re.compile(r"^(caf/|mpi\.h|nccl\.h|cuda)")
-OPTIONAL_OK = re.compile(r"^runtime/comm/(mpi|nccl)_aggregator\.(hpp|cpp)$")
+OPTIONAL = re.compile(r"^(caf/|mpi\.h|mpi-ext\.h|nccl\.h|cuda|cublas)")
+OPTIONAL_OK = re.compile(r"^runtime/comm/((mpi|nccl)_aggregator\.(hpp|cpp)|device_memory_cuda\.cu)$"
+                         r"|^runtime/train/cuda_mlp\.cu$")
 
 
 def sources(top):
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and not d.startswith("build")]
         for f in filenames:
-            if f.endswith((".hpp", ".cpp", ".h")):
+            if f.endswith((".hpp", ".cpp", ".h", ".cu", ".cuh")):
                 yield os.path.join(dirpath, f)
 
 
@@ -68,7 +70,8 @@ def check_layers():
                 sm = SYSTEM_INCLUDE.match(line)
                 if plain and sm and OPTIONAL.match(sm.group(1)):
                     bad.append(f"{rel}:{n}: {folder}/ includes <{sm.group(1)}>, an optional "
-                               "dependency (only actors/ and the MPI/NCCL backends may)")
+                               "dependency (only actors/, the MPI/NCCL backends and the CUDA "
+                               "sources may)")
                 m = INCLUDE.match(line)
                 if not m or "/" not in m.group(1):
                     continue

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "runtime/comm/aggregator.hpp"
+#include "runtime/comm/device_memory.hpp"
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/policy.hpp"
@@ -283,13 +284,12 @@ inline std::vector<float> expected_result(const comm::group& members, std::size_
   return out;
 }
 
-/// Runs one allreduce on `agg` as member agg.rank() of `members` and compares the result with
-/// expected_result bit for bit. Returns "" when equal, else what differs.
-inline std::string check_allreduce(comm::aggregator& agg, const comm::group& members,
-                                   std::size_t n, std::uint64_t seed, bool grid,
-                                   const comm::reduce_options& opt) {
-  auto data = member_input(agg.rank(), n, seed, grid);
-  auto st = agg.allreduce(members, data, opt);
+/// "" when `data` (member agg.rank()'s result of `st`) equals expected_result bit for bit, else
+/// what differs.
+inline std::string compare_allreduce(comm::aggregator& agg, const comm::group& members,
+                                     std::size_t n, std::uint64_t seed, bool grid,
+                                     const comm::reduce_options& opt, const status& st,
+                                     const std::vector<float>& data) {
   std::ostringstream why;
   if (!st) {
     why << agg.backend() << " rank " << agg.rank() << ": " << st.err().message;
@@ -304,6 +304,38 @@ inline std::string check_allreduce(comm::aggregator& agg, const comm::group& mem
       return why.str();
     }
   return "";
+}
+
+/// Runs one allreduce on `agg` as member agg.rank() of `members` and compares the result with
+/// expected_result bit for bit. Returns "" when equal, else what differs.
+inline std::string check_allreduce(comm::aggregator& agg, const comm::group& members,
+                                   std::size_t n, std::uint64_t seed, bool grid,
+                                   const comm::reduce_options& opt) {
+  auto data = member_input(agg.rank(), n, seed, grid);
+  auto st = agg.allreduce(members, data, opt);
+  return compare_allreduce(agg, members, n, seed, grid, opt, st, data);
+}
+
+/// check_allreduce through the buffer_view overload, with the input in host memory or in
+/// device memory on GPU `device` (copied there first and back after).
+inline std::string check_allreduce_on(comm::aggregator& agg, const comm::group& members,
+                                      std::size_t n, std::uint64_t seed, bool grid,
+                                      const comm::reduce_options& opt, comm::memory_kind where,
+                                      int device = 0) {
+  auto data = member_input(agg.rank(), n, seed, grid);
+  if (where == comm::memory_kind::host) {
+    auto st = agg.allreduce(members, comm::buffer_view{data.data(), n, where, 0}, opt);
+    return compare_allreduce(agg, members, n, seed, grid, opt, st, data);
+  }
+  auto buf = comm::device_buffer::make(n, device);
+  if (!buf) return buf.err().message;
+  if (auto in = comm::copy_to_device(data.data(), n, device, (*buf)->data()); !in)
+    return in.err().message;
+  auto st = agg.allreduce(members, (*buf)->view(), opt);
+  std::fill(data.begin(), data.end(), 0.0f);
+  if (auto out = comm::copy_to_host((*buf)->data(), n, device, data.data()); !out)
+    return out.err().message;
+  return compare_allreduce(agg, members, n, seed, grid, opt, st, data);
 }
 
 /// Element count of member `rank`'s allgather input: from (seed, rank), 0 to `most`, so the

@@ -1,5 +1,7 @@
 #include "runtime/comm/aggregator.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace tessera::comm {
@@ -31,6 +33,41 @@ void reference_reduce(const std::vector<const float*>& inputs, std::size_t count
     for (std::size_t k = 1; k < inputs.size(); ++k) acc += inputs[k][i];
     out[i] = op == reduce_op::mean ? acc / n : acc;
   }
+}
+
+void reduce_gathered(const float* gathered, std::size_t n, std::size_t count, reduce_op op,
+                     float* out) {
+  std::vector<const float*> parts;
+  parts.reserve(n);
+  for (std::size_t k = 0; k < n; ++k) parts.push_back(gathered + k * count);
+  reference_reduce(parts, count, op, out);
+}
+
+const char* to_string(memory_kind m) { return m == memory_kind::device ? "device" : "host"; }
+
+device_path mpi_device_path(memory_kind memory, bool mpi_cuda_aware, reduce_order order) {
+  if (memory == memory_kind::host) return device_path::host;
+  // rank_order sums on the host (reference_reduce), so its inputs must be there anyway.
+  if (mpi_cuda_aware && order == reduce_order::fastest) return device_path::direct;
+  return device_path::staged;
+}
+
+status aggregator::allreduce(const group& members, buffer_view data, const reduce_options& opt) {
+  if (data.memory == memory_kind::device)
+    return error{error_kind::invalid_input,
+                 "aggregator backend '" + backend() +
+                     "' does not take device buffers; copy the data to host memory (or use the "
+                     "nccl or mpi backend)"};
+  if (data.count > 0 && !data.data)
+    return error{error_kind::invalid_input, "aggregator: a buffer_view of " +
+                                                std::to_string(data.count) + " floats at null"};
+  std::vector<float> v(data.data, data.data + data.count);
+  auto st = allreduce(members, v, opt);
+  if (st)
+    std::copy(v.begin(), v.end(), data.data);
+  else
+    std::fill(data.data, data.data + data.count, std::numeric_limits<float>::quiet_NaN());
+  return st;
 }
 
 std::uint64_t group_key(const group& members, std::uint64_t channel) {

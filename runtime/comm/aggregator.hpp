@@ -25,6 +25,12 @@
 ///   summation order to the backend (MPI's or NCCL's own allreduce); the result is exact when
 ///   every partial sum is representable (e.g. values on a coarse binary grid), otherwise it
 ///   may differ from rank_order in the last bits.
+///
+/// Device buffers (`buffer_view` with memory_kind::device; docs/design.md, "CUDA trainable and
+/// device buffers"): the NCCL backend reduces them in place on the GPU (no host copy); the MPI
+/// backend passes them to MPI when it is CUDA-aware and the order allows, else stages them
+/// through pinned host memory (mpi_device_path); the local backend refuses them. Host views
+/// take the same path as the vector overload.
 
 #include <chrono>
 #include <cstddef>
@@ -59,6 +65,38 @@ struct reduce_options {
   std::uint64_t channel = 0;                      ///< independent stream of collectives
 };
 
+/// Where a buffer's memory lives.
+enum class memory_kind {
+  host,    ///< ordinary (or pinned) host memory
+  device,  ///< CUDA device memory (cudaMalloc) of GPU `buffer_view::device`
+};
+
+/// A float buffer a collective reads and writes in place: pointer, element count, and where
+/// the memory lives. The caller keeps the memory alive until the call returns; after a
+/// timeout a backend never touches it again (it works on copies it owns, or aborts).
+struct buffer_view {
+  float* data = nullptr;                   ///< first element (host or device address)
+  std::size_t count = 0;                   ///< elements
+  memory_kind memory = memory_kind::host;  ///< host or device memory
+  int device = 0;                          ///< CUDA device index (device memory only)
+};
+
+/// "host" or "device".
+const char* to_string(memory_kind m);
+
+/// How the MPI backend handles a buffer (chosen by mpi_device_path).
+enum class device_path {
+  host,    ///< a host buffer: the host algorithm as for vectors
+  direct,  ///< device pointer handed to MPI (CUDA-aware MPI; sum order left to MPI)
+  staged,  ///< copied to pinned host memory, reduced there, copied back
+};
+
+/// The MPI backend's path for a buffer in `memory`: device buffers go straight to a CUDA-aware
+/// MPI for reduce_order::fastest only; rank_order sums on the host in member order, so a device
+/// buffer is staged through pinned host memory (as every device buffer is without CUDA-aware
+/// MPI).
+device_path mpi_device_path(memory_kind memory, bool mpi_cuda_aware, reduce_order order);
+
 /// An allreduce endpoint of one participant (one per process for MPI/NCCL, one per thread for
 /// the local backend). Thread-safe: several threads may call concurrently on different
 /// (group, channel) pairs.
@@ -83,6 +121,13 @@ class aggregator {
   virtual status allreduce(const group& members, std::vector<float>& data,
                            const reduce_options& opt) = 0;
 
+  /// As the vector overload, on a buffer that may live in device memory (see the file
+  /// comment). This default serves host views through the vector overload (a copy in, a copy
+  /// out) and refuses device views with invalid_input naming the backend; backends that take
+  /// device memory override it. After an error the buffer holds NaNs (host) or is unspecified
+  /// (device).
+  virtual status allreduce(const group& members, buffer_view data, const reduce_options& opt);
+
   /// Gathers every member's `mine` into `all`: the members' buffers concatenated in member
   /// order, the same bits on every member. Members may pass different counts; `counts`, when
   /// given, receives each member's count in member order. `opt.op` and `opt.order` are not
@@ -103,6 +148,12 @@ status check_group(const group& members, int rank, int world);
 /// matches bit for bit. `out` may alias one of the inputs.
 void reference_reduce(const std::vector<const float*>& inputs, std::size_t count,
                       reduce_op op, float* out);
+
+/// reference_reduce over `n` buffers of `count` floats laid end to end in `gathered` (an
+/// allgather's output): out[i] = ((gathered[i] + gathered[count + i]) + ...). The host
+/// definition the device kernel of the same name (device_memory.hpp) matches bit for bit.
+void reduce_gathered(const float* gathered, std::size_t n, std::size_t count, reduce_op op,
+                     float* out);
 
 /// A stable identifier of (group, channel), equal in every process; backends key their caches
 /// and MPI tags with it.

@@ -59,6 +59,7 @@ class local_aggregator final : public aggregator {
   std::string backend() const override { return "local"; }
   int rank() const override { return rank_; }
   int world_size() const override { return world_->size(); }
+  using aggregator::allreduce;  // buffer views: host ones through the vector path, device refused
   status allreduce(const group& members, std::vector<float>& data,
                    const reduce_options& opt) override;
   status allgather(const group& members, const std::vector<float>& mine,

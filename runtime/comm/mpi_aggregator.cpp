@@ -7,7 +7,11 @@
 #include <thread>
 
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 
+#include "runtime/comm/device_memory.hpp"
 #include "runtime/comm/work_queue.hpp"
 
 namespace tessera::comm {
@@ -50,9 +54,12 @@ class mpi_channel {
     }
   }
 
+  /// Takes the storage a timed-out operation may still write to, for the graveyard.
+  using keep_fn = std::function<std::shared_ptr<void>()>;
+
   /// Runs `t` on the thread; waits at most `timeout`. On timeout the channel becomes broken and
-  /// `keep_alive` (the caller's buffer) moves to the graveyard.
-  status run(const task& t, std::chrono::milliseconds timeout, std::vector<float>* keep_alive) {
+  /// what `keep_alive` returns (the storage the operation writes) moves to the graveyard.
+  status run(const task& t, std::chrono::milliseconds timeout, const keep_fn& keep_alive) {
     if (broken_.load())
       return error{error_kind::io, "mpi aggregator: " + describe(members_, channel_) +
                                        " is broken by an earlier timeout"};
@@ -66,10 +73,7 @@ class mpi_channel {
     broken_.store(true);
     {
       std::lock_guard<std::mutex> g(graveyard_mu_);
-      if (keep_alive) {
-        graveyard_.push_back(std::move(*keep_alive));
-        keep_alive->assign(graveyard_.back().size(), std::numeric_limits<float>::quiet_NaN());
-      }
+      if (keep_alive) graveyard_.push_back(keep_alive());
     }
     return error{error_kind::io, "mpi aggregator: " + describe(members_, channel_) +
                                      " timed out after " + std::to_string(timeout.count()) +
@@ -103,7 +107,7 @@ class mpi_channel {
 
   /// The thread is detached and may still use these buffers: never free them.
   void leak_graveyard() {
-    auto* keep = new std::deque<std::vector<float>>(std::move(graveyard_));
+    auto* keep = new std::deque<std::shared_ptr<void>>(std::move(graveyard_));
     (void)keep;
   }
 
@@ -115,7 +119,7 @@ class mpi_channel {
   work_queue queue_;
   std::atomic<bool> broken_{false};
   std::mutex graveyard_mu_;
-  std::deque<std::vector<float>> graveyard_;
+  std::deque<std::shared_ptr<void>> graveyard_;
   std::thread thread_;
 };
 
@@ -156,7 +160,7 @@ result<std::unique_ptr<mpi_aggregator>> mpi_aggregator::create() {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::unique_ptr<mpi_aggregator>(new mpi_aggregator(rank, size));
+  return std::unique_ptr<mpi_aggregator>(new mpi_aggregator(rank, size, mpi_cuda_aware()));
 }
 
 mpi_aggregator::~mpi_aggregator() {
@@ -198,35 +202,24 @@ status mpi_aggregator::run_on(const group& members, std::uint64_t channel,
       timeout, nullptr);
 }
 
-status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
-                                 const reduce_options& opt) {
-  if (auto ok = check_group(members, rank_, size_); !ok) {
-    std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
-    return ok;
-  }
-  const std::size_t count = data.size();
-  if (members.size() == 1) {
-    reference_reduce({data.data()}, count, opt.op, data.data());
-    return {};
-  }
-  auto ch = channel_for(members, opt.channel);
-  float* buf = data.data();
-  const int n = static_cast<int>(members.size());
-  const reduce_options o = opt;
-  auto body = [buf, count, n, o, members](MPI_Comm comm,
-                                          const std::atomic<bool>& abandon) -> status {
+namespace {
+
+/// The collective of allreduce on `count` floats at `buf` over a communicator of `n` members.
+/// `buf` is host memory, or device memory (`on_device`, CUDA-aware MPI, fastest order only:
+/// the mean's division then runs on the device).
+mpi_channel::task allreduce_task(float* buf, std::size_t count, int n, const reduce_options& o,
+                                 const group& members, bool on_device, int device) {
+  return [=](MPI_Comm comm, const std::atomic<bool>& abandon) -> status {
     if (comm == MPI_COMM_NULL) return no_comm(members, o.channel);
     // Every member must pass the same count: agree on it first (cheap, and a mismatch would
     // otherwise corrupt memory).
-    unsigned long long mine = count, lo = 0, hi = 0;
-    unsigned long long both[2] = {mine, ~mine};
+    unsigned long long both[2] = {count, ~static_cast<unsigned long long>(count)};
     unsigned long long agreed[2] = {0, 0};
     if (auto st = check_rc(MPI_Allreduce(both, agreed, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm),
                            "size check");
         !st)
       return st;
-    lo = agreed[0];
-    hi = ~agreed[1];
+    const unsigned long long lo = agreed[0], hi = ~agreed[1];
     if (lo != hi)
       return error{error_kind::invalid_input,
                    "mpi aggregator: members of " + describe(members, o.channel) +
@@ -241,12 +234,17 @@ status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
             !st)
           return st;
       }
-      if (o.op == reduce_op::mean) {
-        const float fn = static_cast<float>(n);
-        for (std::size_t i = 0; i < count; ++i) buf[i] /= fn;
+      if (o.op != reduce_op::mean) return {};
+      const float fn = static_cast<float>(n);
+      if (on_device) {
+        if (auto st = divide_on_device(buf, count, fn, nullptr); !st) return st;
+        return synchronize_device(device);
       }
+      for (std::size_t i = 0; i < count; ++i) buf[i] /= fn;
       return {};
     }
+    if (on_device)
+      return error{error_kind::internal, "mpi aggregator: rank_order on device memory"};
     // rank_order: gather everything, sum in member order here (comm rank i = members[i]).
     const std::size_t chunk = std::max<std::size_t>(1, max_chunk / static_cast<std::size_t>(n));
     std::vector<float> all;
@@ -259,15 +257,91 @@ status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
                              "allgather");
           !st)
         return st;
-      std::vector<const float*> in;
-      for (int k = 0; k < n; ++k) in.push_back(all.data() + static_cast<std::size_t>(k) * c);
-      reference_reduce(in, c, o.op, buf + off);
+      reduce_gathered(all.data(), static_cast<std::size_t>(n), c, o.op, buf + off);
     }
     return {};
   };
-  auto st = ch->run(body, opt.timeout, &data);
+}
+
+/// Sets a failed device buffer to NaNs (best effort: the device may be what failed).
+void poison(const buffer_view& data) {
+  (void)fill_nan_on_device(data.data, data.count, data.device);
+}
+
+}  // namespace
+
+bool mpi_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;  // this MPI was built without CUDA support (or is not Open MPI)
+#endif
+}
+
+status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
+                                 const reduce_options& opt) {
+  if (auto ok = check_group(members, rank_, size_); !ok) {
+    std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
+    return ok;
+  }
+  const std::size_t count = data.size();
+  if (members.size() == 1) {
+    reference_reduce({data.data()}, count, opt.op, data.data());
+    return {};
+  }
+  auto ch = channel_for(members, opt.channel);
+  const int n = static_cast<int>(members.size());
+  auto keep = [&data]() -> std::shared_ptr<void> {
+    auto kept = std::make_shared<std::vector<float>>(std::move(data));
+    data.assign(kept->size(), std::numeric_limits<float>::quiet_NaN());
+    return kept;
+  };
+  auto st = ch->run(allreduce_task(data.data(), count, n, opt, members, false, 0), opt.timeout,
+                    keep);
   if (!st && !ch->broken())
     std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
+  return st;
+}
+
+status mpi_aggregator::allreduce(const group& members, buffer_view data,
+                                 const reduce_options& opt) {
+  const device_path path = mpi_device_path(data.memory, cuda_aware_, opt.order);
+  if (path == device_path::host) return aggregator::allreduce(members, data, opt);
+  if (auto ok = check_group(members, rank_, size_); !ok) {
+    poison(data);
+    return ok;
+  }
+  // The operation works on storage it owns (pinned host memory, or a device copy for a
+  // CUDA-aware MPI), so a timed-out collective never writes the caller's buffer.
+  const bool direct = path == device_path::direct;
+  std::shared_ptr<void> owner;
+  float* work = nullptr;
+  if (direct) {
+    auto copy = device_buffer::make(data.count, data.device);
+    if (!copy) return copy.err();
+    work = (*copy)->data();
+    owner = std::shared_ptr<device_buffer>(std::move(*copy));
+  } else {
+    auto pinned = pinned_buffer::make(data.count);
+    if (!pinned) return pinned.err();
+    work = (*pinned)->data();
+    owner = *pinned;
+  }
+  auto in = direct ? copy_between_devices(data.data, data.count, data.device, work)
+                   : copy_to_host(data.data, data.count, data.device, work);
+  if (!in) return in;
+  status st;
+  if (members.size() == 1) {
+    if (!direct) reference_reduce({work}, data.count, opt.op, work);
+  } else {
+    auto ch = channel_for(members, opt.channel);
+    st = ch->run(allreduce_task(work, data.count, static_cast<int>(members.size()), opt, members,
+                                direct, data.device),
+                 opt.timeout, [owner] { return owner; });
+  }
+  if (st) st = direct ? copy_between_devices(work, data.count, data.device, data.data)
+                      : copy_to_device(work, data.count, data.device, data.data);
+  if (!st) poison(data);
   return st;
 }
 

@@ -21,6 +21,7 @@
 /// fastest: MPI_Allreduce(MPI_SUM) in place, divided by the member count for mean.
 /// allgather: the counts (MPI_Allgather), then MPI_Allgatherv into a buffer the operation
 /// owns, moved to the caller on success (so a timed-out call never writes caller memory).
+/// Device buffers: see allreduce(group, buffer_view, ...) and mpi_device_path().
 
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,10 @@
 #include "runtime/comm/aggregator.hpp"
 
 namespace tessera::comm {
+
+/// Whether the MPI library takes CUDA device pointers: Open MPI's MPIX_Query_cuda_support when
+/// it was built with CUDA support (<mpi-ext.h>), else false.
+bool mpi_cuda_aware();
 
 class mpi_channel;  // one communicator and its thread (mpi_aggregator.cpp)
 
@@ -49,6 +54,11 @@ class mpi_aggregator final : public aggregator {
   int world_size() const override { return size_; }
   status allreduce(const group& members, std::vector<float>& data,
                    const reduce_options& opt) override;
+  /// Device buffers follow mpi_device_path(): handed to a CUDA-aware MPI (through a device
+  /// copy the operation owns), or staged through pinned host memory; host views as vectors.
+  status allreduce(const group& members, buffer_view data, const reduce_options& opt) override;
+  /// Whether this MPI takes device pointers (MPIX_Query_cuda_support at create()).
+  bool cuda_aware() const { return cuda_aware_; }
   status allgather(const group& members, const std::vector<float>& mine,
                    std::vector<float>& all, std::vector<std::size_t>* counts,
                    const reduce_options& opt) override;
@@ -63,11 +73,13 @@ class mpi_aggregator final : public aggregator {
   std::size_t communicators() const;
 
  private:
-  mpi_aggregator(int rank, int size) : rank_(rank), size_(size) {}
+  mpi_aggregator(int rank, int size, bool cuda_aware)
+      : rank_(rank), size_(size), cuda_aware_(cuda_aware) {}
   /// The cached channel of (members, channel), made (and its thread started) on first use.
   std::shared_ptr<mpi_channel> channel_for(const group& members, std::uint64_t channel);
   int rank_;
   int size_;
+  bool cuda_aware_;
   mutable std::mutex mu_;
   std::map<std::uint64_t, std::shared_ptr<mpi_channel>> channels_;
 };

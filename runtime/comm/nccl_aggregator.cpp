@@ -10,6 +10,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "runtime/comm/device_memory.hpp"
+
 namespace tessera::comm {
 
 namespace {
@@ -30,19 +32,7 @@ status nccl_fail(const char* what, ncclResult_t r) {
 
 }  // namespace
 
-bool cuda_device_available(std::string* why) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
-    return false;
-  }
-  if (n == 0) {
-    if (why) *why = "no CUDA device";
-    return false;
-  }
-  return true;
-}
+bool cuda_device_available(std::string* why) { return cuda_device_present(why); }
 
 /// One NCCL communicator with its stream and device buffers.
 class nccl_channel {
@@ -224,6 +214,44 @@ status nccl_aggregator::allreduce(const group& members, std::vector<float>& data
         data[i] = opt.op == reduce_op::mean ? host[i] / fn : host[i];
     }
     return {};
+  });
+  return st ? st : fail(st);
+}
+
+status nccl_aggregator::allreduce(const group& members, buffer_view data,
+                                  const reduce_options& opt) {
+  if (data.memory == memory_kind::host) return aggregator::allreduce(members, data, opt);
+  if (data.device != device_)
+    return error{error_kind::invalid_input,
+                 "nccl aggregator: the buffer is on GPU " + std::to_string(data.device) +
+                     ", this rank's communicators use GPU " + std::to_string(device_)};
+  auto fail = [&](status st) {
+    (void)fill_nan_on_device(data.data, data.count, data.device);
+    return st;
+  };
+  if (auto ok = check_group(members, rank(), world_size()); !ok) return fail(ok);
+  if (members.size() == 1) return {};  // x / 1 == x: the buffer is already the result
+  const std::size_t count = data.count;
+  auto st = with_channel(members, opt, [&](nccl_channel& ch, int n, auto deadline) -> status {
+    // In non-blocking mode a collective is on the stream only once the communicator's state
+    // leaves ncclInProgress, so the kernel that follows it is launched after wait_comm.
+    const bool gather = opt.order == reduce_order::rank_order;
+    if (gather)
+      if (auto got = ch.reserve(count * static_cast<std::size_t>(n)); !got) return got;
+    const ncclResult_t r =
+        gather ? ncclAllGather(data.data, ch.dev_, count, ncclFloat, ch.comm_, ch.stream_)
+               : ncclAllReduce(data.data, data.data, count, ncclFloat, ncclSum, ch.comm_,
+                               ch.stream_);
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail("collective", r);
+    if (auto launched = ch.wait_comm(deadline, "collective launch"); !launched) return launched;
+    status post;
+    if (gather)
+      post = reduce_gathered_on_device(ch.dev_, static_cast<std::size_t>(n), count, opt.op,
+                                       data.data, ch.stream_);
+    else if (opt.op == reduce_op::mean)
+      post = divide_on_device(data.data, count, static_cast<float>(n), ch.stream_);
+    if (!post) return post;
+    return ch.wait_stream(deadline, "collective");
   });
   return st ? st : fail(st);
 }

@@ -12,6 +12,12 @@
 /// ncclCommAbort and the channel is broken. Calls on one channel are serialised by a mutex.
 /// Host buffers are staged through device memory, so the host vector is never referenced after
 /// the call returns (no graveyard needed, unlike MPI).
+///
+/// Device buffers (buffer_view on this rank's GPU) are reduced in place with no host copy:
+/// fastest is ncclAllReduce(sum) in place (then a division kernel for mean); rank_order is
+/// ncclAllGather into the channel's device scratch, then reduce_gathered_on_device, which sums
+/// in member order exactly as reference_reduce does, so rank_order gives the same bits on
+/// device buffers as on host buffers.
 
 #include <chrono>
 #include <functional>
@@ -40,6 +46,10 @@ class nccl_aggregator final : public aggregator {
   int world_size() const override { return mpi_.world_size(); }
   status allreduce(const group& members, std::vector<float>& data,
                    const reduce_options& opt) override;
+  /// Device views must be on device(); see the file comment. Host views as vectors.
+  status allreduce(const group& members, buffer_view data, const reduce_options& opt) override;
+  /// The GPU this rank's communicators use.
+  int device() const { return device_; }
   /// Counts are exchanged over the MPI backend, then ncclAllGather of buffers padded to the
   /// largest count (at most 2^24 floats per member).
   status allgather(const group& members, const std::vector<float>& mine,

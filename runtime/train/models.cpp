@@ -228,6 +228,24 @@ class classifier : public trainable {
 
   status compute_gradient(int shard_index, int num_shards, std::int64_t step,
                           std::vector<float>& grad_out) const override {
+    auto rows = shard_rows(shard_index, num_shards, step);
+    if (!rows) return rows.err();
+    grad_out.assign(params_.size(), 0.0f);
+    const dataset& train = data_->train;
+    scratch s = make_scratch();
+    for (const std::uint32_t i : *rows) add_example_gradient(train.row(i), train.y[i], grad_out.data(), s);
+    // Mean over the global batch, times K: the mean of the K shard gradients is then the
+    // gradient of the batch-mean loss.
+    const auto scale = static_cast<float>(static_cast<double>(num_shards) /
+                                          static_cast<double>(settings_.batch_size));
+    for (auto& g : grad_out) g *= scale;
+    return {};
+  }
+
+  /// The rows of shard `shard_index` of `num_shards` of step `step` (positions
+  /// [i*B/K, (i+1)*B/K) of the batch, each drawn by counter_hash), or the argument error.
+  result<std::vector<std::uint32_t>> shard_rows(int shard_index, int num_shards,
+                                                std::int64_t step) const {
     if (num_shards < 1)
       return error{error_kind::invalid_input,
                    kind_ + ": compute_gradient: num_shards must be >= 1, got " + std::to_string(num_shards)};
@@ -238,24 +256,23 @@ class classifier : public trainable {
     if (step < 0)
       return error{error_kind::invalid_input,
                    kind_ + ": compute_gradient: step must be >= 0, got " + std::to_string(step)};
-    grad_out.assign(params_.size(), 0.0f);
     const std::int64_t b = settings_.batch_size;
     const std::int64_t begin = shard_index * b / num_shards;
     const std::int64_t end = (shard_index + 1) * b / num_shards;
-    const dataset& train = data_->train;
-    scratch s = make_scratch();
+    std::vector<std::uint32_t> rows;
+    rows.reserve(static_cast<std::size_t>(end - begin));
     for (std::int64_t j = begin; j < end; ++j) {
       const auto draw = detail::counter_hash(key_, static_cast<std::uint64_t>(step),
                                              static_cast<std::uint64_t>(j));
-      const auto i = static_cast<std::size_t>(detail::below(draw, train.size()));
-      add_example_gradient(train.row(i), train.y[i], grad_out.data(), s);
+      rows.push_back(static_cast<std::uint32_t>(detail::below(draw, data_->train.size())));
     }
-    // Mean over the global batch, times K: the mean of the K shard gradients is then the
-    // gradient of the batch-mean loss.
-    const auto scale = static_cast<float>(static_cast<double>(num_shards) / static_cast<double>(b));
-    for (auto& g : grad_out) g *= scale;
-    return {};
+    return rows;
   }
+
+  /// The settings the model was made with.
+  const settings& train_settings() const { return settings_; }
+  /// The data it trains on.
+  const std::shared_ptr<const data_split>& data_ptr() const { return data_; }
 
   status apply_gradient(const std::vector<float>& summed_grad, int k) override {
     if (k < 1)
@@ -590,6 +607,31 @@ result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config,
                                             std::shared_ptr<const data_split> data) {
   return build<mlp>("mlp", seed, config, std::move(data), true, true);
+}
+
+result<mlp_shape> mlp_shape_of(const trainable& t) {
+  const auto* m = dynamic_cast<const mlp*>(&t);
+  if (!m)
+    return error{error_kind::invalid_input,
+                 "mlp_shape_of: a '" + t.kind() + "' is not an mlp made by make_mlp"};
+  mlp_shape s;
+  s.data = m->data_ptr();
+  s.dim = s.data->train.dim;
+  s.classes = s.data->train.num_classes;
+  s.hidden = m->train_settings().hidden;
+  s.batch_size = m->train_settings().batch_size;
+  s.lr = m->train_settings().lr;
+  s.momentum = m->train_settings().momentum;
+  return s;
+}
+
+result<std::vector<std::uint32_t>> shard_rows(const trainable& t, int shard_index, int num_shards,
+                                              std::int64_t step) {
+  const auto* c = dynamic_cast<const classifier*>(&t);
+  if (!c)
+    return error{error_kind::invalid_input,
+                 "shard_rows: a '" + t.kind() + "' is not a built-in model"};
+  return c->shard_rows(shard_index, num_shards, step);
 }
 
 }  // namespace tessera::train

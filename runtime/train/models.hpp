@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/result.hpp"
 #include "runtime/train/dataset.hpp"
@@ -53,5 +54,27 @@ result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_
 /// Makes a one-hidden-layer MLP on the given data; copies made by clone() share it.
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config,
                                             std::shared_ptr<const data_split> data);
+
+/// What another executor of the mlp model needs to reproduce its steps (the CUDA MLP,
+/// runtime/train/cuda_mlp.hpp, keeps a CPU mlp as its host twin and reads these from it).
+struct mlp_shape {
+  int dim = 0;         ///< inputs
+  int hidden = 0;      ///< hidden units
+  int classes = 0;     ///< outputs
+  int batch_size = 0;  ///< examples per step (global batch)
+  double lr = 0;       ///< learning rate
+  double momentum = 0; ///< momentum
+  std::shared_ptr<const data_split> data;  ///< the training and held-out sets
+};
+
+/// The shape of `t`; errors (invalid_input) when `t` was not made by make_mlp.
+result<mlp_shape> mlp_shape_of(const trainable& t);
+
+/// The training-set rows of shard `shard_index` of `num_shards` of step `step`'s global batch,
+/// in the order compute_gradient of the built-in models adds them (the same draws from the
+/// model's batch key). Errors (invalid_input) as compute_gradient's for bad arguments, and for
+/// a `t` not made by make_mlp or make_softmax_regression.
+result<std::vector<std::uint32_t>> shard_rows(const trainable& t, int shard_index, int num_shards,
+                                              std::int64_t step);
 
 }  // namespace tessera::train

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "runtime/train/cuda_mlp.hpp"
 #include "runtime/train/models.hpp"
 
 namespace tessera::train {
@@ -118,6 +119,11 @@ trainable_registry builtin_trainables() {
   (void)r.add("mlp", "one-hidden-layer ReLU MLP on Gaussian blobs (CPU, SGD with momentum)",
               [](std::uint64_t seed, const trainable_config& c) { return make_mlp(seed, c); },
               [](std::uint64_t, const trainable_config& c) { return check_mlp_config(c); });
+  (void)r.add(cuda_mlp_kind,
+              "the mlp on a CUDA GPU (cuBLAS; needs a build with CUDA and a GPU; its state "
+              "loads into an \"mlp\" and back; config key \"device\" picks the GPU)",
+              [](std::uint64_t seed, const trainable_config& c) { return make_cuda_mlp(seed, c); },
+              [](std::uint64_t, const trainable_config& c) { return check_cuda_mlp_config(c); });
   return r;
 }
 

@@ -163,7 +163,8 @@ class trainable_registry {
   std::map<std::string, entry> entries_;
 };
 
-/// A registry holding the built-in kinds ("softmax_regression", "mlp"); a fresh value each
+/// A registry holding the built-in kinds ("softmax_regression", "mlp", and
+/// "mlp_cuda", which fails to make without CUDA: runtime/train/cuda_mlp.hpp); a fresh value each
 /// call, which the caller may extend.
 trainable_registry builtin_trainables();
 

@@ -35,7 +35,7 @@ TEST_CASE("cli run: an unknown job kind names file, line and field", "[cli][run]
   auto r = run_tessera("run --local 2 --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(jobs + ":2: field 'kind': unknown job kind 'resnet' "
-                                           "(known: mlp, softmax_regression, program)"));
+                                           "(known: mlp, mlp_cuda, softmax_regression, program)"));
 }
 
 TEST_CASE("cli run: a cluster that disagrees with the process count", "[cli][run]") {

@@ -7,12 +7,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <thread>
 
 #include <mpi.h>
 
+#include "runtime/comm/device_memory.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
 #ifdef TESSERA_WITH_NCCL
 #include "runtime/comm/nccl_aggregator.hpp"
@@ -72,6 +74,50 @@ void shared_checks(aggregator& agg) {
     else
       CHECK(test::check_allreduce(agg, g, n, 1000 + static_cast<std::uint64_t>(i), false, o) == "");
   }
+}
+
+/// The allreduce checks with every member's input in device memory on GPU `device` (and once
+/// through a host view): the same bits as the host path, both orders, mean and sum.
+void device_checks(aggregator& agg, int device) {
+  group all;
+  for (int r = 0; r < agg.world_size(); ++r) all.push_back(r);
+  for (auto op : {reduce_op::mean, reduce_op::sum})
+    for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{100003}}) {
+      reduce_options o;
+      o.op = op;
+      o.order = reduce_order::rank_order;
+      INFO(agg.backend() << " device buffers, rank_order, arbitrary values, n=" << n);
+      CHECK(test::check_allreduce_on(agg, all, n, 7 + n, false, o, memory_kind::device, device) ==
+            "");
+      o.order = reduce_order::fastest;
+      INFO(agg.backend() << " device buffers, fastest, grid values, n=" << n);
+      CHECK(test::check_allreduce_on(agg, all, n, 8 + n, true, o, memory_kind::device, device) ==
+            "");
+    }
+  CHECK(test::check_allreduce_on(agg, all, 999, 9, false, {}, memory_kind::host) == "");
+}
+
+/// This rank's GPU (its node-local rank modulo the GPUs), when every rank has one and, with
+/// `own_gpu`, a GPU of its own (NCCL takes one rank per GPU); -1 after printing (rank 0) why
+/// not, on every rank alike.
+int gpu_per_rank_or_skip(const char* what, bool own_gpu) {
+  std::string why;
+  bool here = cuda_device_present(&why);
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = local_size ? std::atoi(local_size) : 1;
+  if (here && own_gpu && ranks_here > cuda_device_count()) {
+    here = false;
+    why = std::to_string(ranks_here) + " ranks on a node with " +
+          std::to_string(cuda_device_count()) + " GPUs (run one rank per GPU)";
+  }
+  if (!all_ranks(here)) {
+    if (g_mpi->rank() == 0)
+      std::cout << "SKIPPED " << what << ": they need a CUDA GPU " << (own_gpu ? "per" : "on every")
+                << " rank (" << why << ")\n";
+    return -1;
+  }
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return (local_rank ? std::atoi(local_rank) : 0) % cuda_device_count();
 }
 
 }  // namespace
@@ -146,19 +192,31 @@ TEST_CASE("mpi backend: a bad group is refused before any communication", "[mpi]
   CHECK(st.err().kind == error_kind::invalid_input);
 }
 
-TEST_CASE("nccl backend: the shared checks where a GPU exists", "[nccl]") {
-#ifdef TESSERA_WITH_NCCL
-  std::string why;
-  const bool here = cuda_device_available(&why);
-  if (!all_ranks(here)) {
-    if (g_mpi->rank() == 0)
-      std::cout << "SKIPPED nccl backend checks: they need a CUDA GPU on every rank (" << why
-                << ")\n";
+TEST_CASE("mpi backend: device buffers give the host path's bits (staged through pinned memory, "
+          "or direct to a CUDA-aware MPI)",
+          "[mpi][gpu]") {
+  if (g_mpi->rank() == 0)
+    std::cout << "mpi backend: CUDA-aware MPI: " << (g_mpi->cuda_aware() ? "yes" : "no") << "\n";
+  const int device = gpu_per_rank_or_skip("mpi backend device-buffer checks", false);
+  if (device < 0) {
+    // Without GPUs a host view still takes the vector path.
+    group all;
+    for (int r = 0; r < g_mpi->world_size(); ++r) all.push_back(r);
+    CHECK(test::check_allreduce_on(*g_mpi, all, 999, 9, false, {}, memory_kind::host) == "");
     return;
   }
+  device_checks(*g_mpi, device);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("nccl backend: the shared checks where a GPU exists", "[nccl]") {
+#ifdef TESSERA_WITH_NCCL
+  if (gpu_per_rank_or_skip("nccl backend checks", true) < 0) return;
   auto nccl = nccl_aggregator::create(*g_mpi);
   REQUIRE(nccl.ok());
+  std::cout << "nccl backend: rank " << g_mpi->rank() << " on GPU " << (*nccl)->device() << "\n";
   shared_checks(**nccl);
+  device_checks(**nccl, (*nccl)->device());
   MPI_Barrier(MPI_COMM_WORLD);
 #else
   if (g_mpi->rank() == 0)

@@ -41,15 +41,15 @@ std::unique_ptr<trainable> restore(const std::string& kind, std::uint64_t seed,
 
 }  // namespace
 
-TEST_CASE("builtin_trainables lists both models, unknown kinds name the valid ones", "[train]") {
+TEST_CASE("builtin_trainables lists the models, unknown kinds name the valid ones", "[train]") {
   const auto reg = builtin_trainables();
-  CHECK(reg.kinds() == std::vector<std::string>{"mlp", "softmax_regression"});
+  CHECK(reg.kinds() == std::vector<std::string>{"mlp", "mlp_cuda", "softmax_regression"});
   CHECK(reg.contains("mlp"));
   CHECK_FALSE(reg.description("mlp").empty());
   auto r = reg.make("resnet", 1);
   REQUIRE_FALSE(r);
   CHECK(r.err().kind == error_kind::not_found);
-  CHECK(r.err().message == "unknown trainable kind 'resnet'; valid kinds: mlp, softmax_regression");
+  CHECK(r.err().message == "unknown trainable kind 'resnet'; valid kinds: mlp, mlp_cuda, softmax_regression");
 }
 
 TEST_CASE("a program registers its own trainable kind in its own registry value", "[train]") {

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 17 in one command, on a machine with NVIDIA GPUs (docs/design.md,
+# "CUDA trainable and device buffers"):
+#   1. the devices, driver and nvcc in use;
+#   2. a build with CUDA and NCCL (warnings are errors) in its own build directory;
+#   3. the unit tests that need a GPU or touch CUDA: tags [gpu], [cuda] and [comm] (the CUDA
+#      MLP's checkpoint-and-resume bits, its loss going down, the CPU-GPU checkpoint exchange,
+#      the device kernels against their host definitions);
+#   4. bench_cuda_trainable_bench: steps/s of the CUDA MLP against the CPU's;
+#   5. the aggregator tests under mpirun on device buffers: the MPI backend's (2 ranks, GPUs
+#      shared) and the NCCL backend's with one rank per GPU;
+#   6. `tessera run --local 1` of two mlp_cuda jobs on one GPU under the default policy (the
+#      cluster file declares one 1-GPU server of type v100: until GPU discovery maps real
+#      devices to the cluster's types, a node is the declared type).
+# On a GPU machine no check may skip: a skip there is a failure.
+#
+# usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
+# Exit: 0 all passed; 1 a check failed; 77 no GPU here (nothing ran; it says what it skipped).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+skipped_list="the CUDA build, the [gpu]/[cuda]/[comm] unit tests on a GPU, \
+bench_cuda_trainable_bench, the MPI and NCCL aggregator tests on device buffers, \
+a tessera run of two mlp_cuda jobs"
+
+# ---- 1. is there a GPU? -----------------------------------------------------------------------
+gpus=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader \
+         2>/dev/null)
+  reason="nvidia-smi lists no GPU: $(nvidia-smi -L 2>&1 | head -n 1)"
+else
+  reason="nvidia-smi is not installed (no NVIDIA driver)"
+fi
+if [ -z "$gpus" ]; then
+  echo "gpu_checks: NO GPU on $(hostname): $reason"
+  echo "gpu_checks: skipped: $skipped_list"
+  exit 77
+fi
+ngpu=$(printf '%s\n' "$gpus" | wc -l)
+echo "gpu_checks: $ngpu GPU(s) on $(hostname):"
+printf '  %s\n' "$gpus"
+command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 1
+
+failures=()
+# Runs "$@" as check $name; a non-zero exit or a SKIPPED line in its output fails the check.
+check() {
+  local name=$1
+  shift
+  echo
+  echo "==== $name: $*"
+  local out
+  out=$("$@" 2>&1)
+  local rc=$?
+  printf '%s\n' "$out"
+  if [ $rc -ne 0 ]; then
+    failures+=("$name (exit $rc)")
+  elif printf '%s\n' "$out" | grep -q "SKIPPED"; then
+    failures+=("$name (skipped a GPU check on a GPU machine)")
+  fi
+}
+
+# ---- 2. build -------------------------------------------------------------------------------
+jobs=$(nproc)
+echo
+echo "==== build in $build (-j$jobs)"
+mkdir -p "$build"
+if ! cmake -S "$root" -B "$build" -G Ninja -DTESSERA_WERROR=ON \
+     > "$build/gpu_checks.configure.log" 2>&1; then
+  tail -n 30 "$build/gpu_checks.configure.log"
+  echo "gpu_checks: FAILED to configure (log: $build/gpu_checks.configure.log)"
+  exit 1
+fi
+grep "tessera: " "$build/gpu_checks.configure.log"
+if ! grep -q "CUDA=ON, NCCL=ON" "$build/gpu_checks.configure.log"; then
+  echo "gpu_checks: FAILED: the build has no CUDA or no NCCL (see the line above)"
+  exit 1
+fi
+if ! cmake --build "$build" -j "$jobs" --target tessera_tests tessera_mpi_aggregator_tests \
+     bench_cuda_trainable_bench tessera > "$build/gpu_checks.build.log" 2>&1; then
+  grep -E "error|FAILED" "$build/gpu_checks.build.log" | head -n 30
+  echo "gpu_checks: FAILED to build (log: $build/gpu_checks.build.log)"
+  exit 1
+fi
+echo "built."
+
+# ---- 3. to 5. the checks --------------------------------------------------------------------
+check "unit tests on the GPU" "$build/tests/tessera_tests" "[gpu],[cuda],[comm]"
+check "CUDA MLP against the CPU" "$build/bench_cuda_trainable_bench" --seconds 2
+check "MPI backend, device buffers (2 ranks)" \
+  mpirun -np 2 "$build/tests/tessera_mpi_aggregator_tests" "[gpu]"
+check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
+  mpirun -np "$ngpu" "$build/tests/tessera_mpi_aggregator_tests" "[nccl]"
+
+run_dir=$(mktemp -d)
+printf '[cluster]\nname = "one-gpu"\n[[cluster.server]]\nname = "gpu0"\ngpu_type = "v100"\n'\
+'gpus = 1\n' > "$run_dir/cluster.toml"
+for seed in 1 2; do
+  printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 300\nstep_time = 0.01\nseed = %s\n'\
+'[job.config]\nhidden = 256\ndim = 64\ntrain_size = 4096\n\n' "$seed"
+done > "$run_dir/jobs.toml"
+check "tessera run: two mlp_cuda jobs on one GPU" \
+  "$build/tessera" run --local 1 --cluster "$run_dir/cluster.toml" --jobs "$run_dir/jobs.toml" \
+  --json "$run_dir/summary.json" --timeout 300
+[ -f "$run_dir/summary.json" ] && echo "summary: $run_dir/summary.json"
+
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "gpu_checks: FAILED:"
+  printf '  %s\n' "${failures[@]}"
+  exit 1
+fi
+echo "gpu_checks: all GPU checks passed on: $(printf '%s\n' "$gpus" | cut -d, -f2 | sort -u | xargs)"
