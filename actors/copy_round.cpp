@@ -241,8 +241,9 @@ bool leads_copy(const start_copy& o, std::int32_t rank) {
   return o.part_ranks.size() <= 1 || o.part_ranks.front() == rank;
 }
 
-void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started,
+void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
+                    std::optional<double> speed, double length,
+                    const std::function<void(std::int64_t)>& on_started,
                     comm::aggregator* agg, std::int32_t rank, const copy_hooks& hooks) {
   const auto t0 = clock_type::now();
   const auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(
@@ -274,12 +275,17 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
     auto& m = *slot.model;
     slot.start_step = m.step();
     if (on_started) on_started(slot.start_step);
-    const auto step_wall = std::chrono::duration_cast<clock_type::duration>(
-        std::chrono::duration<double>(std::max(1, o.task_times) * o.step_time / speed));
+    // A throttled step lasts `pace`; an unthrottled one (real GPUs) what it takes, and there
+    // the last step's time tells whether another fits in the round.
+    const auto pace = speed ? std::chrono::duration_cast<clock_type::duration>(
+                                  std::chrono::duration<double>(std::max(1, o.task_times) *
+                                                                o.step_time / *speed))
+                            : clock_type::duration::zero();
+    auto last_step = pace;
     // Another step may begin (for the flag of a spread copy: after the one in progress).
     auto can_step = [&](std::int64_t done, std::int64_t at_step, clock_type::time_point from) {
       return at_step < o.total_steps && !slot.stop.load(std::memory_order_relaxed) &&
-             (o.step_budget < 0 || done < o.step_budget) && from + step_wall <= deadline;
+             (o.step_budget < 0 || done < o.step_budget) && from + last_step <= deadline;
     };
     // A forked copy draws batch start + i * n + c: the copies see disjoint data.
     auto data_step = [&] {
@@ -296,7 +302,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
       if (spread) {
         bool sync = false;
         const auto why = spread_step(
-            o, m, *agg, data_step(), begin + step_wall,
+            o, m, *agg, data_step(), begin + pace,
             [&] { return can_step(slot.steps + 1, m.step() + 1, clock_type::now()); }, go, sync);
         if (!why.empty()) {
           fail("job " + std::to_string(o.job) + " step " + std::to_string(m.step()) + ": " + why,
@@ -304,13 +310,15 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, dou
           break;
         }
         ++slot.steps;
+        if (!speed) last_step = clock_type::now() - begin;
       } else {
         if (auto st = m.train_step_on(o.scale, data_step()); !st) {
           fail(st.err().message, false);
           break;
         }
         ++slot.steps;
-        std::this_thread::sleep_until(begin + step_wall);
+        std::this_thread::sleep_until(begin + pace);
+        if (!speed) last_step = clock_type::now() - begin;
         go = can_step(slot.steps, m.step(), clock_type::now());
       }
     }

@@ -4,9 +4,11 @@
 /// (never a CAF scheduler thread), called by the node actor and by tests.
 ///
 /// Local copy (start_copy::part_ranks empty or one rank). Each step is train_step_on(K): the
-/// K shard gradients computed here, summed in shard order, applied. The node's speed factor
-/// throttles it: a step takes task_times x step_time / speed seconds (task_times = the tasks
-/// its busiest GPU runs back to back per step, 1 for a gang).
+/// K shard gradients computed here, summed in shard order, applied. On a node without real
+/// GPUs the speed factor throttles it: a step takes task_times x step_time / speed seconds
+/// (task_times = the tasks its busiest GPU runs back to back per step, 1 for a gang). On a
+/// node with real GPUs (runtime/gpu/discovery.hpp) nothing throttles it: a step takes what it
+/// takes, and the rate reported is what was measured.
 ///
 /// Copy spread over nodes (several part_ranks; Hare's relaxed fixed-scale synchronisation, or
 /// a gang spanning servers). Every part loads the same state and, each step:
@@ -41,8 +43,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
@@ -60,6 +64,11 @@ struct copy_slot {
   std::thread worker;                        ///< runs the round
   std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
   std::atomic<bool> abort{false};            ///< a program's processes are ended now (shutdown)
+  /// The node's GPUs this copy holds in the current round (runtime/gpu/devices.hpp's
+  /// assign_devices, CUDA ordinals of the node process); empty on a node without real GPUs.
+  std::vector<int> devices;
+  /// The device a CUDA trainable of this copy runs on: the first it holds; -1 = none.
+  int device_index() const { return devices.empty() ? -1 : devices.front(); }
   // Results of the round.
   std::int64_t start_step = 0;   ///< step the round started from
   std::int64_t steps = 0;        ///< steps made
@@ -103,14 +112,16 @@ struct copy_hooks {
 bool leads_copy(const start_copy& o, std::int32_t rank);
 
 /// Runs one copy for one round on the calling thread (the worker's body); see the file
-/// comment. `rank` is this node's rank (its aggregator rank); `agg` may be null when the copy
+/// comment. `speed` is the node's speed factor, which throttles each step; nullopt on a node
+/// with real GPUs: no throttling. `rank` is this node's rank (its aggregator rank); `agg` may be null when the copy
 /// runs here alone and is not forked. Steps until `length` seconds have passed since the
 /// call (a step that would end later is not begun), the step budget or total steps are
 /// reached, or `slot.stop` is set; then merges (forked), and the leader of copy 0 writes the
 /// checkpoint. `on_started` is called once the state is loaded, with the step it starts from
 /// (the slot's source, bad_files and source_why are set by then). Fills the slot's results.
-void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds, double speed,
-                    double length, const std::function<void(std::int64_t)>& on_started,
+void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
+                    std::optional<double> speed, double length,
+                    const std::function<void(std::int64_t)>& on_started,
                     comm::aggregator* agg = nullptr, std::int32_t rank = 0,
                     const copy_hooks& hooks = {});
 

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <unistd.h>
 
 #include "actors/admission.hpp"
 #include "actors/program_round.hpp"
+#include "runtime/gpu/devices.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 namespace tessera::actors {
@@ -108,13 +110,15 @@ caf::behavior registering(self_ptr self) {
 }
 
 /// Starts the worker thread of one copy of round `o`: a built-in trainable's executor, or a
-/// user's program's (kind "program") with the GPU indices `devices`.
-void start_worker(self_ptr self, copy_slot& slot, const round_orders& o, std::vector<int> devices) {
+/// user's program's (kind "program") on the copy's devices (slot.devices). Throttled by the
+/// server's speed factor only on a node without real GPUs.
+void start_worker(self_ptr self, copy_slot& slot, const round_orders& o) {
   auto& s = self->state;
   auto me = caf::actor_cast<caf::actor>(self);
   auto sched = s.scheduler;
   const auto* kinds = s.cfg.kinds;
-  const double speed = s.cfg.srv.speed;
+  const std::optional<double> speed =
+      s.cfg.gpus.real() ? std::nullopt : std::optional<double>(s.cfg.srv.speed);
   const auto rank = s.cfg.rank;
   const auto round = o.round;
   const double length = o.length;
@@ -123,9 +127,10 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o, std::ve
   const copy_hooks* hooks = &s.cfg.hooks.copy;  // the state outlives its workers
   program_context pc;
   pc.leases = s.cfg.leases.get();
-  pc.speed = speed;
+  pc.speed = speed.value_or(1.0);
   pc.rank = rank;
-  pc.devices = std::move(devices);
+  pc.devices = slot.devices;
+  pc.node_visible = s.cfg.gpus.visible;
   slot.worker = std::thread([=] {
     auto started = [&](std::int64_t step) {
       // As the node actor (reports are attributed to their sender): to the scheduler, which
@@ -145,6 +150,30 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o, std::ve
   });
 }
 
+/// The device indices of the round's copies, in order (each holds its order's `gpus`); an
+/// error when they ask for more than the node's GPUs (a plan the scheduler's validation
+/// should have refused). The same on a node without real GPUs, whose indices are not used.
+result<std::vector<std::vector<int>>> round_devices(const node_config& cfg, const round_orders& o) {
+  std::vector<std::int32_t> want;
+  for (const auto& c : o.copies) want.push_back(c.gpus);
+  auto d = gpu::assign_devices(want, cfg.srv.gpus);
+  if (!d) return error{d.err().kind, "round " + std::to_string(o.round) + ": " + d.err().message};
+  return d;
+}
+
+/// Ends a copy's round before it starts, failed with `why`: reported as a lost round (the
+/// job resumes from its checkpoint), without a worker.
+void fail_unstarted(self_ptr self, copy_slot& slot, const std::string& why) {
+  slot.error = why;
+  slot.retry = true;
+  slot.steps = 0;
+  slot.finished = slot.checkpointed = false;
+  slot.checkpoint_error.clear();
+  slot.end_step = slot.order.resume_step;
+  slot.model.reset();
+  self->send(self, copy_done_atom::value, slot.order.job, slot.order.copy, slot.round);
+}
+
 /// Starts the copies of a round's orders, each on its worker thread; copies the orders do
 /// not list are dropped (their state is checkpointed).
 void run_orders(self_ptr self, const round_orders& o) {
@@ -161,9 +190,7 @@ void run_orders(self_ptr self, const round_orders& o) {
   }
   s.pending = static_cast<int>(o.copies.size());
   if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
-  std::vector<std::int32_t> want;
-  for (const auto& c : o.copies) want.push_back(c.gpus);
-  const auto devices = assign_devices(want, s.cfg.srv.gpus);
+  const auto devices = round_devices(s.cfg, o);
   for (std::size_t i = 0; i < o.copies.size(); ++i) {
     const auto& c = o.copies[i];
     auto& slot = s.slots[c.id()];
@@ -172,7 +199,12 @@ void run_orders(self_ptr self, const round_orders& o) {
     slot->order = c;
     slot->round = o.round;
     slot->stop = false;
-    start_worker(self, *slot, o, devices[i]);
+    if (!devices) {
+      fail_unstarted(self, *slot, devices.err().message);
+      continue;
+    }
+    slot->devices = s.cfg.gpus.real() ? (*devices)[i] : std::vector<int>{};
+    start_worker(self, *slot, o);
   }
   if (s.pending == 0) self->send(s.scheduler, round_done{o.round});
 }

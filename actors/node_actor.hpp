@@ -8,7 +8,9 @@
 /// scheduler to let it go after the current round; `fenced_atom` from the scheduler (it was
 /// declared lost) stops its copies and ends it with a run_errc::fenced error.
 ///
-/// Each copy of a round runs on its own worker thread (never on a CAF scheduler thread) through
+/// Each copy of a round is given its share of the node's GPU indices (runtime/gpu/devices.hpp;
+/// a round asking for more GPUs than the node has fails its copies) and runs on its own
+/// worker thread (never on a CAF scheduler thread) through
 /// run_copy_round (actors/copy_round.hpp): it brings the job's state to the step the
 /// scheduler expects (the model kept in memory from the node's previous round, else the
 /// checkpoint in the shared directory, else a fresh model at step 0), steps it until the
@@ -31,6 +33,7 @@
 #include "actors/copy_round.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/comm/aggregator.hpp"
+#include "runtime/gpu/discovery.hpp"
 #include "runtime/model.hpp"
 #include "runtime/program/lease_server.hpp"
 #include "runtime/train/trainable.hpp"
@@ -69,6 +72,11 @@ struct node_config {
   /// The node's lease socket for jobs of kind "program" (docs/lease-protocol.md); null when
   /// the launch runs none, and then such a job's copy fails with a message saying so.
   std::shared_ptr<program::lease_server> leases;
+  /// The GPUs the node process found, checked against `srv` (actors/run.cpp); none: the
+  /// node runs on its declared GPUs, each step throttled by the speed factor. With real ones
+  /// nothing is throttled, and each copy is given its device indices (copy_slot::devices;
+  /// CUDA_VISIBLE_DEVICES for programs).
+  gpu::node_gpus gpus;
   node_hooks hooks;  ///< tests and benchmarks only
 };
 

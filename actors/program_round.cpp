@@ -10,6 +10,7 @@
 
 #include "actors/auth.hpp"
 #include "runtime/detail/text.hpp"
+#include "runtime/gpu/devices.hpp"
 #include "runtime/program/process.hpp"
 #include "runtime/train/checkpoint.hpp"
 
@@ -357,27 +358,16 @@ std::map<std::string, std::string> program_environment(const start_copy& o, int 
   env["LOCAL_WORLD_SIZE"] = std::to_string(n);
   env["MASTER_ADDR"] = o.program.master_addr.empty() ? "127.0.0.1" : o.program.master_addr;
   env["MASTER_PORT"] = std::to_string(o.program.master_port);
-  std::string devices;
+  std::vector<int> mine;
   if (!ctx.devices.empty())
-    devices = std::to_string(ctx.devices[static_cast<std::size_t>(local) % ctx.devices.size()]);
-  env["CUDA_VISIBLE_DEVICES"] = devices;
+    mine.push_back(ctx.devices[static_cast<std::size_t>(local) % ctx.devices.size()]);
+  env["CUDA_VISIBLE_DEVICES"] = gpu::visible_devices(mine, ctx.node_visible);
   env["TESSERA_JOB_ID"] = std::to_string(o.job);
   env["TESSERA_COPY"] = std::to_string(o.copy);
   env["TESSERA_COPIES"] = std::to_string(std::max<std::size_t>(1, o.fork_ranks.size()));
   env["TESSERA_CHECKPOINT_DIR"] = o.checkpoint_path;
   env["TESSERA_LEASE"] = socket_path;
   return env;
-}
-
-std::vector<std::vector<int>> assign_devices(const std::vector<std::int32_t>& want, int gpus) {
-  std::vector<std::vector<int>> out;
-  int next = 0;
-  for (const auto w : want) {
-    std::vector<int> mine;
-    for (int i = 0; i < w && gpus > 0; ++i) mine.push_back(next++ % gpus);
-    out.push_back(std::move(mine));
-  }
-  return out;
 }
 
 std::vector<float> average_copies(

@@ -42,21 +42,21 @@ struct program_context {
   program::lease_server* leases = nullptr;  ///< the node's lease socket (must be running)
   double speed = 1;                         ///< pace factor for the programs (1 = none)
   std::int32_t rank = 0;                    ///< the node's rank (its aggregator rank)
-  std::vector<int> devices;                 ///< GPU indices this copy holds on the node
+  /// The node's GPUs this copy holds (CUDA ordinals of the node process); empty on a node
+  /// without real GPUs, whose programs then get an empty CUDA_VISIBLE_DEVICES.
+  std::vector<int> devices;
+  /// The node process's own CUDA_VISIBLE_DEVICES ("" = unset), which the ordinals index.
+  std::string node_visible;
   std::ostream* out = nullptr;              ///< where the programs' stdout lines go
   std::ostream* err = nullptr;              ///< where their stderr lines go
 };
 
 /// The environment of task `local` of the copy `o` on this node (docs/lease-protocol.md),
-/// without the lease's token. Exposed for tests.
+/// without the lease's token. Task i's CUDA_VISIBLE_DEVICES is the copy's device i (modulo
+/// their number: tasks stacked on a GPU share it). Exposed for tests.
 std::map<std::string, std::string> program_environment(const start_copy& o, int local,
                                                        const program_context& ctx,
                                                        const std::string& socket_path);
-
-/// Concrete GPU indices for the copies of a node's round: copy i takes `want[i]` of the
-/// node's `gpus` indices, in order; a copy that would go past the node's GPUs shares from
-/// index 0 again (the plan's validation keeps that from happening). Exposed for tests.
-std::vector<std::vector<int>> assign_devices(const std::vector<std::int32_t>& want, int gpus);
 
 /// Runs the order in `slot` for `length` seconds (see the file comment). `on_started` is
 /// called once the processes are started, with the job's step.

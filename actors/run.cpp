@@ -35,6 +35,7 @@
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/comm/mpi_aggregator.hpp"
+#include "runtime/gpu/cuda_probe.hpp"
 #include "runtime/job_file.hpp"
 #include "runtime/round_loop.hpp"
 
@@ -75,6 +76,7 @@ struct run_inputs {
   std::vector<run_job> jobs;
   std::shared_ptr<policy> pol;
   std::vector<std::string> kinds;
+  gpu::node_gpus gpus;  ///< this process's node's GPUs (find_node_gpus)
 };
 
 /// Loads and checks the inputs; an error message naming the file and field on failure.
@@ -113,6 +115,20 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
     }
   in.pol = std::shared_ptr<policy>(std::move(*pol));
   return in;
+}
+
+/// Discovers this process's GPUs for node `rank` (runtime/gpu/discovery.hpp) into `in.gpus`;
+/// the check's error when they disagree with its server entry. Says what the node runs on
+/// when it found GPUs (or, verbose, why it found none).
+status find_node_gpus(const run_settings& o, run_inputs& in, int rank) {
+  const auto& srv = in.cl.servers[static_cast<std::size_t>(rank)];
+  auto g = gpu::discover_node_gpus(srv, o.gpu, gpu::probe_cuda_devices, o.cluster_file);
+  if (!g) return g.err();
+  if (g->real() || o.verbose)
+    std::cerr << "tessera: node rank " << rank << " (server " << srv.name
+              << "): " << gpu::summary(*g, srv) << '\n';
+  in.gpus = std::move(*g);
+  return {};
 }
 
 /// "cluster file lists K servers but the run has N node processes" when they differ.
@@ -164,6 +180,7 @@ node_config make_node_config(const run_settings& o, const run_inputs& in, int ra
   nc.srv = in.cl.servers[rank];
   nc.host = host_name();
   nc.kinds = &kinds;
+  nc.gpus = in.gpus;
   nc.register_timeout = o.connect_timeout;
   const bool programs = std::any_of(in.jobs.begin(), in.jobs.end(),
                                     [](const run_job& j) { return j.is_program(); });
@@ -680,7 +697,7 @@ struct mpi_start {
 };
 
 mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registry& kinds,
-                           int size) {
+                           int rank, int size) {
   mpi_start st;
   auto in = load_inputs(s, kinds);
   if (!in) {
@@ -690,6 +707,10 @@ mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registr
   st.in = std::move(*in);
   if (auto bad = check_size(s, st.in->cl, size, "mpirun -np " + std::to_string(size))) {
     st.problem = *bad;
+    return st;
+  }
+  if (auto found = find_node_gpus(s, *st.in, rank); !found) {
+    st.problem = "node rank " + std::to_string(rank) + ": " + found.err().message;
     return st;
   }
   if (auto made = comm::mpi_aggregator::create(); made)
@@ -774,6 +795,10 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
     std::cerr << "tessera: " << *bad << '\n';
     return bad_input;
   }
+  if (auto found = find_node_gpus(s, *in, 0); !found) {
+    std::cerr << "tessera: node rank 0: " << found.err().message << '\n';
+    return exit_code_for(found.err());
+  }
   auto key = run_secret(s);
   if (!key) return failed;
   private_dir dir;
@@ -811,6 +836,10 @@ int run_node_process(const run_settings& s, const node_process& p,
   if (s.secret_file.empty()) {
     std::cerr << "tessera: a node process needs the cluster secret: --secret-file\n";
     return bad_input;
+  }
+  if (auto found = find_node_gpus(s, *in, p.rank); !found) {
+    std::cerr << "tessera: node rank " << p.rank << ": " << found.err().message << '\n';
+    return exit_code_for(found.err());
   }
   auto key = read_secret_file(s.secret_file);
   if (!key) {
@@ -850,7 +879,7 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  auto st = prepare_mpi_rank(s, kinds, size);
+  auto st = prepare_mpi_rank(s, kinds, rank, size);
   int good = st.problem.empty() ? 1 : 0, all_good = 0, rank0_good = good;
   MPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Bcast(&rank0_good, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -17,6 +17,9 @@
 /// (`tessera node --join`). Only the gate (actors/gate.hpp) listens on the network, on
 /// `bind` (default: loopback when every node runs on this host); CAF listens on loopback.
 /// A node process that gets SIGTERM drains: it finishes its round, checkpoints and leaves.
+/// GPUs: every node process discovers its GPUs before it starts (settings::gpu); found ones
+/// that disagree with its server entry end the run (or that node) with bad input, naming the
+/// server and both sides; without any it runs on its declared GPUs, throttled.
 /// Rank 0 prints a summary (per-job JCT, final loss and accuracy). Every function returns an
 /// exit code (runtime/result.hpp): ok when every job finished, failed when the run failed,
 /// bad_input when the inputs are wrong.
@@ -26,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/gpu/discovery.hpp"
 #include "runtime/train/trainable.hpp"
 
 namespace tessera::actors {
@@ -69,6 +73,10 @@ struct run_settings {
   /// A served cluster carries on with the jobs of its state directory's journal (the same
   /// cluster file); without it a journal holding jobs is refused.
   bool resume = false;
+  /// How each node process finds its GPUs (runtime/gpu/discovery.hpp); the launcher reads
+  /// it from TESSERA_GPU_DISCOVERY and CUDA_VISIBLE_DEVICES. GPUs found must agree with the
+  /// node's server entry, else the node refuses to start (bad input).
+  gpu::discovery gpu;
 };
 
 /// Where a node process of a local run finds the scheduler.

@@ -16,6 +16,7 @@
 #include "actors/service.hpp"
 #include "launcher/run_command.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/gpu/discovery.hpp"
 
 namespace po = boost::program_options;
 
@@ -140,9 +141,22 @@ status check_numbers(const run_options& o) {
 }
 
 /// Checks the numbers, parses the policy options and prepares the checkpoint directory.
+/// The GPU discovery setting from this process's environment, its edge: TESSERA_GPU_DISCOVERY
+/// (auto, off, fake:<devices>; runtime/gpu/discovery.hpp) and CUDA_VISIBLE_DEVICES.
+result<gpu::discovery> gpu_discovery_from_environment() {
+  const char* v = std::getenv("TESSERA_GPU_DISCOVERY");
+  auto d = gpu::parse_discovery(v ? v : "", "TESSERA_GPU_DISCOVERY");
+  if (!d) return d;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) d->visible = visible;
+  return d;
+}
+
 status finish_settings(run_options& o) {
   auto& s = o.s;
   if (auto st = check_numbers(o); !st) return st;
+  auto gpus = gpu_discovery_from_environment();
+  if (!gpus) return gpus.err();
+  s.gpu = std::move(*gpus);
   auto pa = parse_policy_args(o.policy_args);
   if (!pa) return pa.err();
   s.policy_args = std::move(*pa);

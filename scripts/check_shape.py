@@ -5,7 +5,8 @@
    edges below (docs/design.md, "Layers"); an include of a folder not listed for the
    including folder is an upward (or sideways) edge and fails the check. runtime/ and
    policies/ include no header of CAF, MPI or CUDA/NCCL (but the MPI and NCCL aggregator
-   backends and the CUDA sources named in OPTIONAL_OK), so the simulator builds without them.
+   backends and the CUDA sources named in OPTIONAL_OK: the device memory, the CUDA MLP
+   and the probe of a node's GPUs), so the simulator builds without them.
    CUDA sources (.cu) are checked as C++ ones.
 2. Function length: no function body outside tests/ is longer than --max-lines lines
    (default 150). Bodies are found by brace matching at namespace or class scope; lambdas
@@ -31,11 +32,12 @@ ALLOWED = {
     "runtime/train/detail": ["runtime/detail"],
     "runtime/program": ["runtime", "runtime/detail"],
     "runtime/http": ["runtime", "runtime/detail"],
+    "runtime/gpu": ["runtime", "runtime/detail"],
     "policies": ["runtime", "runtime/detail", "runtime/solver"],
     "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "runtime/program",
-               "runtime/http", "policies"],
-    "launcher": ["runtime", "runtime/detail", "runtime/train", "runtime/http", "policies",
-                 "actors"],
+               "runtime/http", "runtime/gpu", "policies"],
+    "launcher": ["runtime", "runtime/detail", "runtime/train", "runtime/http", "runtime/gpu",
+                 "policies", "actors"],
 }
 # Folders whose includes are not checked: consumers of every layer.
 CONSUMERS = ("tests", "bench", "examples", "build")
@@ -46,7 +48,7 @@ SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # layers allowed to include them, so the simulator builds without them.
 OPTIONAL = re.compile(r"^(caf/|mpi\.h|mpi-ext\.h|nccl\.h|cuda|cublas)")
 OPTIONAL_OK = re.compile(r"^runtime/comm/((mpi|nccl)_aggregator\.(hpp|cpp)|device_memory_cuda\.cu)$"
-                         r"|^runtime/train/cuda_mlp\.cu$")
+                         r"|^runtime/train/cuda_mlp\.cu$|^runtime/gpu/cuda_probe\.cpp$")
 
 
 def sources(top):

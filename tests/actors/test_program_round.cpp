@@ -135,31 +135,23 @@ TEST_CASE("a program's environment is torch.distributed's and the lease's", "[pr
   CHECK(env == want);
 }
 
-TEST_CASE("assign_devices hands out a node's GPU indices in order", "[program]") {
-  CHECK(assign_devices({2, 1, 1}, 4) == std::vector<std::vector<int>>{{0, 1}, {2}, {3}});
-  CHECK(assign_devices({}, 4).empty());
-  CHECK(assign_devices({1}, 0) == std::vector<std::vector<int>>{{}});
-  // Property: within the node's GPUs no index is given twice.
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 200; ++trial) {
-    const int gpus = 1 + static_cast<int>(rng() % 8);
-    std::vector<std::int32_t> want;
-    int left = gpus;
-    while (left > 0) {
-      const int w = 1 + static_cast<int>(rng() % static_cast<unsigned>(left));
-      want.push_back(w);
-      left -= w;
-    }
-    const auto d = assign_devices(want, gpus);
-    std::vector<int> seen;
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      CHECK(static_cast<int>(d[i].size()) == want[i]);
-      seen.insert(seen.end(), d[i].begin(), d[i].end());
-    }
-    std::sort(seen.begin(), seen.end());
-    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
-    CHECK(seen.back() < gpus);
-  }
+TEST_CASE("a program's CUDA_VISIBLE_DEVICES is its own GPU, as the node's process names it",
+          "[program][gpu]") {
+  start_copy o;
+  o.kind = program_kind;
+  o.scale = 3;
+  o.shards = 3;
+  program_context ctx;
+  // Three tasks stacked on two GPUs: the third shares the first's.
+  ctx.devices = {1, 2};
+  CHECK(program_environment(o, 0, ctx, "s").at("CUDA_VISIBLE_DEVICES") == "1");
+  CHECK(program_environment(o, 2, ctx, "s").at("CUDA_VISIBLE_DEVICES") == "1");
+  // The node process itself sees only some of the machine's GPUs: its ordinal 2 is "6".
+  ctx.node_visible = "4,5,6";
+  CHECK(program_environment(o, 1, ctx, "s").at("CUDA_VISIBLE_DEVICES") == "6");
+  // A node without real GPUs hides every GPU from its programs.
+  ctx.devices.clear();
+  CHECK(program_environment(o, 0, ctx, "s").at("CUDA_VISIBLE_DEVICES") == "");
 }
 
 TEST_CASE("average_copies is the exact mean of the copies that sent buffers", "[program]") {

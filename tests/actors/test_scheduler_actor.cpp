@@ -1,7 +1,7 @@
 // Tests of the scheduler and node actors together in one process: every job finishes, jobs
 // moved between nodes end bitwise identical to uninterrupted runs, a lost node's copies are
 // replanned, a node speaking another protocol version or describing another server is
-// refused, jobs are submitted and cancelled. The scheduler's timers (registration, rounds,
+// refused, a node on real GPUs is not throttled, jobs are submitted and cancelled. The scheduler's timers (registration, rounds,
 // report deadlines, heartbeats, arrivals) are tested on the virtual clock in
 // test_scheduler_clock.cpp.
 #include <catch2/catch.hpp>
@@ -201,6 +201,30 @@ TEST_CASE("a node describing another server is refused", "[actors][scheduler]") 
   auto sum = await_summary(listener, 10);
   CHECK_FALSE(sum.ok);
   CHECK(sum.error.find("describes its server differently") != std::string::npos);
+}
+
+TEST_CASE("a node on (fake) real GPUs is not throttled by its speed factor",
+          "[actors][scheduler][gpu]") {
+  // Declared at speed 0.1: 400 steps of 0.05 s would take 200 s throttled.
+  const cluster cl = speed_cluster({0.1});
+  const std::vector<run_job> jobs{make_run_job(0, "softmax_regression", 400, 0.05, 1)};
+  temp_dir dir("real_gpus");
+  const auto kinds = train::builtin_trainables();  // outlives the actor system
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor listener{sys};
+  auto sched = sys.spawn(scheduler_actor, make_sched_config(cl, jobs, dir.str()),
+                         caf::actor_cast<caf::actor>(listener));
+  auto nc = make_node_config(cl, 0, kinds);
+  nc.gpus.devices = {gpu::device_info{0, "Tesla V100-SXM2-16GB", 0}};
+  sys.spawn(node_actor, nc, sched);
+  auto sum = await_summary(listener, 10);
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  REQUIRE(sum.jobs.size() == 1);
+  CHECK(sum.jobs[0].finished);
+  CHECK(sum.jobs[0].steps == 400);
+  CHECK(sum.rounds <= 10);  // 0.3 s rounds
 }
 
 TEST_CASE("jobs can be submitted and cancelled while the run goes on", "[actors][scheduler]") {

@@ -7,6 +7,7 @@
 #include "actors/auth.hpp"
 #include "tests/support.hpp"
 
+using tessera::test::run_shell;
 using tessera::test::run_tessera;
 using tessera::test::temp_file;
 
@@ -63,6 +64,34 @@ TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[
   CHECK_THAT(r.out, Catch::Contains("node rank 1: cannot reach the scheduler at 127.0.0.1:1 "
                                     "within 1 s"));
   CHECK(r.seconds < 10);
+}
+
+TEST_CASE("cli run: GPUs that disagree with the node's server entry refuse the node",
+          "[cli][run][gpu]") {
+  const auto cl = temp_file("c_gpu.toml", two_servers);
+  const auto jobs = temp_file("j_gpu.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  const std::string env = "TESSERA_GPU_DISCOVERY='fake:2*NVIDIA H100 80GB HBM3' ";
+  // Node 0 of a local run (this process): server 0 declares one v100.
+  auto r = run_shell(env + TESSERA_BINARY + " run --local 2 --launcher fork --cluster " + cl +
+                     " --jobs " + jobs);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("node rank 0: " + cl + ": field 'gpus': server "));
+  CHECK_THAT(r.out, Catch::Contains("declares 1 GPU of type v100, but its node found 2 GPUs, "
+                                    "not all of type v100:"));
+  CHECK_THAT(r.out, Catch::Contains("1: NVIDIA H100 80GB HBM3 (type h100)"));
+  // A node process refuses before it tries to reach its scheduler (port 1: none there).
+  const auto secret = temp_file("c_gpu.secret", "") + ".key";
+  auto n = run_shell(env + TESSERA_BINARY + " run --rank 1 --scheduler 127.0.0.1:1 --cluster " +
+                     cl + " --jobs " + jobs + " --secret-file " + secret);
+  CHECK(n.code == 2);
+  CHECK_THAT(n.out, Catch::Contains("node rank 1: " + cl + ": field 'gpus': server "));
+  CHECK_THAT(n.out, Catch::Contains("of type k80"));
+  // A setting it does not know.
+  auto bad = run_shell(std::string("TESSERA_GPU_DISCOVERY=on ") + TESSERA_BINARY +
+                       " run --local 2 --cluster " + cl + " --jobs " + jobs);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("TESSERA_GPU_DISCOVERY: expected auto, off or "
+                                      "fake:<devices>, got 'on'"));
 }
 
 TEST_CASE("cli run: a job no GPU type can hold is refused unless the policy stacks tasks",
