@@ -149,6 +149,24 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
     if (c.m2 != npos) chosen[c.m2] = static_cast<int>(c.j);
     order.push_back({c.m, c.m2});
   }
+  if (!a.pairs.empty()) {
+    // Space sharing leaves GPUs idle when every pair of a waiting job holds an already
+    // scheduled one; as Gavel's queue (which holds every combination, those with no share
+    // last), give them to waiting jobs alone, in arrival order, on their fastest free type.
+    for (std::size_t m = 0; m < s.jobs.size(); ++m) {
+      if (chosen[m] >= 0) continue;
+      const int need = s.jobs[m].spec->scale_factor;
+      int best = -1;
+      for (std::size_t j = 0; j < k; ++j)
+        if (free_gpus[j] >= need && s.jobs[m].throughput[j] > 0 &&
+            (best < 0 || s.jobs[m].throughput[j] > s.jobs[m].throughput[best]))
+          best = static_cast<int>(j);
+      if (best < 0) continue;
+      free_gpus[best] -= need;
+      chosen[m] = best;
+      order.push_back({m, npos});
+    }
+  }
 
   std::unordered_map<job_id, const assignment*> previous;
   if (s.last_plan)

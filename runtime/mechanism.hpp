@@ -26,7 +26,11 @@
 /// both jobs have one scale factor; it is scheduled when neither job is yet, taking
 /// scale GPUs for both, and placed like one job; the plan holds one assignment per job of
 /// the pair, each naming the other (assignment::partner). A job's time in a pair does not
-/// count as time alone. With no pairs the mechanism is the one above.
+/// count as time alone. GPUs still free after the candidates go to jobs not yet scheduled,
+/// alone, in arrival order, each on its fastest type with room (Gavel's queue holds every job
+/// and pair, those with no share last, so its rounds are work-conserving there too; a pair
+/// allocation spread over many job pairs otherwise left GPUs idle while jobs waited). With no
+/// pairs the mechanism is the one above.
 /// The counters reset whenever the allocation is recomputed for a new job set (reset()).
 /// Complexity per round: O(U*K log(U*K)) for the ordering plus O(U*S) for placement, with U
 /// units (M jobs plus the allocation's pairs), K GPU types and S servers.

@@ -166,3 +166,25 @@ TEST_CASE("packing: a pair whose jobs end apart charges the GPU's held time once
   CHECK(r->jobs[1].finish == Approx(100));
   CHECK(r->jobs[0].gpu_seconds + r->jobs[1].gpu_seconds == Approx(100));
 }
+
+TEST_CASE("packing: GPUs a pair allocation leaves free go to waiting jobs alone",
+          "[packing][mechanism]") {
+  one_gpu f;
+  f.cl = make_cluster({{0, "s0", "v100", 0, 2, 1.0}});
+  server_throughput rates(f.cl, f.table);
+  snapshot s = test::make_snapshot(f.cl, f.jobs, {{10.0}, {10.0}, {10.0}});
+  s.rates = &rates;
+  // The pair holds one GPU; job 2 has no share but the second GPU would be idle.
+  allocation a(std::vector<std::vector<double>>{{0.0}, {0.0}, {0.0}});
+  a.pairs.push_back({0, 1, {1.0}});
+  gavel_mechanism mech;
+  mech.reset(0);
+  const round_plan p = mech.plan(s, a);
+  REQUIRE(p.assignments.size() == 3);
+  CHECK(p.assignments[2].job == 2);
+  CHECK(p.assignments[2].partner == -1);
+  CHECK(validate_plan(s, p, "mech").ok());
+  const auto rr = record_round(p, 2, 3);
+  CHECK(rr.busy_gpus == 2);
+  CHECK(rr.waiting_jobs == 0);
+}
