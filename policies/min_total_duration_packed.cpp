@@ -27,8 +27,8 @@ result<allocation> min_total_duration_packed::allocate(const snapshot& s) {
 std::vector<option_spec> min_total_duration_packed_options() {
   return {bool_option("efficiency_stage",
                       "1: with the makespan fixed, maximise the rate at which the other jobs "
-                      "shrink; 0: stop at the makespan optimum",
-                      true)};
+                      "shrink; 0: stop at the makespan optimum (Gavel's single LP)",
+                      false)};
 }
 
 std::unique_ptr<allocation_policy> make_min_total_duration_packed(const options& o) {

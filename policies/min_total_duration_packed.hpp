@@ -8,9 +8,12 @@
 /// Rule: the smallest C such that every active job finishes its remaining steps rem_m by
 /// now + C at its effective throughput e_m (alone and in pairs): as in min_total_duration.hpp
 /// one LP with z = 1/C, a max-min over e_m / rem_m (policies/packed_lp.hpp, weights 1/rem_m).
-/// Gavel bisects on C with a feasibility LP per step; the single LP is exact. Then (option
-/// `efficiency_stage`, default on) sum_m e_m / rem_m is maximised keeping C. Heterogeneity-
-/// aware only. Jobs with nothing left take no part.
+/// Gavel bisects on C with a feasibility LP per step; the single LP is exact. Option
+/// `efficiency_stage` (default off, unlike min_total_duration's) then maximises
+/// sum_m e_m / rem_m keeping C: it spreads the allocation over many more job pairs, which the
+/// mechanism, round by round, delivered less exactly (makespan 8.6 % longer on a 300-job
+/// static trace, and 10x the LP time; docs/benchmarks.md, issue 15). Heterogeneity-aware only.
+/// Jobs with nothing left take no part.
 ///
 /// Cost per round: the packed LP (one or two LPs of up to (C + P) K + 1 columns and 2C + K
 /// rows, C classes, P class pairs; progress changes rem, so classes are mostly single jobs),
@@ -44,7 +47,7 @@ class min_total_duration_packed final : public allocation_policy {
   packed_lp_result last_;
 };
 
-/// Options of min_total_duration_packed: `efficiency_stage` (0 or 1, default 1).
+/// Options of min_total_duration_packed: `efficiency_stage` (0 or 1, default 0).
 std::vector<option_spec> min_total_duration_packed_options();
 
 /// Builds makespan minimisation with space sharing from validated options.
