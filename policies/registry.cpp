@@ -8,8 +8,10 @@
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
 #include "policies/max_min_fairness.hpp"
+#include "policies/max_min_fairness_packed.hpp"
 #include "policies/max_sum_throughput.hpp"
 #include "policies/min_total_duration.hpp"
+#include "policies/min_total_duration_packed.hpp"
 #include "policies/type_blind.hpp"
 
 namespace tessera {
@@ -52,10 +54,12 @@ std::vector<policy_entry> build_registry() {
   r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), fifo_by(fifo_choice::fastest)));
   r.push_back(blind("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), make_max_min_fairness));
   r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), make_max_min_fairness));
+  r.push_back(gavel("max_min_fairness_packed", "Gavel LAS with space sharing: two jobs may share a GPU at their co-located throughputs", max_min_fairness_packed_options(), make_max_min_fairness_packed));
   r.push_back(blind("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), make_finish_time_fairness));
   r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), make_finish_time_fairness));
   r.push_back(blind("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), make_min_total_duration));
   r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), make_min_total_duration));
+  r.push_back(gavel("min_total_duration_packed", "Gavel makespan minimisation with space sharing: two jobs may share a GPU", min_total_duration_packed_options(), make_min_total_duration_packed));
   r.push_back(blind("max_sum_throughput", "Gavel maximum total (normalised) throughput, heterogeneity-agnostic", max_sum_throughput_options(), make_max_sum_throughput));
   r.push_back(gavel("max_sum_throughput_perf", "Gavel maximum total (normalised) throughput, heterogeneity-aware LP", max_sum_throughput_options(), make_max_sum_throughput));
   r.push_back({"hops", "Hops: latency-ratio window, priority-weighted placement ILP (CBC) per server class, fragment filling", hops_options(), make_hops});

@@ -20,11 +20,25 @@
 ///     still have room (lease extension); else it goes to the single server of its type with
 ///     the least sufficient free GPUs (best fit), else to the fewest servers, taking the
 ///     servers with most free GPUs first.
+/// Space sharing (allocation::pairs, Gavel's "_packed" policies): a pair of jobs is one more
+/// unit with its own time fractions, received time, priority and deficit, as in Gavel, where a
+/// pair is a job combination of its own. It is a candidate on type j when pair.x[j] > 0 and
+/// both jobs have one scale factor; it is scheduled when neither job is yet, taking
+/// scale GPUs for both, and placed like one job; the plan holds one assignment per job of
+/// the pair, each naming the other (assignment::partner). A job's time in a pair does not
+/// count as time alone. GPUs still free after the candidates go to jobs not yet scheduled,
+/// alone, in arrival order, each on its fastest type with room (Gavel's queue holds every job
+/// and pair, those with no share last, so its rounds are work-conserving there too; a pair
+/// allocation spread over many job pairs otherwise left GPUs idle while jobs waited). With no
+/// pairs the mechanism is the one above.
 /// The counters reset whenever the allocation is recomputed for a new job set (reset()).
-/// Complexity per round: O(M*K log(M*K)) for the ordering plus O(M*S) for placement, with M
-/// jobs, K GPU types and S servers.
+/// Complexity per round: O(U*K log(U*K)) for the ordering plus O(U*S) for placement, with U
+/// units (M jobs plus the allocation's pairs), K GPU types and S servers.
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -43,13 +57,27 @@ class gavel_mechanism {
   round_plan plan(const snapshot& s, const allocation& a);
 
  private:
+  /// A job's (or a pair's) time on each type.
   struct job_stats {
     std::vector<double> received;  ///< seconds on each type since the last reset
     std::vector<double> deficit;   ///< seconds owed on each type
   };
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  /// A (unit, type) the round may schedule; a unit is a job alone or a pair.
+  struct candidate {
+    bool full;  ///< the unit's jobs' allocations sum to 1: they must run every round
+    double priority, deficit, x;
+    job_id id, id2;     ///< the job and its partner (-1 when alone)
+    std::size_t m, m2;  ///< their indices into snapshot::jobs (m2 = npos when alone)
+    std::size_t j;      ///< GPU type
+  };
   void account(const snapshot& s, const allocation& a);
+  /// The candidates of step 3, in the order they are visited.
+  std::vector<candidate> candidates(const snapshot& s, const allocation& a);
 
   std::unordered_map<job_id, job_stats> stats_;
+  /// Pairs' statistics, by their job ids (lower first).
+  std::map<std::pair<job_id, job_id>, job_stats> pair_stats_;
   double reset_time_ = 0;
   double accounted_until_ = -1;  ///< start time of the last plan already accounted
 };

@@ -4,7 +4,9 @@
 /// jobs goes in, a `round_plan` comes out. Gavel-style policies produce an `allocation` (time
 /// fractions per GPU type) which the shared mechanism turns into a round plan.
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "runtime/model.hpp"
@@ -59,6 +61,11 @@ struct assignment {
   /// does (runtime/task_split.hpp).
   int tasks = 0;
   double step_budget = -1;              ///< cap on steps this round, -1 = none
+  /// Space sharing (Gavel's "_packed" policies): the job sharing every GPU of this placement,
+  /// -1 = none. A pair is two assignments, one per job (copy 0, tasks 0), with the same type
+  /// and shares, each naming the other; the pair's GPUs count once against the servers, and
+  /// each job runs at its co-located throughput (server_throughput::colocated_rate).
+  job_id partner = -1;
 
   /// The job copy it places.
   copy_id id() const { return {job, copy}; }
@@ -97,11 +104,23 @@ struct snapshot {
   int copy_limit = 0;
 };
 
+/// Space sharing: the fraction of wall time two jobs (indices a < b into snapshot::jobs, of
+/// equal scale factor) should share each GPU type, x[j], both at their co-located throughputs.
+struct pair_allocation {
+  std::size_t a = 0, b = 0;
+  std::vector<double> x;
+};
+
 /// Time fractions per job and GPU type: x[m][j] = fraction of wall time job m (index into
-/// snapshot::jobs) should run on type j. Rows sum to at most 1; for each type,
-/// sum_m scale_m * x[m][j] <= gpus_j.
+/// snapshot::jobs) should run alone on type j, and `pairs` the fractions jobs share GPUs
+/// (empty unless the policy packs). For each job, its x row plus the pairs it is in sum to at
+/// most 1; for each type, sum_m scale_m * x[m][j] + sum_pairs scale * x[j] <= gpus_j.
 struct allocation {
+  allocation() = default;
+  /// Fractions alone only (no pairs).
+  allocation(std::vector<std::vector<double>> alone) : x(std::move(alone)) {}
   std::vector<std::vector<double>> x;
+  std::vector<pair_allocation> pairs;
 };
 
 }  // namespace tessera

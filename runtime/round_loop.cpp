@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/records.hpp"
+#include "runtime/server_throughput.hpp"
 
 namespace tessera {
 
@@ -64,7 +65,7 @@ round_record record_round(const round_plan& p, int total_gpus, int active_jobs) 
   rr.start = p.start;
   std::unordered_set<job_id> running;
   for (const auto& as : p.assignments) {
-    rr.busy_gpus += as.gpus();
+    if (as.partner < 0 || as.job < as.partner) rr.busy_gpus += as.gpus();  // a pair once
     running.insert(as.job);
   }
   rr.idle_gpus = total_gpus - rr.busy_gpus;
@@ -75,9 +76,48 @@ round_record record_round(const round_plan& p, int total_gpus, int active_jobs) 
 
 namespace {
 
-/// validate_plan's checks; `jobs` (may be null) adds the checks against the active jobs.
+/// The space-sharing rules (plan.hpp, assignment::partner): a pair is two gang placements of
+/// copy 0, each naming the other, with the same type and shares. With `s` (a snapshot), both
+/// jobs are active, of one scale factor, and the executor's table has a co-location
+/// throughput for them on that GPU type.
+status check_pairs(const round_plan& p, const std::string& policy_name, const snapshot* s) {
+  std::map<job_id, const assignment*> paired;
+  for (const auto& as : p.assignments)
+    if (as.partner >= 0) paired[as.job] = &as;
+  std::map<job_id, const job_view*> active;
+  if (s)
+    for (const auto& jv : s->jobs) active[jv.spec->id] = &jv;
+  for (const auto& [id, as] : paired) {
+    const std::string who = policy_name + " paired job " + std::to_string(id) + " with job " +
+                            std::to_string(as->partner);
+    if (as->copy != 0 || as->tasks != 0 || as->partner == id)
+      return error{error_kind::internal, who + ": only copy 0 of two distinct gang jobs pair"};
+    auto other = paired.find(as->partner);
+    if (other == paired.end() || other->second->partner != id ||
+        other->second->type != as->type || !(other->second->shares == as->shares))
+      return error{error_kind::internal,
+                   who + ", which does not name it back on the same GPUs"};
+    if (!s || id > as->partner) continue;
+    auto a = active.find(id), b = active.find(as->partner);
+    if (a == active.end() || b == active.end()) continue;  // check_plan names the job
+    const job& ja = *a->second->spec;
+    const job& jb = *b->second->spec;
+    if (ja.scale_factor != jb.scale_factor)
+      return error{error_kind::internal, who + " of another scale factor"};
+    if (!s->rates || !s->rates->colocated_rate(ja.job_type, jb.job_type, ja.scale_factor,
+                                               as->shares))
+      return error{error_kind::internal,
+                   who + " where the throughput table has no co-location throughput for " +
+                       ja.job_type + " beside " + jb.job_type};
+  }
+  return {};
+}
+
+/// validate_plan's checks; `s` (may be null) adds the checks against the active jobs.
 status check_plan(const cluster& cl, const round_plan& p, const std::string& policy_name,
-                  const std::vector<job_view>* jobs) {
+                  const snapshot* s) {
+  if (auto st = check_pairs(p, policy_name, s); !st) return st;
+  const std::vector<job_view>* jobs = s ? &s->jobs : nullptr;
   std::vector<int> used(cl.servers.size(), 0);
   // (job, copy) -> assignments, whether all of them carry tasks, and their tasks' sum.
   struct copy_use {
@@ -101,9 +141,11 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     if (as.tasks < 0)
       return error{error_kind::internal, policy_name + " gave " + who + " " +
                                              std::to_string(as.tasks) + " tasks per step"};
+    const bool second_of_pair = as.partner >= 0 && as.job > as.partner;
     for (const auto& sh : as.shares) {
       if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) || sh.gpus <= 0)
         return error{error_kind::internal, policy_name + " used an invalid server share"};
+      if (second_of_pair) continue;  // a pair's GPUs count once
       used[sh.server] += sh.gpus;
       if (used[sh.server] > cl.servers[sh.server].gpus)
         return error{error_kind::internal,
@@ -142,7 +184,7 @@ status validate_plan(const cluster& cl, const round_plan& p, const std::string& 
 }
 
 status validate_plan(const snapshot& s, const round_plan& p, const std::string& policy_name) {
-  return check_plan(*s.cl, p, policy_name, &s.jobs);
+  return check_plan(*s.cl, p, policy_name, &s);
 }
 
 status check_runnable(const job& j, const std::vector<double>& throughput) {

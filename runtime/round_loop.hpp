@@ -65,12 +65,15 @@ result<planned_round> plan_round(policy& pol, const round_context& ctx,
 /// count, no server holds more GPUs than it has, no job copy is placed twice. A job copy may
 /// have several assignments only as a task split (runtime/task_split.hpp): each of them with
 /// tasks > 0. No assignment may have negative tasks, nor fewer tasks than GPUs (a GPU with no
-/// task). Errors (internal) name the policy and what it broke.
+/// task). Space sharing (assignment::partner): a pair is two gang placements of copy 0 naming
+/// each other on the same type and shares, and its GPUs count once, so no GPU holds more than
+/// two jobs. Errors (internal) name the policy and what it broke.
 status validate_plan(const cluster& cl, const round_plan& p, const std::string& policy_name);
 
 /// As above against `s.cl`, and against the snapshot's jobs: every assignment names an active
 /// job, and the tasks of each task split (and each assignment with tasks > 0) sum to the
-/// job's scale factor.
+/// job's scale factor; the two jobs of a pair have one scale factor and the snapshot's rates
+/// a co-location throughput for them on the pair's GPU type (none without rates).
 status validate_plan(const snapshot& s, const round_plan& p, const std::string& policy_name);
 
 /// An error (invalid_input) when `throughput` is 0 on every GPU type, naming the job.

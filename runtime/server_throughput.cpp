@@ -114,6 +114,35 @@ double server_throughput::rate(const std::string& job_type,
   return best;
 }
 
+std::optional<std::pair<double, double>> server_throughput::colocated_rate(
+    const std::string& a, const std::string& b, int scale,
+    const std::vector<server_share>& shares) const {
+  if (shares.empty()) return std::nullopt;
+  double slowest = std::numeric_limits<double>::infinity();
+  const int type = cl_->servers.at(shares.front().server).type_index;
+  for (const auto& sh : shares) {
+    const auto& sv = cl_->servers.at(sh.server);
+    if (sv.type_index != type) return std::nullopt;
+    slowest = std::min(slowest, sv.speed);
+  }
+  auto t = colocated_table(type, a, b, scale);
+  if (!t) return std::nullopt;
+  return std::make_pair(t->first * slowest, t->second * slowest);
+}
+
+std::optional<std::pair<double, double>> server_throughput::colocated_table(
+    int type, const std::string& a, const std::string& b, int scale) const {
+  const std::string& name = cl_->types.at(type).name;
+  const job_key ka{a, scale}, kb{b, scale};
+  const auto ab = types_.colocated(name, ka, kb);
+  const auto ba = types_.colocated(name, kb, ka);
+  if (!ab && !ba) return std::nullopt;
+  const double va = ab ? ab->first : ba->second;
+  const double vb = ba ? ba->first : ab->second;
+  if (!(va > 0) || !(vb > 0)) return std::nullopt;
+  return std::make_pair(va, vb);
+}
+
 void server_throughput::record(const std::string& job_type,
                                const std::vector<server_share>& shares, double steps_per_s) {
   if (shares.empty() || !(steps_per_s > 0) || !std::isfinite(steps_per_s)) return;

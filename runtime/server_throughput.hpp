@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "runtime/model.hpp"
@@ -79,6 +81,22 @@ class server_throughput {
   /// GPU count, one-server rates when there is one share. 0 when a server has no estimate or
   /// `shares` is empty.
   double rate(const std::string& job_type, const std::vector<server_share>& shares) const;
+
+  /// Space sharing: the GPU-type table's steps/s of jobs of types `a` and `b`, both of scale
+  /// `scale`, sharing GPUs of cluster type `type`: each job's value from its own row (`a`
+  /// beside `b`, and `b` beside `a`), or from the other's row when its own is missing.
+  /// nullopt when neither row has the entry or a value is 0: the pair cannot share there.
+  std::optional<std::pair<double, double>> colocated_table(int type, const std::string& a,
+                                                           const std::string& b,
+                                                           int scale) const;
+
+  /// Space sharing: steps/s of two jobs sharing every GPU of `shares`: colocated_table of the
+  /// shares' GPU type times the slowest server's speed factor (the rule of `rate`). nullopt
+  /// when the shares span GPU types or the table has no entry. Server-table measurements and
+  /// the analytic tier are for jobs alone and are not used.
+  std::optional<std::pair<double, double>> colocated_rate(
+      const std::string& a, const std::string& b, int scale,
+      const std::vector<server_share>& shares) const;
 
   /// Records a measured throughput (steps/s of the whole configuration) of `job_type` on
   /// `shares` into the server table. A multi-server measurement is stored for each of its

@@ -37,6 +37,21 @@ struct live_job {
   double active_time = 0;
 };
 
+/// Space sharing: for each job of a pair, half the seconds both jobs held their shared GPUs,
+/// which it does not charge (its partner does), so a pair's GPU-seconds count once.
+std::unordered_map<job_id, double> shared_gpu_seconds(const round_plan& p,
+                                                      const std::vector<copy_progress>& ran) {
+  std::unordered_map<job_id, double> busy, out;
+  for (const auto& cp : ran)
+    if (cp.copy == 0) busy[cp.job] = cp.busy_seconds;
+  for (const auto& as : p.assignments) {
+    if (as.partner < 0) continue;
+    auto a = busy.find(as.job), b = busy.find(as.partner);
+    if (a != busy.end() && b != busy.end()) out[as.job] = std::min(a->second, b->second) / 2;
+  }
+  return out;
+}
+
 /// One simulation: the shared round loop (runtime/round_loop.hpp) over the throughput model
 /// of sim_executor, on a virtual clock.
 class simulation {
@@ -197,6 +212,7 @@ void simulation::apply_progress(const round_plan& p, const std::vector<copy_prog
   }
   std::map<copy_id, int> gpus_of;  // GPUs each copy held (all its parts)
   for (const auto& as : p.assignments) gpus_of[as.id()] += as.gpus();
+  const auto shared = shared_gpu_seconds(p, ran);
   // A forked job's copies run side by side: its run time grows by its longest copy's.
   std::unordered_map<job_id, double> held_for;
   for (const auto& cp : ran) held_for[cp.job] = std::max(held_for[cp.job], cp.busy_seconds);
@@ -212,7 +228,8 @@ void simulation::apply_progress(const round_plan& p, const std::vector<copy_prog
     const auto held = gpus_of.find({cp.job, cp.copy});
     const int gpus = held != gpus_of.end() && held->second > 0 ? held->second
                                                                : lj.view.spec->scale_factor;
-    rec.gpu_seconds += cp.busy_seconds * gpus;
+    auto half = shared.find(cp.job);
+    rec.gpu_seconds += (cp.busy_seconds - (half == shared.end() ? 0.0 : half->second)) * gpus;
     if (cp.finished) {
       lj.view.steps_done = lj.view.spec->total_steps;
       rec.finish = cp.finish_time;

@@ -90,6 +90,20 @@ int sim_executor::restarts(job_id id) const {
   return it == restarts_.end() ? 0 : it->second;
 }
 
+double sim_executor::placed_rate(const std::unordered_map<job_id, const job_view*>& jobs,
+                                 const job_view& jv, const std::vector<const assignment*>& parts,
+                                 bool split) const {
+  if (split) return split_rate(rates_, *jv.spec, parts);
+  const assignment& as = *parts.front();
+  if (as.partner < 0) return rate(*jv.spec, as.shares);
+  // Space sharing: its co-located throughput beside its partner.
+  auto other = jobs.find(as.partner);
+  if (other == jobs.end()) return 0;
+  const auto pair = rates_.colocated_rate(jv.spec->job_type, other->second->spec->job_type,
+                                          jv.spec->scale_factor, as.shares);
+  return pair ? pair->first : 0.0;
+}
+
 result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
                                                          const round_plan& p) {
   std::unordered_map<job_id, const job_view*> jobs;
@@ -137,7 +151,7 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
                                                      : std::min(budget, a->step_budget);
       }
     const std::vector<server_share>& shares = split ? split_shares : as.shares;
-    const double r = split ? split_rate(rates_, *jv.spec, g.parts) : rate(*jv.spec, as.shares);
+    const double r = placed_rate(jobs, jv, g.parts, split);
     if (r <= 0)
       return error{error_kind::internal, "job " + std::to_string(g.job) + " (" +
                                              jv.spec->job_type +

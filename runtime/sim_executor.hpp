@@ -10,6 +10,10 @@
 /// changed since the previous round. A job finishing mid-round leaves its GPUs idle until the
 /// next round, as in Gavel's simulator.
 ///
+/// Space sharing (assignment::partner): each job of a pair runs at its co-located throughput
+/// (server_throughput::colocated_rate) for the whole round, also after its partner finished
+/// (as in Gavel's simulator, which charges the pair's rates for the round).
+///
 /// Task-level execution (Hare): the assignments of one job copy that carry tasks (a task
 /// split, runtime/task_split.hpp) run as one: each GPU runs its tasks back to back, a step
 /// completes when its last task does, and the copy advances at 1 / (max over its placements of
@@ -95,6 +99,12 @@ class sim_executor {
   int restarts(job_id id) const;
 
  private:
+  /// Steps/s of one job copy placed by `parts` (a task split when `split`); a pair's job at
+  /// its co-located throughput beside the partner named in `jobs`.
+  double placed_rate(const std::unordered_map<job_id, const job_view*>& jobs,
+                     const job_view& jv, const std::vector<const assignment*>& parts,
+                     bool split) const;
+
   server_throughput rates_;
   double restart_cost_;
   copy_aggregation aggregation_;

@@ -333,4 +333,9 @@ void throughput_table::set_isolated(const std::string& gpu_type, const job_key& 
   rows_[{detail::to_lower(gpu_type), consolidated}][key].alone = steps_per_s;
 }
 
+void throughput_table::set_colocated(const std::string& gpu_type, const job_key& key,
+                                     const job_key& other, std::pair<double, double> steps_per_s) {
+  rows_[{detail::to_lower(gpu_type), true}][key].with[other] = steps_per_s;
+}
+
 }  // namespace tessera

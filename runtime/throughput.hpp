@@ -65,6 +65,10 @@ class throughput_table {
   /// Sets (or replaces) an isolated entry, e.g. from a measured throughput.
   void set_isolated(const std::string& gpu_type, const job_key& key, double steps_per_s,
                     bool consolidated = true);
+  /// Sets (or replaces) the co-location entry of `key` beside `other` on one GPU of
+  /// `gpu_type`: (steps/s of `key`, steps/s of `other`). The mirror entry is not touched.
+  void set_colocated(const std::string& gpu_type, const job_key& key, const job_key& other,
+                     std::pair<double, double> steps_per_s);
 
  private:
   class sax_builder;  // builds a table from the JSON parser's events

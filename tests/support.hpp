@@ -143,6 +143,26 @@ inline instance random_instance(std::mt19937& rng, const instance_limits& lim = 
   return in;
 }
 
+/// Space sharing: adds co-location entries to `in.table` for about half of the ordered pairs
+/// of its jobs' keys of one scale factor on each GPU type, each job at 35-95% of its isolated
+/// throughput (the mirror entry drawn on its own, so some pairs lack one direction).
+inline void add_random_colocations(instance& in, std::mt19937& rng) {
+  std::uniform_real_distribution<double> frac(0.35, 0.95);
+  for (const auto& t : in.cl.types)
+    for (const auto& a : in.jobs)
+      for (const auto& b : in.jobs) {
+        if (a.scale_factor != b.scale_factor) continue;
+        const job_key ka{a.job_type, a.scale_factor}, kb{b.job_type, b.scale_factor};
+        const bool draw = rng() % 2 == 0;
+        if (!draw || in.table.colocated(t.name, ka, kb)) continue;
+        const double fa = frac(rng);
+        const double fb = frac(rng);
+        in.table.set_colocated(t.name, ka, kb,
+                               {fa * in.table.isolated(t.name, ka).value_or(0),
+                                fb * in.table.isolated(t.name, kb).value_or(0)});
+      }
+}
+
 // ---- files ----------------------------------------------------------------------------------
 
 /// A fresh, empty directory under the system temp dir, named after `name` and this process,

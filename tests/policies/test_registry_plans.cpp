@@ -1,7 +1,8 @@
 // Property tests over every registered policy: on random small clusters and job sets, each
 // round plan respects per-server and per-type capacity, places no job twice, meets every
 // job's scale factor (GPUs, or tasks summed over a task split's parts), uses only GPU types
-// the job can run on, and a whole simulation is deterministic and finishes every job.
+// the job can run on, counts a space-sharing pair's GPUs once, and a whole simulation is
+// deterministic and finishes every job.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -57,6 +58,7 @@ class checking_policy final : public policy {
           REQUIRE(split_runs_on(s, *jv, sh.server));
         else
           REQUIRE(jv->throughput[sv.type_index] > 0);
+        if (as.partner >= 0 && as.job > as.partner) continue;  // a pair's GPUs count once
         used[sh.server] += sh.gpus;
         type_used[sv.type_index] += sh.gpus;
       }
@@ -116,6 +118,8 @@ TEST_CASE("every registered policy makes valid plans and finishes every job",
       std::mt19937 rng(2024);
       for (int trial = 0; trial < 25; ++trial) {
         auto in = random_instance(rng);
+        std::mt19937 pair_rng(static_cast<unsigned>(trial));  // leaves `rng`'s draws as they were
+        test::add_random_colocations(in, pair_rng);  // for the space-sharing policies
         auto made = make_policy(entry.name);
         REQUIRE(made);
         checking_policy pol(std::move(made.value()));
