@@ -69,6 +69,9 @@ struct run_settings {
   /// A served cluster carries on with the jobs of its state directory's journal (the same
   /// cluster file); without it a journal holding jobs is refused.
   bool resume = false;
+  /// File for the run's timeline (runtime/timeline.hpp: who ran where in each round, from
+  /// the round plans), written by the scheduler's process; "" = none.
+  std::string timeline_file;
 };
 
 /// Where a node process of a local run finds the scheduler.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/records.hpp"
+#include "runtime/timeline.hpp"
 
 namespace tessera {
 
@@ -56,6 +57,7 @@ result<planned_round> plan_round(policy& pol, const round_context& ctx,
   r.plan.start = ctx.now;
   r.plan.length = ctx.round_length;
   if (auto st = validate_plan(s, r.plan, pol.name()); !st) return st.err();
+  if (ctx.timeline) ctx.timeline->record(s, r.plan);
   return r;
 }
 
