@@ -177,28 +177,43 @@ def plot_utilisation(args):
         ax.legend(fontsize=8)
         ax.set_title(title_of(head, path), fontsize=9)
     if args.title:
-        fig.suptitle(args.title, fontsize=10)
+        fig.suptitle(args.title, fontsize=10, y=1.04)
     save(fig, args)
+
+
+def gantt_bars(head, rounds):
+    """Bars {(server row, y, height, job): [(start, length), ...]}: a job's consecutive rounds
+    in the same place on a server become one bar, so long runs draw quickly."""
+    gpus = {s["name"]: s["gpus"] for s in head["servers"]}
+    row = {s["name"]: i for i, s in enumerate(head["servers"])}
+    bars = {}
+    for r in rounds:
+        offset = {}  # GPUs already stacked on each server this round
+        for p in sorted(r["placements"], key=lambda p: (p["server"], p["job"], p["copy"])):
+            name = p["server"]
+            if name not in row:
+                continue
+            y = row[name] + offset.get(name, 0) / gpus[name] * 0.8 - 0.4
+            offset[name] = offset.get(name, 0) + p["gpus"]
+            spans = bars.setdefault((row[name], y, p["gpus"] / gpus[name] * 0.8, p["job"]), [])
+            if spans and abs(spans[-1][0] + spans[-1][1] - r["start"]) < 1e-6 * (1 + r["start"]):
+                spans[-1] = (spans[-1][0], spans[-1][1] + r["length"])
+            else:
+                spans.append((r["start"], r["length"]))
+    return bars
 
 
 def draw_gantt(ax, head, rounds, colour):
     servers = head["servers"]
-    row = {s["name"]: i for i, s in enumerate(servers)}
     scale, unit = time_scale(rounds)
-    for r in rounds:
-        offset = {}  # GPUs already drawn on each server this round
-        for p in sorted(r["placements"], key=lambda p: (p["server"], p["job"], p["copy"])):
-            if p["server"] not in row:
-                continue
-            gpus = next(s["gpus"] for s in servers if s["name"] == p["server"])
-            y0 = row[p["server"]] + offset.get(p["server"], 0) / gpus * 0.8 - 0.4
-            h = p["gpus"] / gpus * 0.8
-            offset[p["server"]] = offset.get(p["server"], 0) + p["gpus"]
-            ax.broken_barh([(r["start"] / scale, r["length"] / scale)], (y0, h),
-                           facecolors=colour(p["job"]), edgecolor="white", linewidth=0.3)
-            if len(rounds) <= 60:
-                ax.text((r["start"] + r["length"] / 2) / scale, y0 + h / 2, str(p["job"]),
-                        ha="center", va="center", fontsize=6)
+    bars = gantt_bars(head, rounds)
+    label = sum(len(v) for v in bars.values()) <= 150
+    for (_, y, h, job), spans in bars.items():
+        ax.broken_barh([(a / scale, w / scale) for a, w in spans], (y, h), facecolors=colour(job),
+                       edgecolor="white", linewidth=0.3)
+        for a, w in spans if label else []:
+            ax.text((a + w / 2) / scale, y + h / 2, str(job), ha="center", va="center",
+                    fontsize=6)
     ax.set_yticks(range(len(servers)))
     ax.set_yticklabels([f"{s['name']} ({s['type']} x{s['gpus']})" for s in servers], fontsize=7)
     ax.set_ylim(-0.6, len(servers) - 0.4)
@@ -223,7 +238,7 @@ def plot_gantt(args):
         draw_gantt(ax, head, rounds, colour)
         ax.set_title(title_of(head, path), fontsize=9)
     if args.title:
-        fig.suptitle(args.title, fontsize=10)
+        fig.suptitle(args.title, fontsize=10, y=1.04)
     save(fig, args)
 
 

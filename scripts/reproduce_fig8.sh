@@ -11,4 +11,5 @@ shift || true
   --rates 0.4,1,2,2.8,3.5,4,4.4,4.8,5.2,5.6,6 --seeds 1,2,3 \
   --jobs 7000 --window 4000-4999 --out "$out" "$@"
 ./build/tessera plot jct-rate "$out/sweep.csv" --out docs/figures/fig8_las_jct_vs_rate \
+  --reference docs/results/gavel_fig8_published.csv \
   --title "LAS, single-GPU jobs: avg JCT of jobs 4000-4999 (3 seeds)"
