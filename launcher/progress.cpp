@@ -72,11 +72,12 @@ void progress_meter::skip(int units) {
   done_ += units;
 }
 
-/// Writes the current state: at most every 200 ms on a terminal, every `every_` otherwise
+/// Writes the current state: at most every 200 ms on a terminal (every_ when shorter), every
+/// `every_` otherwise
 /// (always when `force`). The ETA counts only the work of this process, not skipped units.
 void progress_meter::show(bool force) {
   const auto now = std::chrono::steady_clock::now();
-  const auto gap = tty_ ? std::chrono::milliseconds(200) : every_;
+  const auto gap = tty_ ? std::min(every_, std::chrono::milliseconds(200)) : every_;
   if (!force && (shown_ ? now - last_ < gap : now - start_ < gap)) return;
   last_ = now;
   shown_ = true;

@@ -32,7 +32,8 @@ double sim_fraction(const sim_progress& p, int goal);
 /// A meter over `total` units of work (simulations, cells), each reporting its own fraction.
 class progress_meter {
  public:
-  /// `enabled` false: silent. `tty`: a rewritten bar; else a plain line every `plain_every`.
+  /// `enabled` false: silent. `tty`: a bar rewritten at most every 200 ms (or `plain_every`
+  /// when shorter); else a plain line every `plain_every`.
   progress_meter(bool enabled, int total, std::string unit, std::ostream& out, bool tty,
                  std::chrono::milliseconds plain_every = std::chrono::seconds(5));
   /// Reports on stderr, as a bar when stderr is a terminal.

@@ -86,10 +86,14 @@ TEST_CASE("sweep: bad input exits 2 and names the option", "[sweep]") {
 TEST_CASE("sweep: each cell's command reproduces its metrics", "[sweep]") {
   scratch_dir d("sweep_cmd");
   const auto dir = d.file("out");
-  REQUIRE(cli::cmd_sweep(tiny_sweep(dir)) == exit_code::ok);
+  // The binary, not this test program, must be the one the commands name.
+  std::string args;
+  for (const auto& a : tiny_sweep(dir)) args += " '" + a + "'";
+  REQUIRE(test::run_tessera("sweep" + args).code == 0);
   auto all = nlohmann::json::parse(file_contents(dir + "/sweep.json"));
   const auto& cell = all.at("cells").at(1);
-  std::filesystem::remove_all(dir + "/traces");  // the command regenerates the trace
+  for (const auto& t : std::filesystem::directory_iterator(dir + "/traces"))
+    std::filesystem::remove(t.path());  // the command regenerates the trace
   auto r = test::run_shell(cell.at("command").get<std::string>() + " -q");
   REQUIRE(r.code == 0);
   std::ostringstream jct;

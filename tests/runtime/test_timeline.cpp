@@ -46,7 +46,7 @@ std::vector<timeline_placement> expected_placements(const cluster& cl, const rou
 
 TEST_CASE("timeline: a simulation records each round's plan, placement by placement",
           "[timeline]") {
-  auto cl = parse_cluster_shorthand("4 v100 : 4 p100 : 4 k80, 2 per server", "test");
+  auto cl = parse_cluster_shorthand("8 v100 : 8 p100 : 8 k80, 2 per server", "test");
   REQUIRE(cl);
   auto table = throughput_table::load_bundled();
   auto templates = bundled_job_templates();
@@ -67,6 +67,7 @@ TEST_CASE("timeline: a simulation records each round's plan, placement by placem
   sim_config cfg;
   cfg.timeline = &rec;
   auto r = simulate(*cl, *table, *jobs, keeper, cfg);
+  INFO((r ? std::string() : r.err().message));
   REQUIRE(r);
   REQUIRE(r->complete);
   std::istringstream in(out.str());
