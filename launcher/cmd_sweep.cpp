@@ -70,7 +70,7 @@ void add_options(po::options_description& d, sweep_options& o) {
     ("jobs,n", po::value(&o.jobs)->required(), "jobs per generated trace")
     ("multi-gpu", po::bool_switch(&o.multi_gpu), "traces with multi-GPU jobs (scale 1/2/4/8)")
     ("out,o", po::value(&o.out_dir)->required(), "output directory (created; reused to resume)")
-    ("jobs-parallel,j", po::value(&o.parallel), "cells simulated at once (default: cores)")
+    ("parallel,j", po::value(&o.parallel), "cells simulated at once (default: cores)")
     ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
     ("run-to-end", po::bool_switch(&o.run_to_end),
      "with --window: keep simulating until every job finishes")
@@ -212,7 +212,7 @@ result<sweep_plan> make_plan(const sweep_options& o) {
   if (!rounds) return rounds.err();
   for (const auto& st :
        {check_option("--jobs", o.jobs, 1, static_cast<double>(limits::max_trace_jobs), "jobs"),
-        check_option("-j", o.parallel, 1, b::max_parallel),
+        check_option("--parallel (-j)", o.parallel, 1, b::max_parallel),
         check_option("--restart-cost", o.restart_cost, 0, b::max_restart_cost, "seconds"),
         check_option("--max-hours", o.max_hours, 0, b::max_hours, "hours; 0 = no limit"),
         check_option("--progress-interval", o.progress_every, 0.1, 3600, "seconds")})
@@ -264,6 +264,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   if (!plan) return report(plan.err());
   if (auto st = prepare_dir(o); !st) return report(st.err());
   const auto wall0 = std::chrono::steady_clock::now();
+  remove_leftovers(*plan);
   auto done = load_finished_cells(*plan);
   if (auto st = generate_traces(*plan, done); !st) return report(st.err());
   progress_meter meter(!o.quiet, static_cast<int>(plan->cells.size()), "cells",

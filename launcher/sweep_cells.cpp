@@ -135,6 +135,17 @@ std::map<std::string, json> load_finished_cells(const sweep_plan& p) {
   return done;
 }
 
+void remove_leftovers(const sweep_plan& p) {
+  for (const char* sub : {"cells", "traces"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(p.out_dir) / sub, ec)) {
+      const auto name = e.path().filename().string();
+      const bool part = name.size() > 5 && name.compare(name.size() - 5, 5, ".part") == 0;
+      if (part || name.find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
+    }
+  }
+}
+
 status generate_traces(const sweep_plan& p, const std::map<std::string, json>& done) {
   std::set<std::string> made;
   for (const auto& c : p.cells) {

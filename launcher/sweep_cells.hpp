@@ -68,6 +68,10 @@ status write_atomically(const std::string& path, const std::string& text);
 /// a cell (none should: each is renamed into place whole) is left out, and the cell re-run.
 std::map<std::string, nlohmann::json> load_finished_cells(const sweep_plan& p);
 
+/// Removes the temporary files an interrupted sweep left in the output directory (names with
+/// ".tmp." or ending ".part"); one sweep at a time may use a directory.
+void remove_leftovers(const sweep_plan& p);
+
 /// Generates the trace of every (rate, seed) that a cell not yet finished needs and that is
 /// not there yet.
 status generate_traces(const sweep_plan& p, const std::map<std::string, nlohmann::json>& done);
