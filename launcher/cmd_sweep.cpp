@@ -273,7 +273,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const std::size_t resumed = done.size();
   const auto ran = run_cells(*plan, done, o.parallel, meter);
   meter.finish();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (auto st = write_aggregate(*plan, done); !st) return report(st.err());
   print_sweep_summary(std::cerr, ran, resumed, wall, o.parallel);
   for (const auto& f : ran.failures) std::cerr << "tessera: " << f << '\n';
