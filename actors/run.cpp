@@ -38,6 +38,7 @@
 #include "runtime/gpu/cuda_probe.hpp"
 #include "runtime/job_file.hpp"
 #include "runtime/round_loop.hpp"
+#include "runtime/timeline.hpp"
 
 namespace tessera::actors {
 
@@ -541,6 +542,17 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
     return failed;
   }
   if (sched_setup) sched_setup(sc);
+  std::shared_ptr<timeline_file> timeline;
+  if (!o.timeline_file.empty()) {
+    auto f = timeline_file::open(o.timeline_file, in.cl, "run", o.policy, o.round_length);
+    if (!f) {
+      std::cerr << "tessera: " << f.err().message << '\n';
+      launch(0);
+      return failed;
+    }
+    timeline = std::move(f.value());
+    sc.timeline = std::shared_ptr<timeline_recorder>(timeline, &timeline->recorder());
+  }
   auto sched = sys.spawn(scheduler_actor, std::move(sc), caf::actor_cast<caf::actor>(listener));
   auto door = open_scheduler(sys, sched, o, bind, in.cl.servers.size());
   if (!door || !launch(door->port())) {
@@ -557,6 +569,11 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
   node0.agg = agg;
   auto node = sys.spawn(node_actor, node0, sched);
   int code = report_run(listener, o, in, sched, node);
+  if (timeline)
+    if (auto st = timeline->close(); !st) {
+      std::cerr << "tessera: " << st.err().message << '\n';
+      code = failed;
+    }
   api.reset();
   if (api_failed) code = failed;
   door->wait_closed(5);

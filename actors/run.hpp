@@ -77,6 +77,9 @@ struct run_settings {
   /// it from TESSERA_GPU_DISCOVERY and CUDA_VISIBLE_DEVICES. GPUs found must agree with the
   /// node's server entry, else the node refuses to start (bad input).
   gpu::discovery gpu;
+  /// File for the run's timeline (runtime/timeline.hpp: who ran where in each round, from
+  /// the round plans), written by the scheduler's process; "" = none.
+  std::string timeline_file;
 };
 
 /// Where a node process of a local run finds the scheduler.

@@ -375,6 +375,7 @@ result<planned_round> plan_now(scheduler_state& st, const std::vector<const job_
   ctx.job_set_version = st.job_set_version;
   ctx.rates = &st.rates->for_live(st.live, st.live_ranks);
   ctx.copy_limit = cfg.can_sync ? 0 : 1;
+  ctx.timeline = cfg.timeline.get();
   if (wait || views.empty()) return waiting_round(ctx);
   return plan_round(*cfg.pol, ctx, std::move(views));
 }

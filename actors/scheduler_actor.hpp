@@ -128,6 +128,8 @@ struct scheduler_config {
   /// Seconds a job actor has to answer a view or summary request; a job that does not is
   /// left out of that round (logged).
   double job_timeout = 1.0;
+  /// Records every round's plan (runtime/timeline.hpp); null: none.
+  std::shared_ptr<timeline_recorder> timeline;
   scheduler_hooks hooks;  ///< tests only
 };
 

@@ -70,6 +70,8 @@ void add_options(po::options_description& d, run_options& o) {
     ("checkpoint-dir", po::value(&s.checkpoint_dir),
      "shared directory for job checkpoints (default: a new one under the temp directory)")
     ("json", po::value(&s.json_out), "write the summary as JSON to this file")
+    ("timeline", po::value(&s.timeline_file),
+     "write who ran where in each round (JSON Lines, runtime/timeline.hpp) to this file")
     ("connect-timeout", po::value(&s.connect_timeout)->default_value(20.0),
      "seconds for nodes to reach the scheduler and register")
     ("timeout", po::value(&s.timeout)->default_value(600.0),

@@ -1,6 +1,7 @@
 /// @file cmd_simulate.cpp
 /// `tessera simulate` and `tessera compare`.
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -11,10 +12,13 @@
 
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
+#include "launcher/progress.hpp"
+#include "launcher/sim_run.hpp"
 #include "policies/registry.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/job_file.hpp"
 #include "runtime/metrics.hpp"
+#include "runtime/timeline.hpp"
 #include "runtime/trace.hpp"
 
 namespace po = boost::program_options;
@@ -27,7 +31,7 @@ namespace {
 struct run_options {
   std::string cluster_file, cluster_spec, trace_file, table_file, window, json_out, csv_out;
   std::vector<std::string> policy_args;
-  double round_length = 360, restart_cost = 0, max_hours = 0;
+  double round_length = 360, restart_cost = 0, max_hours = 0, progress_every = 5;
   bool quiet = false, run_to_end = false, assume_consolidated = false;
 };
 
@@ -56,18 +60,13 @@ void add_common(po::options_description& d, run_options& o) {
     ("max-hours", po::value(&o.max_hours)->default_value(0.0),
      "stop at this virtual time (0 = no limit)")
     ("json", po::value(&o.json_out), "write the metrics as JSON to this file")
-    ("quiet,q", po::bool_switch(&o.quiet), "no progress line on stderr")
+    ("quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")
+    ("progress-interval", po::value(&o.progress_every)->default_value(5.0),
+     "seconds between progress lines when stderr is not a terminal (a terminal shows a bar)")
     ("help,h", "show this help");
 }
 
-/// Inputs loaded once and shared by every policy run.
-struct inputs {
-  cluster cl;
-  throughput_table table;
-  std::vector<job> jobs;
-  sim_config cfg;
-  std::map<std::string, double> policy_args;
-};
+using inputs = sim_inputs;
 
 /// Checks the numbers of the command line (bounds: launcher/common.hpp).
 status check_numbers(const run_options& o) {
@@ -76,7 +75,8 @@ status check_numbers(const run_options& o) {
        {check_option("--round-length", o.round_length, b::min_sim_round, b::max_sim_round,
                      "seconds"),
         check_option("--restart-cost", o.restart_cost, 0, b::max_restart_cost, "seconds"),
-        check_option("--max-hours", o.max_hours, 0, b::max_hours, "hours; 0 = no limit")})
+        check_option("--max-hours", o.max_hours, 0, b::max_hours, "hours; 0 = no limit"),
+        check_option("--progress-interval", o.progress_every, 0.1, 3600, "seconds")})
     if (!st) return st;
   return {};
 }
@@ -113,44 +113,45 @@ result<inputs> load_inputs(const run_options& o) {
   return in;
 }
 
-status write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f) return error{error_kind::io, path + ": cannot open for writing"};
-  f << text;
-  if (!f) return error{error_kind::io, path + ": write failed"};
-  return {};
-}
-
-/// Runs one policy; returns its result.
-result<schedule_result> run_one(const inputs& in, const std::string& name, progress_line& progress) {
-  auto pol = make_policy(name, in.policy_args, "--policy-arg");
-  if (!pol) return pol.err();
-  sim_config cfg = in.cfg;
-  cfg.on_progress = [&](const sim_progress& p) { progress.update(name, p); };
-  return simulate(in.cl, in.table, in.jobs, *pol.value(), cfg);
+/// A meter on stderr over `runs` simulations.
+std::unique_ptr<progress_meter> make_meter(const run_options& o, int runs) {
+  return std::make_unique<progress_meter>(
+      !o.quiet, runs, runs == 1 ? "run" : "runs",
+      std::chrono::milliseconds(std::lround(o.progress_every * 1000)));
 }
 
 }  // namespace
 
 int cmd_simulate(const std::vector<std::string>& args) {
   run_options o;
-  std::string policy_name;
+  std::string policy_name, timeline_out;
   po::options_description d("tessera simulate options");
   add_common(d, o);
   d.add_options()
     ("policy", po::value(&policy_name)->default_value("max_min_fairness_perf"),
      "policy name (see `tessera policies`)")
-    ("csv", po::value(&o.csv_out), "write one CSV row per job to this file");
+    ("csv", po::value(&o.csv_out), "write one CSV row per job to this file")
+    ("timeline", po::value(&timeline_out),
+     "write who ran where in each round to this file (JSON Lines; `tessera plot gantt`)");
   const char* usage =
       "usage: tessera simulate --trace FILE [--cluster FILE] [--policy NAME] [options]\n"
       "Runs one policy on a trace in the simulator and prints its metrics table.";
   if (int rc = parse_options(args, d, d, usage, std::cerr); rc >= 0) return rc;
   auto in = load_inputs(o);
   if (!in) return report(in.err());
-  progress_line progress(!o.quiet);
-  auto r = run_one(in.value(), policy_name, progress);
-  progress.finish();
+  std::unique_ptr<timeline_file> timeline;
+  if (!timeline_out.empty()) {
+    auto f = timeline_file::open(timeline_out, in->cl, "simulate", policy_name, o.round_length);
+    if (!f) return report(f.err());
+    timeline = std::move(f.value());
+  }
+  auto meter = make_meter(o, 1);
+  auto r = simulate_policy(in.value(), policy_name, *meter, policy_name,
+                           timeline ? &timeline->recorder() : nullptr);
+  meter->finish();
   if (!r) return report(r.err());
+  if (timeline)
+    if (auto st = timeline->close(); !st) return report(st.err());
   auto m = compute_metrics(r.value(), in->cfg.window_begin, in->cfg.window_end);
   print_metrics_table(std::cout, {m});
   if (!r->complete)
@@ -163,12 +164,12 @@ int cmd_simulate(const std::vector<std::string>& args) {
   if (!o.json_out.empty()) {
     std::ostringstream js;
     write_metrics_json(js, {m});
-    if (auto st = write_file(o.json_out, js.str()); !st) return report(st.err());
+    if (auto st = write_text_file(o.json_out, js.str()); !st) return report(st.err());
   }
   if (!o.csv_out.empty()) {
     std::ostringstream cs;
     write_jobs_csv(cs, r.value());
-    if (auto st = write_file(o.csv_out, cs.str()); !st) return report(st.err());
+    if (auto st = write_text_file(o.csv_out, cs.str()); !st) return report(st.err());
   }
   return exit_code::ok;
 }
@@ -203,7 +204,7 @@ int cmd_compare(const std::vector<std::string>& args) {
       return report(p.err());
   auto in = load_inputs(o);
   if (!in) return report(in.err());
-  progress_line progress(!o.quiet);
+  auto meter = make_meter(o, static_cast<int>(names.size()));
   std::vector<std::unique_ptr<result<schedule_result>>> results(names.size());
   std::mutex mu;
   std::size_t next = 0;
@@ -215,14 +216,15 @@ int cmd_compare(const std::vector<std::string>& args) {
         if (next >= names.size()) return;
         i = next++;
       }
-      results[i] = std::make_unique<result<schedule_result>>(run_one(in.value(), names[i], progress));
+      results[i] = std::make_unique<result<schedule_result>>(
+          simulate_policy(in.value(), names[i], *meter, names[i]));
     }
   };
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < std::min<std::size_t>(parallel, names.size()); ++t)
     threads.emplace_back(worker);
   for (auto& t : threads) t.join();
-  progress.finish();
+  meter->finish();
   std::vector<metrics> all;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (!*results[i]) return report(results[i]->err());
@@ -230,7 +232,7 @@ int cmd_compare(const std::vector<std::string>& args) {
     if (!csv_dir.empty()) {
       std::ostringstream cs;
       write_jobs_csv(cs, results[i]->value());
-      if (auto st = write_file(csv_dir + "/" + names[i] + ".csv", cs.str()); !st)
+      if (auto st = write_text_file(csv_dir + "/" + names[i] + ".csv", cs.str()); !st)
         return report(st.err());
     }
   }
@@ -238,7 +240,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   if (!o.json_out.empty()) {
     std::ostringstream js;
     write_metrics_json(js, all);
-    if (auto st = write_file(o.json_out, js.str()); !st) return report(st.err());
+    if (auto st = write_text_file(o.json_out, js.str()); !st) return report(st.err());
   }
   return exit_code::ok;
 }

@@ -11,6 +11,7 @@
 
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
+#include "launcher/trace_out.hpp"
 #include "runtime/input_limits.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/trace_gen.hpp"
@@ -31,10 +32,12 @@ status check_numbers(const trace_gen_config& cfg) {
                       "jobs per hour; 0 = all at time 0");
 }
 
-/// Generates the trace straight into `os`, one line per job: memory stays flat however many
-/// jobs are asked for. `name` names the output in errors.
-status write_generated(const trace_gen_config& cfg, const std::vector<job_template>& templates,
-                       const throughput_table& table, std::ostream& os, const std::string& name) {
+}  // namespace
+
+status write_generated_trace(const trace_gen_config& cfg,
+                             const std::vector<job_template>& templates,
+                             const throughput_table& table, std::ostream& os,
+                             const std::string& name) {
   std::int64_t n = 0;
   auto st = generate_trace(cfg, templates, table, [&](const job& j) -> status {
     if (auto ok = check_trace_job(j, name + ": job " + std::to_string(n++)); !ok) return ok;
@@ -48,7 +51,20 @@ status write_generated(const trace_gen_config& cfg, const std::vector<job_templa
   return {};
 }
 
-}  // namespace
+status write_trace_file(const trace_gen_config& cfg, const std::vector<job_template>& templates,
+                        const throughput_table& table, const std::string& path) {
+  const std::string tmp = path + ".part";
+  std::ofstream file(tmp, std::ios::trunc);
+  if (!file) return error{error_kind::io, tmp + ": cannot open for writing"};
+  auto st = write_generated_trace(cfg, templates, table, file, path);
+  file.close();
+  std::error_code ec;
+  if (st && !file) st = error{error_kind::io, path + ": write failed"};
+  if (st) std::filesystem::rename(tmp, path, ec);
+  if (st && ec) st = error{error_kind::io, path + ": " + ec.message()};
+  if (!st) std::filesystem::remove(tmp, ec);
+  return st;
+}
 
 int cmd_trace(const std::vector<std::string>& args) {
   const char* usage =
@@ -115,12 +131,12 @@ int cmd_trace(const std::vector<std::string>& args) {
       templates_file.empty() ? bundled_job_templates() : read_job_templates(templates_file);
   if (!templates) return report(templates.err());
   if (out == "-") {
-    auto st = write_generated(cfg, *templates, *table, std::cout, "stdout");
+    auto st = write_generated_trace(cfg, *templates, *table, std::cout, "stdout");
     return st ? exit_code::ok : report(st.err());
   }
   std::ofstream file(out, std::ios::trunc);
   if (!file) return report(error{error_kind::io, out + ": cannot open for writing"});
-  if (auto st = write_generated(cfg, *templates, *table, file, out); !st) {
+  if (auto st = write_generated_trace(cfg, *templates, *table, file, out); !st) {
     file.close();
     std::error_code ec;  // no half-written trace left behind (but never a device or pipe)
     if (std::filesystem::is_regular_file(out, ec)) std::filesystem::remove(out, ec);

@@ -10,6 +10,10 @@ namespace tessera::cli {
 
 int cmd_simulate(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
+/// `tessera sweep`: policies x rates x seeds in parallel, resumable (launcher/cmd_sweep.cpp).
+int cmd_sweep(const std::vector<std::string>& args);
+/// `tessera plot`: figures from a sweep, per-job CSVs and timelines (scripts/plot.py).
+int cmd_plot(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
 int cmd_policies(const std::vector<std::string>& args);
 /// `tessera run`: runs a job set on node processes (mpirun or --local).

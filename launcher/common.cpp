@@ -9,7 +9,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
-#include <unistd.h>
 
 #include "runtime/cluster_config.hpp"
 #include "runtime/input_limits.hpp"
@@ -130,38 +129,6 @@ result<std::pair<job_id, job_id>> parse_window(const std::string& text) {
     return error{error_kind::invalid_input,
                  "--window '" + text + "': expected FIRST-LAST job ids, e.g. 4000-4999"};
   return std::make_pair(static_cast<job_id>(*a), static_cast<job_id>(*b));
-}
-
-progress_line::progress_line(bool enabled)
-    : enabled_(enabled), tty_(isatty(fileno(stderr)) != 0), last_() {}
-
-progress_line::~progress_line() { finish(); }
-
-void progress_line::update(const std::string& name, const sim_progress& p) {
-  if (!enabled_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  state_[name] = p;
-  const auto now = std::chrono::steady_clock::now();
-  const auto gap = tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000);
-  if (now - last_ < gap) return;
-  last_ = now;
-  std::ostringstream line;
-  for (const auto& [n, s] : state_) {
-    line << n << ": t=" << static_cast<long>(s.now / 3600) << "h round " << s.rounds << ", "
-         << s.completed << "/" << s.total << " done, " << s.active << " active   ";
-  }
-  if (tty_) {
-    std::cerr << '\r' << line.str() << std::flush;
-    dirty_ = true;
-  } else {
-    std::cerr << line.str() << '\n';
-  }
-}
-
-void progress_line::finish() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (dirty_) std::cerr << '\n';
-  dirty_ = false;
 }
 
 }  // namespace tessera::cli

@@ -1,13 +1,11 @@
 #pragma once
 /// @file common.hpp
 /// Helpers shared by the CLI commands: parsing options, loading inputs named on the command
-/// line, parsing "key=value" policy arguments, and a progress line on stderr. Exit codes are
+/// line and parsing "key=value" policy arguments (progress: launcher/progress.hpp). Exit codes are
 /// runtime/result.hpp's exit_code.
 
-#include <chrono>
 #include <iosfwd>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -88,24 +86,5 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
 
 /// Parses a job-id window "4000-4999" into [begin, end].
 result<std::pair<job_id, job_id>> parse_window(const std::string& text);
-
-/// Rate-limited progress reporting on stderr: a rewritten line on a terminal, a line every
-/// few seconds otherwise. Thread-safe.
-class progress_line {
- public:
-  explicit progress_line(bool enabled);
-  ~progress_line();
-  /// Reports the state of one named run.
-  void update(const std::string& name, const sim_progress& p);
-  /// Ends the line (if one is being rewritten).
-  void finish();
-
- private:
-  bool enabled_, tty_;
-  std::mutex mu_;
-  std::map<std::string, sim_progress> state_;
-  std::chrono::steady_clock::time_point last_;
-  bool dirty_ = false;
-};
 
 }  // namespace tessera::cli

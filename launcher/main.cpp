@@ -16,6 +16,8 @@ const char* usage =
     "commands:\n"
     "  simulate         run one policy on a trace in the simulator and print its metrics\n"
     "  compare          run several policies on one trace and print one table\n"
+    "  sweep            simulate policies x rates x seeds in parallel (resumable), one CSV\n"
+    "  plot             draw JCT vs rate, JCT CDFs, utilisation and Gantt charts (PNG, SVG)\n"
     "  trace generate   write a synthetic trace with Gavel's recipe\n"
     "  policies         list the registered policies and their options\n"
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
   using namespace tessera::cli;
   if (cmd == "simulate") return cmd_simulate(rest);
   if (cmd == "compare") return cmd_compare(rest);
+  if (cmd == "sweep") return cmd_sweep(rest);
+  if (cmd == "plot") return cmd_plot(rest);
   if (cmd == "trace") return cmd_trace(rest);
   if (cmd == "policies") return cmd_policies(rest);
   if (cmd == "submit") return cmd_submit(rest);

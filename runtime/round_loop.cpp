@@ -8,6 +8,7 @@
 
 #include "runtime/records.hpp"
 #include "runtime/server_throughput.hpp"
+#include "runtime/timeline.hpp"
 
 namespace tessera {
 
@@ -57,6 +58,7 @@ result<planned_round> plan_round(policy& pol, const round_context& ctx,
   r.plan.start = ctx.now;
   r.plan.length = ctx.round_length;
   if (auto st = validate_plan(s, r.plan, pol.name()); !st) return st.err();
+  if (ctx.timeline) ctx.timeline->record(s, r.plan);
   return r;
 }
 

@@ -21,6 +21,8 @@
 
 namespace tessera {
 
+class timeline_recorder;  // runtime/timeline.hpp
+
 /// Jobs submitted but not yet admitted, in arrival order (ties by id).
 class arrival_queue {
  public:
@@ -45,6 +47,9 @@ struct round_context {
   std::uint64_t job_set_version = 0;         ///< see snapshot::job_set_version
   const server_throughput* rates = nullptr;  ///< see snapshot::rates
   int copy_limit = 0;                        ///< see snapshot::copy_limit
+  /// Where each validated plan is recorded (who ran where), or nullptr: both executors
+  /// record through here, so their timelines are written alike.
+  timeline_recorder* timeline = nullptr;
 };
 
 /// A planned round: the snapshot the policy saw (pointing into the context's cluster, last
@@ -57,7 +62,8 @@ struct planned_round {
 /// Plans one round. `jobs` are the active jobs' views in any order (their remaining_steps is
 /// recomputed here); they are put in arrival order (ties by id), the policy plans the
 /// snapshot, the plan is stamped with the round's start and length and checked by
-/// validate_plan. Errors are the policy's own or validate_plan's.
+/// validate_plan, then recorded in ctx.timeline when set. Errors are the policy's own or
+/// validate_plan's.
 result<planned_round> plan_round(policy& pol, const round_context& ctx,
                                  std::vector<job_view> jobs);
 

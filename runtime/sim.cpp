@@ -184,6 +184,7 @@ status simulation::play_round() {
   ctx.last_plan = have_last_ ? &last_plan_ : nullptr;
   ctx.job_set_version = version_;
   ctx.rates = &exec_.rates();
+  ctx.timeline = cfg_.timeline;
   auto planned = plan_round(pol_, ctx, std::move(views));
   if (!planned) return planned.err();
   auto ran = exec_.execute(planned->snap, planned->plan);

@@ -23,6 +23,8 @@
 
 namespace tessera {
 
+class timeline_recorder;  // runtime/timeline.hpp
+
 /// Progress of a running simulation, for a progress line on stderr.
 struct sim_progress {
   double now = 0;          ///< virtual time (s)
@@ -57,6 +59,7 @@ struct sim_config {
   /// job spanning servers pays for it, and the policies see what it will be charged.
   bool assume_consolidated = false;
   std::function<void(const sim_progress&)> on_progress;       ///< called every round if set
+  timeline_recorder* timeline = nullptr;  ///< records every round's plan when set
 };
 
 /// Runs `jobs` on `cl` under `pol`. Jobs must have distinct ids. Fails when the policy fails

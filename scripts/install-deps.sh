@@ -7,6 +7,7 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       libtomlplusplus-dev nlohmann-json3-dev catch2
       coinor-libclp-dev coinor-libcbc-dev
       gnuplot-nox python3
+      python3-matplotlib   # `tessera plot` (scripts/plot.py)
       python3-numpy python3-sklearn python3-torch   # the program examples (examples/*_elastic)
       clang-16 libfuzzer-16-dev    # clang-16 and libFuzzer: the fuzz targets (fuzz/)
       chromium)   # headless, for the dashboard's browser test (tests/dashboard)

@@ -20,7 +20,8 @@ const std::string good_line =
 
 TEST_CASE("cli: --help on every command", "[cli]") {
   for (const char* c : {"--help", "simulate --help", "compare --help", "trace --help",
-                        "trace generate --help", "policies --help"}) {
+                        "trace generate --help", "policies --help", "sweep --help",
+                        "plot --help"}) {
     INFO(c);
     auto r = run_tessera(c);
     CHECK(r.code == 0);

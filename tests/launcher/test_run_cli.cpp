@@ -1,10 +1,18 @@
 // End-to-end tests of `tessera run`'s bad-input paths (single process, no mpirun): each ends
-// quickly with a clear message and a non-zero exit code.
+// quickly with a clear message and a non-zero exit code. Also a short --local run whose
+// --timeline is checked against the plans its summary counts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/auth.hpp"
+#include "runtime/timeline.hpp"
 #include "tests/support.hpp"
 
 using tessera::test::run_shell;
@@ -177,5 +185,43 @@ TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run
     CHECK(res.code == 2);
     CHECK_THAT(res.out, Catch::Contains(r.part));
     CHECK(res.seconds < 10);
+  }
+}
+
+TEST_CASE("cli run: --timeline holds the rounds the scheduler planned", "[cli][run][timeline]") {
+  tessera::test::scratch_dir d("run_timeline");
+  const auto timeline = d.file("t.jsonl"), summary = d.file("s.json");
+  auto r = run_tessera("run --local 3 --launcher fork -q --cluster " +
+                       tessera::test::config_file("run_example_cluster.toml") + " --jobs " +
+                       tessera::test::config_file("run_example_jobs.toml") + " --timeline " +
+                       timeline + " --json " + summary);
+  REQUIRE(r.code == 0);
+  std::ifstream in(timeline);
+  auto rounds = tessera::read_timeline(in, timeline);
+  REQUIRE(rounds);
+  REQUIRE_FALSE(rounds->empty());
+  // GPU-seconds planned per job on each server (rank) and rounds planned per job, from the
+  // timeline; the run's summary counts the same from the plans it dispatched.
+  const std::vector<std::string> servers = {"fast", "medium", "slow"};
+  std::map<std::int64_t, std::vector<double>> planned;
+  std::map<std::int64_t, int> rounds_of;
+  for (const auto& rd : *rounds) {
+    std::set<std::int64_t> in_round;
+    for (const auto& p : rd.placements) {
+      const auto rank = std::find(servers.begin(), servers.end(), p.server) - servers.begin();
+      REQUIRE(rank < 3);
+      planned[p.job].resize(3, 0.0);
+      planned[p.job][rank] += p.gpus * rd.length;
+      in_round.insert(p.job);
+    }
+    for (auto j : in_round) ++rounds_of[j];
+  }
+  auto s = nlohmann::json::parse(tessera::test::file_contents(summary));
+  REQUIRE(s.at("jobs").size() == 4);
+  for (const auto& j : s.at("jobs")) {
+    const auto id = j.at("id").get<std::int64_t>();
+    INFO("job " << id);
+    CHECK(planned[id] == j.at("planned_gpu_seconds").get<std::vector<double>>());
+    CHECK(rounds_of[id] == j.at("rounds").get<int>());
   }
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""`tessera plot`: every kind writes a non-empty PNG and SVG from a tiny sweep's CSV, its
+per-job CSVs and a simulation's timeline; bad input exits 2. The kinds are drawn in this
+process (scripts/plot.py imported: matplotlib loads once), the CLI is run once.
+
+usage: /usr/bin/python3 tests/launcher/test_plot.py TESSERA_BINARY
+Exits 77 (ctest's SKIP_RETURN_CODE) when matplotlib is not installed."""
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+
+
+def check_outputs(prefix):
+    for ext in ("png", "svg"):
+        path = f"{prefix}.{ext}"
+        assert os.path.isfile(path) and os.path.getsize(path) > 1000, path
+
+
+def main():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("skipped: python3-matplotlib is not installed")
+        return 77
+    import plot
+    binary = sys.argv[1]
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([binary, "sweep", "--policies", "fifo,max_min_fairness_perf", "--rates",
+                        "4,8", "--seeds", "1,2", "--jobs", "30", "--out", f"{d}/sw", "-q",
+                        "--keep-jobs"], check=True)
+        trace = f"{d}/sw/traces/r8_s1.trace"
+        subprocess.run([binary, "simulate", "-q", "--trace", trace, "--timeline", f"{d}/tl.jsonl",
+                        "--cluster-spec", "4 v100 : 4 k80, 2 per server",
+                        "--round-length", "3600"], check=True, stdout=subprocess.DEVNULL)
+        jobs = [f"{d}/sw/cells/{p}_r8_s1_L360.jobs.csv" for p in ("fifo", "max_min_fairness_perf")]
+        cases = {"jct-rate": [f"{d}/sw/sweep.csv"], "cdf": jobs,
+                 "utilisation": [f"{d}/tl.jsonl"], "gantt": [f"{d}/tl.jsonl", f"{d}/tl.jsonl"]}
+        for kind, inputs in cases.items():
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert plot.main([kind, *inputs, "--out", f"{d}/{kind}"]) == 0, kind
+            check_outputs(f"{d}/{kind}")
+        r = subprocess.run([binary, "plot", "gantt", f"{d}/tl.jsonl", "--out", f"{d}/cli",
+                            "--format", "png,svg"], stdout=subprocess.PIPE, text=True)
+        assert r.returncode == 0, r.stdout
+        check_outputs(f"{d}/cli")
+        open(f"{d}/bad.jsonl", "w").write('{"timeline":1,"servers":[],"types":[]}\n{"x":1}\n')
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert plot.main(["gantt", f"{d}/bad.jsonl", "--out", f"{d}/bad"]) == 2
+        assert "bad.jsonl:2" in err.getvalue(), err.getvalue()
+    print("jct-rate, cdf, utilisation, gantt: PNG and SVG written; bad timeline refused")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
