@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "runtime/train/checkpoint.hpp"
+#include "runtime/train/cuda_mlp.hpp"
 #include "runtime/train/fork_merge.hpp"
 
 namespace tessera::actors {
@@ -27,6 +28,18 @@ std::string try_checkpoint(const std::string& path, std::int64_t job, std::int64
   return "";
 }
 
+/// On a node with real GPUs (`device` >= 0, the copy's first assigned GPU), a kind that takes
+/// the "device" key (train::cuda_device_key: the CUDA MLP) runs on that GPU unless the job's
+/// configuration names one. Whether the kind takes the key is asked of the registry's check,
+/// so the node never looks at kind names; CPU kinds refuse the key and are left as they are.
+void place_on_device(const train::trainable_registry& kinds, const start_copy& o, int device,
+                     train::trainable_config& config) {
+  if (device < 0 || config.count(train::cuda_device_key)) return;
+  auto with = config;
+  with[train::cuda_device_key] = device;
+  if (kinds.check(o.kind, o.seed, with)) config = std::move(with);
+}
+
 /// Brings `slot.model` to the state the scheduler expects and records where it came from: the
 /// model kept in memory when at the expected step (unless `always_load`), else the resume
 /// checkpoint, else the fallback, else a fresh model at step 0. Returns "" or why no model
@@ -43,6 +56,7 @@ std::string load_state(copy_slot& slot, const train::trainable_registry& kinds, 
     return {};
   }
   train::trainable_config config(o.config.begin(), o.config.end());
+  place_on_device(kinds, o, slot.device_index(), config);
   const struct {
     const std::string& path;
     std::int64_t step;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "policies/ftf_round.hpp"
 #include "policies/gavel_family.hpp"
 
 namespace tessera {
@@ -18,54 +19,12 @@ finish_time_fairness::finish_time_fairness(bool efficiency_stage, double toleran
 
 namespace detail {
 
-/// What one round's bisection knows of each job, and the bracket on rho*.
-struct ftf_round {
-  int n = 0, k = 0;
-  std::vector<double> elapsed;              ///< t_m: time since arrival
-  std::vector<double> rem;                  ///< remaining steps
-  std::vector<double> iso;                  ///< time alone on an equal 1/M share
-  std::vector<std::vector<double>> usable;  ///< T[m][j] where the gang fits, else 0
-  std::vector<char> in_lp;                  ///< something left, runnable somewhere
-  double lo = 0, hi = 0;                    ///< the bracket
-
-  /// rho of an allocation: the largest over the LP's jobs (infinite when one gets nothing).
-  double rho_of(const std::vector<std::vector<double>>& x) const {
-    double worst = 0;
-    for (int m = 0; m < n; ++m) {
-      if (!in_lp[m]) continue;
-      double eff = 0;
-      for (int j = 0; j < k; ++j) eff += usable[m][j] * x[m][j];
-      if (eff <= 0) return std::numeric_limits<double>::infinity();
-      worst = std::max(worst, (elapsed[m] + rem[m] / eff) / iso[m]);
-    }
-    return worst;
-  }
-
-  /// LP rows at a trial rho: efftput_m / r_m(rho) = T[m]·x (rho iso_m - t_m) / rem_m.
-  void set_rows(double rho, allocation_lp_input& in) const {
-    for (int m = 0; m < n; ++m)
-      for (int j = 0; j < k; ++j)
-        in.rows[m][j] = in_lp[m] ? usable[m][j] * (rho * iso[m] - elapsed[m]) / rem[m] : 0.0;
-  }
-
-  /// tau = max_m t_m / iso_m over the LP's jobs; every trial rho exceeds it (rho > lo > tau).
-  double tau() const {
-    double t = 0;
-    for (int m = 0; m < n; ++m)
-      if (in_lp[m]) t = std::max(t, elapsed[m] / iso[m]);
-    return t;
-  }
-};
-
-}  // namespace detail
-
-namespace {
-
-using detail::ftf_round;
-
 /// Per-job data, the bracket (lo: every job at full speed on its best type; hi: rho of the
 /// equal-share allocation) and that allocation, the first best, in `best`.
-ftf_round prepare(const snapshot& s, const matrix& t, bool by_gpus, allocation& best) {
+ftf_round prepare_ftf_round(const snapshot& s, bool by_gpus, allocation& best) {
+  const matrix t = policy_throughputs(s);
+  best = allocation{std::vector<std::vector<double>>(
+      s.jobs.size(), std::vector<double>(s.cl->types.size(), 0.0))};
   ftf_round r;
   r.n = static_cast<int>(s.jobs.size());
   r.k = static_cast<int>(s.cl->types.size());
@@ -103,7 +62,9 @@ ftf_round prepare(const snapshot& s, const matrix& t, bool by_gpus, allocation& 
   return r;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::ftf_round;
 
 status finish_time_fairness::bisect(ftf_round& r, allocation_lp_input& in, allocation& best) {
   allocation_lp_settings ls;
@@ -148,13 +109,11 @@ status finish_time_fairness::efficiency_stage(const ftf_round& r, allocation_lp_
 
 result<allocation> finish_time_fairness::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
-  const matrix t = policy_throughputs(s);
   rho_ = 0;
   lps_ = 0;
-  allocation best{std::vector<std::vector<double>>(
-      s.jobs.size(), std::vector<double>(s.cl->types.size(), 0.0))};
-  ftf_round r = prepare(s, t, gpu_share_, best);
-  if (std::none_of(r.in_lp.begin(), r.in_lp.end(), [](char c) { return c != 0; })) return best;
+  allocation best;
+  ftf_round r = detail::prepare_ftf_round(s, gpu_share_, best);
+  if (!r.any()) return best;
   allocation_lp_input in = lp_input_for(s);
   if (auto st = bisect(r, in, best); !st) return st.err();
   if (efficiency_stage_)

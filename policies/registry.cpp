@@ -1,7 +1,9 @@
 #include "policies/registry.hpp"
 
 #include "policies/fifo.hpp"
+#include "policies/fifo_packed.hpp"
 #include "policies/finish_time_fairness.hpp"
+#include "policies/finish_time_fairness_packed.hpp"
 #include "policies/gavel_family.hpp"
 #include "policies/hadar.hpp"
 #include "policies/hare.hpp"
@@ -52,11 +54,13 @@ std::vector<policy_entry> build_registry() {
   // clang-format off
   r.push_back(gavel("fifo", "Gavel FIFO: whole GPU types in arrival order, most free type first", fifo_options(), fifo_by(fifo_choice::most_free)));
   r.push_back(gavel("fifo_perf", "Gavel FIFO, heterogeneity-aware: each job on its fastest free type", fifo_options(), fifo_by(fifo_choice::fastest)));
+  r.push_back(gavel("fifo_packed", "Gavel FIFO with space sharing: a waiting job shares a running job's GPUs when the pair beats time-slicing", fifo_packed_options(), make_fifo_packed));
   r.push_back(blind("max_min_fairness", "Gavel LAS (max-min fairness), heterogeneity-agnostic", max_min_fairness_options(), make_max_min_fairness));
   r.push_back(gavel("max_min_fairness_perf", "Gavel LAS (max-min fairness), heterogeneity-aware LP", max_min_fairness_options(), make_max_min_fairness));
   r.push_back(gavel("max_min_fairness_packed", "Gavel LAS with space sharing: two jobs may share a GPU at their co-located throughputs", max_min_fairness_packed_options(), make_max_min_fairness_packed));
   r.push_back(blind("finish_time_fairness", "Gavel finish-time fairness (Themis), heterogeneity-agnostic", finish_time_fairness_options(), make_finish_time_fairness));
   r.push_back(gavel("finish_time_fairness_perf", "Gavel finish-time fairness (Themis), heterogeneity-aware LP bisection", finish_time_fairness_options(), make_finish_time_fairness));
+  r.push_back(gavel("finish_time_fairness_packed", "Gavel finish-time fairness with space sharing: two jobs may share a GPU", finish_time_fairness_options(), make_finish_time_fairness_packed));
   r.push_back(blind("min_total_duration", "Gavel makespan minimisation, heterogeneity-agnostic", min_total_duration_options(), make_min_total_duration));
   r.push_back(gavel("min_total_duration_perf", "Gavel makespan minimisation, heterogeneity-aware LP", min_total_duration_options(), make_min_total_duration));
   r.push_back(gavel("min_total_duration_packed", "Gavel makespan minimisation with space sharing: two jobs may share a GPU", min_total_duration_packed_options(), make_min_total_duration_packed));

@@ -108,6 +108,53 @@ TEST_CASE("a copy on a node with real GPUs is not throttled: its rate is what it
   CHECK(slot.checkpointed);
 }
 
+TEST_CASE("on a node with real GPUs a kind taking a device runs on the copy's GPU",
+          "[actors][node][gpu]") {
+  temp_dir dir("device");
+  // "on_gpu" takes the "device" key (as the CUDA MLP does) and records it; the CPU kinds
+  // refuse the key, so they are made without it.
+  auto seen = std::make_shared<std::vector<double>>();
+  auto kinds = train::builtin_trainables();
+  const auto base = train::builtin_trainables();
+  REQUIRE(kinds.add(
+      "on_gpu", "records its device",
+      [seen, base](std::uint64_t seed, const train::trainable_config& c)
+          -> result<std::unique_ptr<train::trainable>> {
+        auto rest = c;
+        seen->push_back(rest.count("device") ? rest.at("device") : -1.0);
+        rest.erase("device");
+        return base.make("softmax_regression", seed, rest);
+      },
+      [](std::uint64_t, const train::trainable_config&) { return status{}; }));
+  for (const std::string kind : {"on_gpu", "softmax_regression"}) {
+    copy_slot slot;
+    slot.order = order(dir.file(kind + ".ckpt"), 5, 0);
+    slot.order.kind = kind;
+    slot.devices = {3};
+    slot.round = 0;
+    run_copy_round(slot, kinds, std::nullopt, 5.0, {});
+    INFO(kind << ": " << slot.error);
+    CHECK(slot.error.empty());
+    CHECK(slot.steps == 5);
+  }
+  REQUIRE(seen->size() == 1);
+  CHECK(seen->front() == 3.0);
+  // A job naming its device keeps it; a node without real GPUs (no indices) adds none.
+  for (const bool named : {true, false}) {
+    copy_slot slot;
+    slot.order = order(dir.file(std::string("named") + (named ? "1" : "0") + ".ckpt"), 5, 0);
+    slot.order.kind = "on_gpu";
+    if (named) slot.order.config = {{"device", 1.0}};
+    else slot.devices.clear();
+    slot.round = 0;
+    run_copy_round(slot, kinds, std::nullopt, 5.0, {});
+    CHECK(slot.error.empty());
+  }
+  REQUIRE(seen->size() == 3);
+  CHECK((*seen)[1] == 1.0);
+  CHECK((*seen)[2] == -1.0);
+}
+
 TEST_CASE("a copy resumes from a checkpoint bit for bit", "[actors][node]") {
   temp_dir dir("resume");
   const auto kinds = train::builtin_trainables();

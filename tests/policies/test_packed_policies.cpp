@@ -6,6 +6,8 @@
 #include <map>
 #include <random>
 
+#include "policies/fifo_packed.hpp"
+#include "policies/finish_time_fairness_packed.hpp"
 #include "policies/max_min_fairness_packed.hpp"
 #include "policies/min_total_duration_packed.hpp"
 #include "policies/packed_lp.hpp"
@@ -153,7 +155,9 @@ TEST_CASE("min_total_duration_packed shortens the makespan when sharing pays",
 TEST_CASE("packed policies: plans on random small clusters hold at most two jobs per GPU and "
           "pair only where the table has a co-location throughput",
           "[policies][packing][property]") {
-  for (const char* name : {"max_min_fairness_packed", "min_total_duration_packed"}) {
+  for (const char* name :
+       {"max_min_fairness_packed", "min_total_duration_packed", "fifo_packed",
+        "finish_time_fairness_packed"}) {
     SECTION(name) {
       std::mt19937 rng(15);
       int pairs_seen = 0;
@@ -202,5 +206,74 @@ TEST_CASE("packed policies: plans on random small clusters hold at most two jobs
       }
       CHECK(pairs_seen > 0);  // the instances do exercise sharing
     }
+  }
+}
+
+TEST_CASE("fifo_packed pairs the head of the queue only when sharing beats the threshold",
+          "[policies][packing]") {
+  // Three jobs on 2 GPUs: FIFO runs jobs 0 and 1, job 2 waits. At 8 steps/s each beside
+  // another job the pair's normalised throughput is 8/10 + 8/10 = 1.6 > 1.5: job 2 shares
+  // job 0's GPU (the first running job; both partners are equally good). At 7 it is 1.4.
+  for (double shared : {8.0, 7.0}) {
+    same_type f(3, 2, shared);
+    server_throughput rates(f.cl, f.table);
+    fifo_packed pol(1.5);
+    auto a = pol.allocate(f.snap(rates));
+    REQUIRE(a);
+    CHECK(a->x[1][0] == 1.0);
+    CHECK(a->x[2][0] == 0.0);
+    if (shared == 8.0) {
+      REQUIRE(a->pairs.size() == 1);
+      CHECK(a->pairs[0].a == 0);
+      CHECK(a->pairs[0].b == 2);
+      CHECK(a->pairs[0].x[0] == 1.0);
+      CHECK(a->x[0][0] == 0.0);  // job 0's GPU went to the pair
+    } else {
+      CHECK(a->pairs.empty());
+      CHECK(a->x[0][0] == 1.0);
+    }
+  }
+}
+
+TEST_CASE("fifo_packed gives each running job at most one partner and keeps the queue's order",
+          "[policies][packing]") {
+  // Five jobs on 2 GPUs, sharing pays (1.6): jobs 2 and 3 pair with jobs 0 and 1; job 4 finds
+  // every running job taken and waits.
+  same_type f(5, 2, 8);
+  server_throughput rates(f.cl, f.table);
+  fifo_packed pol(1.5);
+  auto a = pol.allocate(f.snap(rates));
+  REQUIRE(a);
+  REQUIRE(a->pairs.size() == 2);
+  std::map<std::size_t, int> in_pairs;
+  for (const auto& p : a->pairs) {
+    ++in_pairs[p.a];
+    ++in_pairs[p.b];
+  }
+  for (std::size_t m = 0; m < 4; ++m) CHECK(in_pairs[m] == 1);
+  CHECK(in_pairs.count(4) == 0);
+  CHECK(a->x[4][0] == 0.0);
+  // Without the executor's rates there are no co-location entries: plain fifo_perf.
+  auto plain = pol.allocate(test::make_snapshot(f.cl, f.jobs, std::vector<std::vector<double>>(5, {10.0})));
+  REQUIRE(plain);
+  CHECK(plain->pairs.empty());
+}
+
+TEST_CASE("finish_time_fairness_packed: rho falls to the shared rate's when sharing pays",
+          "[policies][packing]") {
+  // Two fresh jobs of 1000 steps on one V100 (10 steps/s alone): the isolated share is half
+  // the GPU, so iso = 1000 / 5 = 200 s. Time-sliced each gets 5 steps/s, rho = 1; sharing the
+  // GPU at 8 steps/s each gives rho = (1000 / 8) / 200 = 0.625; at 4 each sharing loses and
+  // rho stays 1.
+  for (double shared : {8.0, 4.0}) {
+    same_type f(2, 1, shared);
+    server_throughput rates(f.cl, f.table);
+    finish_time_fairness_packed pol(true, 1e-4, 40, true);
+    auto a = pol.allocate(f.snap(rates));
+    REQUIRE(a);
+    const double expect = shared == 8.0 ? 0.625 : 1.0;
+    CHECK(pol.last_rho() == Approx(expect).epsilon(1e-3));
+    const auto e = effective(*a, 10, shared);
+    CHECK(std::min(e[0], e[1]) == Approx(1000.0 / (200.0 * expect)).epsilon(1e-3));
   }
 }

@@ -26,7 +26,8 @@ TEST_CASE("registry: Gavel policies are listed and build", "[policies]") {
       "finish_time_fairness", "finish_time_fairness_perf",
       "min_total_duration", "min_total_duration_perf",
       "max_sum_throughput", "max_sum_throughput_perf",
-      "max_min_fairness_packed", "min_total_duration_packed"};
+      "max_min_fairness_packed", "min_total_duration_packed", "fifo_packed",
+      "finish_time_fairness_packed"};
   std::vector<std::string> listed;
   for (const auto& e : policy_registry()) {
     listed.push_back(e.name);

@@ -46,7 +46,7 @@ assignment placed(job_id job, job_id partner) {
 
 }  // namespace
 
-TEST_CASE("packing: a pair shares one GPU; a third job on it over-fills the server",
+TEST_CASE("packing: a pair shares one GPU, and a third job on it over-fills the server",
           "[packing]") {
   one_gpu f;
   server_throughput rates(f.cl, f.table);
