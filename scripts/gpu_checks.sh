@@ -10,8 +10,8 @@
 #   5. the aggregator tests under mpirun on device buffers: the MPI backend's (2 ranks, GPUs
 #      shared) and the NCCL backend's with one rank per GPU;
 #   6. `tessera run --local 1` of two mlp_cuda jobs on one GPU under the default policy (the
-#      cluster file declares one 1-GPU server of type v100: until GPU discovery maps real
-#      devices to the cluster's types, a node is the declared type).
+#      cluster file declares one 1-GPU server of the first GPU's type, read from its model
+#      name as the node's discovery does, so discovery accepts it; CUDA_VISIBLE_DEVICES=0).
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
@@ -96,14 +96,18 @@ check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
   mpirun -np "$ngpu" "$build/tests/tessera_mpi_aggregator_tests" "[nccl]"
 
 run_dir=$(mktemp -d)
-printf '[cluster]\nname = "one-gpu"\n[[cluster.server]]\nname = "gpu0"\ngpu_type = "v100"\n'\
-'gpus = 1\n' > "$run_dir/cluster.toml"
+# The first GPU's type from its model name (runtime/gpu/devices.cpp's table, the common part).
+gpu_type=$(printf '%s\n' "$gpus" | head -1 | tr 'A-Z' 'a-z' |
+  grep -oE 'gh200|h100|h200|h800|a100|a800|a6000|a40|l40s|l40|l4|v100|p100|k80|t4' | head -1)
+gpu_type=${gpu_type:-h100}
+printf '[cluster]\nname = "one-gpu"\n[[cluster.server]]\nname = "gpu0"\ngpu_type = "%s"\n'\
+'gpus = 1\n' "$gpu_type" > "$run_dir/cluster.toml"
 for seed in 1 2; do
   printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 300\nstep_time = 0.01\nseed = %s\n'\
 '[job.config]\nhidden = 256\ndim = 64\ntrain_size = 4096\n\n' "$seed"
 done > "$run_dir/jobs.toml"
-check "tessera run: two mlp_cuda jobs on one GPU" \
-  "$build/tessera" run --local 1 --cluster "$run_dir/cluster.toml" --jobs "$run_dir/jobs.toml" \
+check "tessera run: two mlp_cuda jobs on one $gpu_type GPU" \
+  env CUDA_VISIBLE_DEVICES=0 "$build/tessera" run --local 1 --cluster "$run_dir/cluster.toml" --jobs "$run_dir/jobs.toml" \
   --json "$run_dir/summary.json" --timeout 300
 [ -f "$run_dir/summary.json" ] && echo "summary: $run_dir/summary.json"
 
