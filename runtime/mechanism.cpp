@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 #include <numeric>
+#include <set>
 
 namespace tessera {
 
@@ -204,12 +205,87 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
   return p;
 }
 
+namespace {
+
+/// Free GPUs per server, with each GPU type's servers that have any free kept ordered by
+/// (most free first, then lowest id), so a placement costs O(log servers) rather than a scan
+/// of every server.
+class free_index {
+ public:
+  explicit free_index(const cluster& cl)
+      : cl_(cl), free_(cl.servers.size()), by_type_(cl.types.size()), total_(cl.types.size()) {
+    for (const auto& sv : cl.servers) {
+      free_[sv.id] = sv.gpus;
+      if (sv.type_index < 0 || sv.type_index >= static_cast<int>(by_type_.size()) || sv.gpus <= 0)
+        continue;
+      by_type_[sv.type_index].insert({-sv.gpus, sv.id});
+      total_[sv.type_index] += sv.gpus;
+    }
+  }
+  int free(int server) const { return free_[server]; }
+  void take(int server, int gpus) {
+    const int t = cl_.servers[server].type_index;
+    if (t >= 0 && t < static_cast<int>(by_type_.size())) {
+      by_type_[t].erase({-free_[server], server});
+      if (free_[server] - gpus > 0) by_type_[t].insert({-(free_[server] - gpus), server});
+      total_[t] -= gpus;
+    }
+    free_[server] -= gpus;
+  }
+  /// The server of `type` with the fewest free GPUs that still hold `need`, lowest id among
+  /// equals; -1 when none.
+  int best_fit(int type, int need) const {
+    if (!known(type)) return -1;
+    const auto& set = by_type_[type];
+    // Entries are (-free, id): the last entry with -free <= -need has the least such free.
+    auto it = set.upper_bound({-need, std::numeric_limits<int>::max()});
+    if (it == set.begin()) return -1;
+    const int least = -std::prev(it)->first;
+    return set.lower_bound({-least, std::numeric_limits<int>::min()})->second;
+  }
+  /// Shares of `need` GPUs of `type` over the fewest servers (most free first, lowest id among
+  /// equals); empty when the type's free GPUs do not hold it.
+  std::vector<server_share> spread(int type, int need) const {
+    std::vector<server_share> shares;
+    if (!known(type) || total_[type] < need) return shares;
+    for (const auto& [neg_free, id] : by_type_[type]) {
+      if (need == 0) break;
+      const int take = std::min(need, -neg_free);
+      shares.push_back({id, take});
+      need -= take;
+    }
+    return shares;
+  }
+
+ private:
+  bool known(int type) const { return type >= 0 && type < static_cast<int>(by_type_.size()); }
+  const cluster& cl_;
+  std::vector<int> free_;
+  std::vector<std::set<std::pair<int, int>>> by_type_;
+  std::vector<long long> total_;
+};
+
+/// Whether job i's previous shares are all on type `type` and still free, summing to `scale`.
+bool previous_fits(const cluster& cl, const free_index& fi,
+                   const std::vector<server_share>& prev, int type, int scale) {
+  int total = 0;
+  bool fits = true;
+  for (const auto& sh : prev) {
+    total += sh.gpus;
+    if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) ||
+        cl.servers[sh.server].type_index != type || fi.free(sh.server) < sh.gpus)
+      fits = false;
+  }
+  return fits && total == scale;
+}
+
+}  // namespace
+
 std::vector<std::vector<server_share>> place_on_servers(
     const cluster& cl, const std::vector<int>& scale, const std::vector<int>& types,
     const std::vector<std::vector<server_share>>& previous) {
   const std::size_t n = scale.size();
-  std::vector<int> free_gpus(cl.servers.size());
-  for (const auto& sv : cl.servers) free_gpus[sv.id] = sv.gpus;
+  free_index fi(cl);
   std::vector<std::vector<server_share>> out(n);
 
   // Largest jobs first, so they find whole servers before smaller jobs split them.
@@ -219,50 +295,21 @@ std::vector<std::vector<server_share>> place_on_servers(
                    [&](std::size_t l, std::size_t r) { return scale[l] > scale[r]; });
   for (std::size_t i : order) {
     // Lease extension: keep the previous servers when they still have room.
-    const auto& prev = i < previous.size() ? previous[i] : std::vector<server_share>{};
-    if (!prev.empty()) {
-      int total = 0;
-      bool fits = true;
-      for (const auto& sh : prev) {
-        total += sh.gpus;
-        if (sh.server < 0 || sh.server >= static_cast<int>(cl.servers.size()) ||
-            cl.servers[sh.server].type_index != types[i] || free_gpus[sh.server] < sh.gpus)
-          fits = false;
-      }
-      if (fits && total == scale[i]) {
-        for (const auto& sh : prev) free_gpus[sh.server] -= sh.gpus;
-        out[i] = prev;
-        continue;
-      }
+    if (i < previous.size() && !previous[i].empty() &&
+        previous_fits(cl, fi, previous[i], types[i], scale[i])) {
+      for (const auto& sh : previous[i]) fi.take(sh.server, sh.gpus);
+      out[i] = previous[i];
+      continue;
     }
-    // Best fit on one server.
-    int best = -1;
-    for (const auto& sv : cl.servers) {
-      if (sv.type_index != types[i] || free_gpus[sv.id] < scale[i]) continue;
-      if (best < 0 || free_gpus[sv.id] < free_gpus[best]) best = sv.id;
-    }
-    if (best >= 0) {
-      free_gpus[best] -= scale[i];
+    // Best fit on one server, else the fewest servers (those with the most free GPUs first);
+    // a job that fits neither stays unplaced.
+    if (const int best = fi.best_fit(types[i], scale[i]); best >= 0) {
+      fi.take(best, scale[i]);
       out[i] = {{best, scale[i]}};
       continue;
     }
-    // Else the fewest servers: those with the most free GPUs first.
-    std::vector<int> servers;
-    for (const auto& sv : cl.servers)
-      if (sv.type_index == types[i] && free_gpus[sv.id] > 0) servers.push_back(sv.id);
-    std::stable_sort(servers.begin(), servers.end(),
-                     [&](int l, int r) { return free_gpus[l] > free_gpus[r]; });
-    int need = scale[i];
-    std::vector<server_share> shares;
-    for (int sv : servers) {
-      if (need == 0) break;
-      const int take = std::min(need, free_gpus[sv]);
-      shares.push_back({sv, take});
-      need -= take;
-    }
-    if (need > 0) continue;  // does not fit: leave unplaced
-    for (const auto& sh : shares) free_gpus[sh.server] -= sh.gpus;
-    out[i] = std::move(shares);
+    out[i] = fi.spread(types[i], scale[i]);
+    for (const auto& sh : out[i]) fi.take(sh.server, sh.gpus);
   }
   return out;
 }

@@ -129,19 +129,23 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
   };
   std::map<copy_id, copy_use> copies;
   for (const auto& as : p.assignments) {
-    const std::string who = "job " + std::to_string(as.job) +
-                            (as.copy != 0 ? " copy " + std::to_string(as.copy) : "");
+    // Named only when an error is reported: building it for every assignment was a large
+    // share of a round's allocations.
+    auto who = [&as] {
+      return "job " + std::to_string(as.job) +
+             (as.copy != 0 ? " copy " + std::to_string(as.copy) : "");
+    };
     auto& use = copies[as.id()];
     ++use.parts;
     use.all_tasks = use.all_tasks && as.tasks > 0;
     use.tasks += as.tasks;
     if (use.parts > 1 && !use.all_tasks)
       return error{error_kind::internal,
-                   policy_name + " placed " + who + " twice" +
+                   policy_name + " placed " + who() + " twice" +
                        (use.tasks > 0 ? " (a task split needs tasks > 0 on every placement)"
                                       : "")};
     if (as.tasks < 0)
-      return error{error_kind::internal, policy_name + " gave " + who + " " +
+      return error{error_kind::internal, policy_name + " gave " + who() + " " +
                                              std::to_string(as.tasks) + " tasks per step"};
     const bool second_of_pair = as.partner >= 0 && as.job > as.partner;
     for (const auto& sh : as.shares) {
@@ -155,7 +159,7 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     }
     if (as.tasks > 0 && as.tasks < as.gpus())
       return error{error_kind::internal,
-                   policy_name + " gave " + who + " " + std::to_string(as.gpus()) +
+                   policy_name + " gave " + who() + " " + std::to_string(as.gpus()) +
                        " GPUs for " + std::to_string(as.tasks) +
                        " tasks per step (every GPU of a placement must run a task)"};
   }

@@ -52,8 +52,11 @@ server_throughput::server_throughput(const cluster& cl, throughput_table types,
 
 server_rate server_throughput::tabled(int server, const std::string& job_type, int gpus,
                                       bool multi) const {
-  auto m = measured_.find({server, job_type, gpus, multi});
-  if (m != measured_.end()) return {m->second, throughput_source::server_table};
+  // The key copies the job type: look only when some server has measured entries.
+  if (!measured_.empty()) {
+    auto m = measured_.find({server, job_type, gpus, multi});
+    if (m != measured_.end()) return {m->second, throughput_source::server_table};
+  }
   const auto& sv = cl_->servers.at(server);
   auto t = types_.isolated(sv.gpu_type, job_key{job_type, gpus}, !multi);
   if (t && *t > 0) return {*t * sv.speed, throughput_source::type_table};
