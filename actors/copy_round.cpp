@@ -293,7 +293,8 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
     // the last step's time tells whether another fits in the round.
     const auto pace = speed ? std::chrono::duration_cast<clock_type::duration>(
                                   std::chrono::duration<double>(std::max(1, o.task_times) *
-                                                                o.step_time / *speed))
+                                                                o.step_time /
+                                                                (*speed * o.speed_share)))
                             : clock_type::duration::zero();
     auto last_step = pace;
     // Another step may begin (for the flag of a spread copy: after the one in progress).

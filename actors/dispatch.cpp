@@ -155,9 +155,38 @@ void set_program(start_copy& o, const dispatch_job& j, const std::vector<node_pa
   o.program.master_port = ctx.master_port_base + static_cast<int>(spread % 4096u);
 }
 
-/// Adds the orders of one job's copies to `orders`.
+/// The speed share of every job in a pair of `p` (its co-located rate over its solo rate on
+/// the pair's GPUs), or an error naming the policy when the rate model has no entry.
+result<std::map<job_id, double>> pair_shares(
+    const round_plan& p, const dispatch_context& ctx,
+    const std::function<const dispatch_job*(std::int64_t)>& job_of,
+    const std::string& policy_name) {
+  std::map<job_id, double> out;
+  for (const auto& as : p.assignments) {
+    if (as.partner < 0) continue;
+    const auto* a = job_of(as.job);
+    const auto* b = job_of(as.partner);
+    if (!a || !b) continue;
+    const auto& ta = a->spec->spec.job_type;
+    const int k = a->spec->spec.scale_factor;
+    const auto pair =
+        ctx.rates ? ctx.rates->colocated_rate(ta, b->spec->spec.job_type, k, as.shares)
+                  : std::nullopt;
+    const double solo = ctx.rates ? ctx.rates->rate(ta, as.shares) : 0;
+    if (!pair || !(solo > 0))
+      return error{error_kind::internal,
+                   "policy " + policy_name + " pairs jobs " + std::to_string(as.job) + " and " +
+                       std::to_string(as.partner) + " without a co-location rate"};
+    out[as.job] = std::min(1.0, pair->first / solo);
+  }
+  return out;
+}
+
+/// Adds the orders of one job's copies to `orders`; `shares` holds the speed share of each
+/// job in a pair.
 void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_layout*>& copies,
-                         const std::map<copy_id, double>& budget, const dispatch_context& ctx,
+                         const std::map<copy_id, double>& budget,
+                         const std::map<job_id, double>& shares, const dispatch_context& ctx,
                          std::map<int, round_orders>& orders) {
   const int n = static_cast<int>(copies.size());
   const int k = j.spec->spec.scale_factor;
@@ -166,11 +195,13 @@ void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_lay
   std::vector<std::int32_t> leaders;
   if (n > 1)
     for (const auto& r : runs) leaders.push_back(r.front().rank);
+  const auto paired = shares.find(j.spec->spec.id);
+  const double share = paired == shares.end() ? 1.0 : paired->second;
   double longest_step = 0;  // the slowest part bounds every collective's wait
   for (const auto& r : runs)
     for (const auto& np : r)
       longest_step = std::max(longest_step, np.part.task_times * j.spec->step_time /
-                                                ctx.configured->servers[np.rank].speed);
+                                                (ctx.configured->servers[np.rank].speed * share));
   for (int c = 0; c < n; ++c) {
     std::vector<std::int32_t> part_ranks;
     if (runs[c].size() > 1)
@@ -178,6 +209,10 @@ void dispatch_job_copies(const dispatch_job& j, const std::vector<const copy_lay
     for (const auto& np : runs[c]) {
       start_copy o = part_order(j, c, n, np, part_ranks, budget.at({j.spec->spec.id, c}));
       if (n > 1) o.fork_ranks = leaders;
+      if (paired != shares.end()) {
+        o.partner = copies[c]->partner;
+        o.speed_share = share;
+      }
       o.aggregate_timeout = std::max(1.0, ctx.report_grace / 2) + longest_step;
       set_checkpoints(o, j, ctx);
       if (j.spec->is_program()) set_program(o, j, runs[c], ctx);
@@ -210,7 +245,10 @@ result<std::map<int, round_orders>> dispatch_plan(
     if (auto st = check_copies(id, copies, ctx, policy_name); !st) return st.err();
   }
   const auto budget = copy_budgets(p);
-  for (const auto& [id, copies] : by_job) dispatch_job_copies(*job_of(id), copies, budget, ctx, orders);
+  const auto shares = pair_shares(p, ctx, job_of, policy_name);
+  if (!shares) return shares.err();
+  for (const auto& [id, copies] : by_job)
+    dispatch_job_copies(*job_of(id), copies, budget, *shares, ctx, orders);
   return orders;
 }
 

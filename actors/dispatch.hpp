@@ -17,7 +17,10 @@
 /// - a program job (kind "program") checkpoints into its own directory
 ///   (program_checkpoint_dir); a copy of several processes gets a lease of as many steps as
 ///   its slowest part makes in the round (at least 1), the same on every part, and the host of
-///   its first part as MASTER_ADDR.
+///   its first part as MASTER_ADDR;
+/// - the two jobs of a pair (assignment::partner, one GPU shared by both) name each other in
+///   their orders on the same node, and each steps at its speed share: its co-located rate
+///   over its solo rate on the pair's GPUs (`rates`).
 
 #include <cstdint>
 #include <functional>
@@ -31,6 +34,7 @@
 #include "runtime/model.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/result.hpp"
+#include "runtime/server_throughput.hpp"
 
 namespace tessera::actors {
 
@@ -60,6 +64,9 @@ struct dispatch_context {
   /// First MASTER_PORT a program copy's process group may get; ports are spread over
   /// [base, base + 4096) by job, copy and round.
   int master_port_base = 29500;
+  /// The live rate model the plan was made with (snapshot::rates): a pair's speed shares
+  /// come from its co-located and solo rates. Null: a plan with a pair is refused.
+  const server_throughput* rates = nullptr;
 };
 
 /// Orders for every live rank (possibly with no copies), or an error naming the policy

@@ -330,8 +330,9 @@ void note_progress(self_ptr self, int rank, const progress_report& r, const copy
   j.last_busy += r.busy_seconds * gpus;
   if (r.throughput > 0) {
     j.throughput[rank] = r.throughput;
-    // A part of a spread copy runs at its slowest part's pace: not this node's rate.
-    if (piece && !piece->spread) {
+    // A part of a spread copy runs at its slowest part's pace, a copy of a pair at its
+    // co-located rate: neither is the job's rate alone on this node.
+    if (piece && !piece->spread && !piece->shared) {
       j.measured[s.cfg.rank_types[rank]] = r.throughput * std::max(1, r.task_times);
       self->send(s.scheduler, rate_sample{rank, j.spec.spec.job_type, j.spec.spec.scale_factor,
                                           r.task_times, r.throughput});

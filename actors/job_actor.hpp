@@ -85,6 +85,9 @@ struct copy_piece {
   bool leader = false;   ///< the first part of its copy (writes copy 0's checkpoint)
   bool spread = false;   ///< the copy has parts on other nodes too
   caf::actor node;       ///< the node's actor: the only sender whose reports of it count
+  /// It shares its GPUs with another job (space sharing): its rate is a co-located one, not
+  /// a measurement of the job alone.
+  bool shared = false;
 };
 
 /// scheduler -> job at a round's start: where the job runs this round, or that it is left out.

@@ -150,13 +150,19 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o) {
   });
 }
 
-/// The device indices of the round's copies, in order (each holds its order's `gpus`); an
+/// The device indices of the round's copies, in order (each holds its order's `gpus`, the two
+/// copies of a pair the same ones: gpu::assign_devices); an
 /// error when they ask for more than the node's GPUs (a plan the scheduler's validation
 /// should have refused). The same on a node without real GPUs, whose indices are not used.
 result<std::vector<std::vector<int>>> round_devices(const node_config& cfg, const round_orders& o) {
   std::vector<std::int32_t> want;
-  for (const auto& c : o.copies) want.push_back(c.gpus);
-  auto d = gpu::assign_devices(want, cfg.srv.gpus);
+  std::vector<int> partner(o.copies.size(), -1);  // a pair: the other copy's index
+  for (std::size_t i = 0; i < o.copies.size(); ++i) {
+    want.push_back(o.copies[i].gpus);
+    for (std::size_t k = 0; k < o.copies.size() && o.copies[i].partner >= 0; ++k)
+      if (o.copies[k].job == o.copies[i].partner) partner[i] = static_cast<int>(k);
+  }
+  auto d = gpu::assign_devices(want, partner, cfg.srv.gpus);
   if (!d) return error{d.err().kind, "round " + std::to_string(o.round) + ": " + d.err().message};
   return d;
 }

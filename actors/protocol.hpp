@@ -76,7 +76,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 8;
+constexpr std::uint32_t protocol_version = 9;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -150,6 +150,11 @@ struct start_copy {
   std::int64_t resume_step = 0;           ///< step of resume_path (0 when there is none)
   std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
   double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
+  /// Space sharing: the job sharing this copy's GPUs on this node (-1 = none) and the
+  /// copy's rate beside it relative to its rate alone, (0, 1]; a throttled node steps the
+  /// copy at speed x speed_share, and gives both copies of the pair the same device indices.
+  std::int64_t partner = -1;
+  double speed_share = 1.0;
   std::string checkpoint_path;            ///< where this round's checkpoint is written
   /// Leader rank of every copy of the job this round, indexed by copy; empty (or one rank) when
   /// the job is not forked. Forked copies draw disjoint batches and at the round end merge their
@@ -469,7 +474,8 @@ typename Inspector::result_type inspect(Inspector& f, program_order& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return wire::fields(f, "start_copy", x.job, x.copy, x.kind, x.seed, x.config, x.scale,
-           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.checkpoint_path,
+           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.partner, x.speed_share,
+           x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
            x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
            x.epoch, x.fence_path, x.program, x.job_actor);

@@ -78,6 +78,9 @@ struct run_inputs {
   std::shared_ptr<policy> pol;
   std::vector<std::string> kinds;
   gpu::node_gpus gpus;  ///< this process's node's GPUs (find_node_gpus)
+  /// Co-location ratios for the live rate model (the bundled table), so a packing policy
+  /// can pair jobs whose job types the table pairs; null on a joining node.
+  std::shared_ptr<const throughput_table> colocation;
 };
 
 /// Loads and checks the inputs; an error message naming the file and field on failure.
@@ -100,6 +103,9 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
   }
   auto pol = make_policy(o.policy, o.policy_args, "--policy-arg");
   if (!pol) return pol.err();
+  auto table = throughput_table::load_bundled();
+  if (!table) return table.err();
+  in.colocation = std::make_shared<const throughput_table>(std::move(*table));
   // As in simulation (check_runnable), a job runs as a gang only on a GPU type with at least
   // its K GPUs (the throughput policies see is 0 elsewhere); a policy that stacks several of
   // a job's tasks on a GPU (hare) can run it on any GPUs.
@@ -197,6 +203,7 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.cl = in.cl;
   sc.jobs = in.jobs;
   sc.pol = in.pol;
+  sc.colocation = in.colocation;
   sc.known_kinds = in.kinds;
   sc.round_length = o.round_length;
   sc.checkpoint_dir = o.checkpoint_dir;

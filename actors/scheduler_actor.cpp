@@ -315,7 +315,7 @@ std::map<std::int64_t, job_assignment> book_round(scheduler_state& st, const rou
       const bool leader = c.part_ranks.empty() || c.part_ranks.front() == rank;
       auto& a = out[c.job];
       a.pieces.push_back(copy_piece{c.copy, rank, c.gpus, leader, c.part_ranks.size() > 1,
-                                    st.nodes[rank].handle});
+                                    st.nodes[rank].handle, c.partner >= 0});
       ++st.expected_starts;
     }
   for (const auto& as : p.assignments) {
@@ -388,6 +388,7 @@ result<std::map<int, round_orders>> orders_of(scheduler_state& st, const round_p
   dispatch_context dc{&cfg.cl, st.live_ranks, cfg.can_sync, st.round + 1, cfg.round_length,
                       cfg.report_grace, cfg.checkpoint_dir, {}, cfg.master_port_base};
   for (const auto& n : st.nodes) dc.hosts.push_back(n.hello.host);
+  dc.rates = &st.rates->for_live(st.live, st.live_ranks);
   std::map<std::int64_t, dispatch_job> known;
   for (const auto* e : planned)
     known[e->spec.spec.id] = dispatch_job{&e->spec, e->latest.step, e->latest.sync_epoch,
@@ -1008,7 +1009,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.listener = listener;
   st.t0 = self->clock().now();
   st.nodes.resize(st.cfg.cl.servers.size());
-  st.rates = std::make_shared<run_rates>(st.cfg.cl);
+  st.rates = std::make_shared<run_rates>(st.cfg.cl, st.cfg.colocation);
   st.round = st.cfg.first_round - 1;
   for (const auto& r : st.cfg.restored) add_job(self, r.spec, &r);
   for (const auto& rj : st.cfg.jobs) add_job(self, rj);

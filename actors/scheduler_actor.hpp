@@ -96,6 +96,8 @@ struct scheduler_config {
   cluster cl;                               ///< the configured cluster; rank = server index
   std::vector<run_job> jobs;                ///< the job set
   std::shared_ptr<policy> pol;              ///< the policy (from the registry)
+  /// Co-location ratios of the live rate model (run_rates); null: no job pairs.
+  std::shared_ptr<const throughput_table> colocation;
   std::vector<std::string> known_kinds;     ///< trainable kinds every node can build
   double round_length = 1.0;                ///< seconds per round
   std::string checkpoint_dir;               ///< shared directory for job checkpoints

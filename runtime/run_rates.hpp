@@ -19,14 +19,25 @@
 /// table-and-speed estimate for that server (tier 1). Copies spread over nodes are not
 /// recorded: their step time is that of their slowest part, which one rate cannot attribute.
 ///
+/// Space sharing. With a co-location source table (Gavel's bundled table), every two
+/// registered job types of one scale K that the source lists as a pair on a GPU type get a
+/// co-location entry there (`throughput_table::set_colocated`, both directions): each job's
+/// solo rate 1 / step_time times its co-located-to-solo ratio in the source, the source's
+/// job type being the one the job file named (before any " @<step_time>s" suffix).
+/// server_throughput::colocated_rate scales them by the server's speed factor, as it does
+/// single jobs. Without a source, or for job types the source does not pair, there are no
+/// entries and plan validation refuses any pair.
+///
 /// Job type keys. Policies key look-ups (and hare its task-time cache) by job type, so jobs
 /// sharing a job type but not a step time get distinct keys: the first step time registered
 /// for a job type keeps its name, another becomes "<job_type> @<step_time>s".
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "runtime/job_file.hpp"
@@ -38,7 +49,10 @@ namespace tessera {
 class run_rates {
  public:
   /// An empty model for `configured` (the cluster file's servers, rank = server index).
-  explicit run_rates(const cluster& configured) : configured_(configured) {}
+  /// `colocation`: the table whose pair entries give co-location ratios (null: no pairs).
+  explicit run_rates(const cluster& configured,
+                     std::shared_ptr<const throughput_table> colocation = nullptr)
+      : configured_(configured), colocation_(std::move(colocation)) {}
 
   /// Registers a job: gives it its job-type key (see the file comment; may change
   /// `j.spec.job_type`) and adds its type-table entries. A live model made before sees the
@@ -59,7 +73,21 @@ class run_rates {
   const throughput_table& type_table() const { return types_; }
 
  private:
+  /// A registered (job-type key, scale): the source table's job type and the solo rate.
+  struct registered {
+    std::string source_type;
+    double solo = 0;  ///< steps/s on a speed-1.0 server with one task per GPU
+  };
+  /// Adds the co-location entries of `a` (just registered) with every registered key.
+  void add_pairs(const job_key& a);
+  /// The source's (co-located / solo) ratios of `a` beside `b` on `gpu_type`, both rows tried.
+  std::optional<std::pair<double, double>> colocation_ratios(const std::string& gpu_type,
+                                                             const job_key& a,
+                                                             const job_key& b) const;
+
   cluster configured_;
+  std::shared_ptr<const throughput_table> colocation_;
+  std::map<job_key, registered> registered_;
   throughput_table types_;
   std::map<std::string, double> first_step_time_;  ///< job type -> step time keeping the name
   /// (rank, job type, scale) -> gang-equivalent steps/s, latest measurement.

@@ -33,7 +33,7 @@ std::vector<copy_layout> layout_copies(const round_plan& p,
   for (const auto& as : p.assignments) {
     auto [it, fresh] = index.emplace(as.id(), out.size());
     if (fresh) {
-      out.push_back(copy_layout{as.job, as.copy, scale_of(as.job), {}});
+      out.push_back(copy_layout{as.job, as.copy, scale_of(as.job), as.partner, {}});
       by_server.emplace_back();
     }
     const std::size_t c = it->second;

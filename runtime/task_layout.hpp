@@ -44,6 +44,7 @@ struct copy_layout {
   job_id job = 0;
   int copy = 0;
   int scale = 0;                  ///< K
+  job_id partner = -1;            ///< the job sharing its GPUs (assignment::partner), -1 = none
   std::vector<copy_part> parts;   ///< by server, shards consecutive in that order
 };
 

@@ -111,13 +111,42 @@ status check_devices(const server& srv, const std::vector<device_info>& found,
 
 result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int32_t>& want,
                                                      int gpus) {
+  return assign_devices(want, std::vector<int>(want.size(), -1), gpus);
+}
+
+namespace {
+
+/// Why `partner` does not pair copies consistently, or "" when it does.
+std::string pairing_error(const std::vector<std::int32_t>& want, const std::vector<int>& partner) {
+  const int n = static_cast<int>(want.size());
+  if (static_cast<int>(partner.size()) != n) return "the partner list does not match the copies";
+  for (int i = 0; i < n; ++i) {
+    const int p = partner[static_cast<std::size_t>(i)];
+    if (p < 0) continue;
+    const std::string who = "copy " + std::to_string(i) + " of the round";
+    if (p >= n || p == i) return who + " names partner " + std::to_string(p);
+    if (partner[static_cast<std::size_t>(p)] != i)
+      return who + " names copy " + std::to_string(p) + ", which does not name it back";
+    if (want[static_cast<std::size_t>(p)] != want[static_cast<std::size_t>(i)])
+      return who + " and its partner ask for different GPU counts";
+  }
+  return "";
+}
+
+}  // namespace
+
+result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int32_t>& want,
+                                                     const std::vector<int>& partner, int gpus) {
   long long total = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (want[i] < 0)
       return error{error_kind::internal, "copy " + std::to_string(i) + " of the round asks for " +
                                              std::to_string(want[i]) + " GPUs"};
-    total += want[i];
   }
+  if (const auto why = pairing_error(want, partner); !why.empty())
+    return error{error_kind::internal, why};
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (partner[i] < 0 || static_cast<std::size_t>(partner[i]) > i) total += want[i];
   if (total > gpus)
     return error{error_kind::internal,
                  "the round asks this node for " + std::to_string(total) + " GPUs (" +
@@ -125,8 +154,12 @@ result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int3
   std::vector<std::vector<int>> out;
   out.reserve(want.size());
   int next = 0;
-  for (const auto w : want) {
-    std::vector<int> mine(static_cast<std::size_t>(w));
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (partner[i] >= 0 && static_cast<std::size_t>(partner[i]) < i) {
+      out.push_back(out[static_cast<std::size_t>(partner[i])]);  // the pair's first copy's
+      continue;
+    }
+    std::vector<int> mine(static_cast<std::size_t>(want[i]));
     for (auto& d : mine) d = next++;
     out.push_back(std::move(mine));
   }

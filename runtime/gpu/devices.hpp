@@ -61,6 +61,14 @@ result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int3
 /// `node_visible` is the node process's own CUDA_VISIBLE_DEVICES ("" = unset): when set, its
 /// device i is that list's i-th entry (an ordinal or a UUID), which the child must be given
 /// instead of i. An index past that list is passed as it is.
+/// As above, with space sharing: `partner[i]` is the index (into `want`) of the copy sharing
+/// copy i's GPUs, -1 for none. A pair (i names j and j names i, both wanting as many GPUs)
+/// gets one set of indices, given to both and counted once against `gpus`; no index is given
+/// to more than two copies. An error for a partner that is out of range, itself, not naming
+/// back, or wanting another count.
+result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int32_t>& want,
+                                                     const std::vector<int>& partner, int gpus);
+
 std::string visible_devices(const std::vector<int>& indices, const std::string& node_visible);
 
 }  // namespace tessera::gpu

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "actors/dispatch.hpp"
+#include "runtime/run_rates.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;
@@ -224,4 +225,53 @@ TEST_CASE("dispatch_plan: every task of every copy is ordered exactly once, in s
       CHECK(gpus[id] == planned);  // the GPUs held match the plan, with or without aggregators
     }
   }
+}
+
+TEST_CASE("dispatch_plan sends a pair to one node, each copy at its speed share",
+          "[dispatch][packing]") {
+  const cluster cl = one_gpu_servers({1.0, 0.5});
+  auto source = std::make_shared<throughput_table>();
+  source->set_isolated("v100", {"A", 1}, 10.0);
+  source->set_isolated("v100", {"B", 1}, 20.0);
+  source->set_colocated("v100", {"A", 1}, {"B", 1}, {8.0, 5.0});  // A at 0.8, B at 0.25
+  run_rates rates(cl, source);
+  run_job a = make_job(3, 1, 100, 0.1);
+  run_job b = make_job(5, 1, 100, 0.05);
+  a.spec.job_type = "A";
+  b.spec.job_type = "B";
+  rates.add(a);
+  rates.add(b);
+  book bk;
+  bk.jobs[3] = dispatch_job{&a, 0, 0, nullptr};
+  bk.jobs[5] = dispatch_job{&b, 0, 0, nullptr};
+  round_plan p;
+  p.assignments.push_back(assignment{3, 0, 0, {{1, 1}}, 0, -1, 5});
+  p.assignments.push_back(assignment{5, 0, 0, {{1, 1}}, 0, -1, 3});
+  auto ctx = context(cl, true);
+  ctx.rates = &rates.for_live(cl, {0, 1});
+  auto orders = dispatch_plan(p, ctx, bk.lookup(), "pol");
+  REQUIRE(orders);
+  CHECK(orders->at(0).copies.empty());
+  const auto& both = orders->at(1).copies;
+  REQUIRE(both.size() == 2);
+  CHECK(both[0].job == 3);
+  CHECK(both[0].partner == 5);
+  CHECK(both[0].speed_share == Approx(0.8));
+  CHECK(both[0].gpus == 1);
+  CHECK(both[1].job == 5);
+  CHECK(both[1].partner == 3);
+  CHECK(both[1].speed_share == Approx(0.25));
+  // A single copy keeps the whole speed.
+  round_plan alone;
+  alone.assignments.push_back(assignment{3, 0, 0, {{0, 1}}, 0, -1});
+  auto single = dispatch_plan(alone, ctx, bk.lookup(), "pol");
+  REQUIRE(single);
+  REQUIRE(single->at(0).copies.size() == 1);
+  CHECK(single->at(0).copies[0].partner == -1);
+  CHECK(single->at(0).copies[0].speed_share == 1.0);
+  // A pair the rate model cannot price is refused, naming the policy.
+  auto bare = context(cl, true);
+  auto refused = dispatch_plan(p, bare, bk.lookup(), "pol");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().message.find("pol") != std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "actor_support.hpp"
 #include "runtime/train/checkpoint.hpp"
@@ -344,4 +345,33 @@ TEST_CASE("a copy of an unknown kind fails", "[actors][node]") {
   run_copy_round(bad, train::builtin_trainables(), 1.0, 1.0, {});
   CHECK(bad.error.find("no_such_kind") != std::string::npos);
   CHECK_FALSE(bad.checkpointed);
+}
+
+TEST_CASE("the two copies of a pair step at their speed shares side by side",
+          "[actors][node][packing]") {
+  temp_dir dir("pair");
+  const auto kinds = train::builtin_trainables();
+  // 0.6 s at 0.02 s/step on a speed-1.0 node: 24 steps at share 0.8, 12 at share 0.4.
+  copy_slot a, b;
+  a.order = order(dir.file("job-4.ckpt"), 1000, 0);
+  a.order.partner = 5;
+  a.order.speed_share = 0.8;
+  b.order = order(dir.file("job-5.ckpt"), 1000, 0);
+  b.order.job = 5;
+  b.order.seed = 12;
+  b.order.partner = 4;
+  b.order.speed_share = 0.4;
+  std::thread ta([&] { run_copy_round(a, kinds, 1.0, 0.6, {}); });
+  std::thread tb([&] { run_copy_round(b, kinds, 1.0, 0.6, {}); });
+  ta.join();
+  tb.join();
+  INFO("steps " << a.steps << " and " << b.steps);
+  CHECK(a.error.empty());
+  CHECK(b.error.empty());
+  CHECK(a.steps <= 24);
+  CHECK(a.steps >= 22);  // scheduling jitter on a loaded host
+  CHECK(b.steps <= 12);
+  CHECK(b.steps >= 10);
+  CHECK(static_cast<double>(a.steps) / static_cast<double>(b.steps) == Approx(2.0).epsilon(0.2));
+  CHECK(a.ema_throughput == Approx(50.0 * 0.8).epsilon(0.2));
 }

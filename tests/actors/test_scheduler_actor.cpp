@@ -12,9 +12,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "actor_support.hpp"
+#include "runtime/timeline.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 using namespace tessera;
@@ -403,4 +407,46 @@ TEST_CASE("a checkpoint directory that takes no writes pauses the jobs until it 
   }
   CHECK(failures == 2);  // the two jobs that ran in round 2
   check_finished_and_tidy(sum, jobs, dir);
+}
+
+TEST_CASE("a packed policy pairs jobs on one GPU of a live run, and every job finishes",
+          "[actors][scheduler][packing]") {
+  temp_dir dir("packed");
+  auto bundled = throughput_table::load_bundled();
+  REQUIRE(bundled);
+  auto packed = make_policy("max_min_fairness_packed");
+  REQUIRE(packed);
+  // Four jobs on two one-GPU nodes (a v100 and a p100), of a job type the bundled table pairs
+  // with itself on a v100.
+  std::vector<run_job> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(make_run_job(i, i % 2 ? "mlp" : "softmax_regression", 30, 0.01, i + 1));
+    jobs.back().spec.job_type = "ResNet-18 (batch size 64)";
+  }
+  std::ostringstream timeline;
+  const auto sum = run_with_hooks(
+      dir.str(), {1.0, 1.0}, jobs, [](node_config&) {}, [&](scheduler_config& sc) {
+        sc.pol = std::shared_ptr<policy>(std::move(*packed));
+        sc.colocation = std::make_shared<const throughput_table>(std::move(*bundled));
+        sc.timeline = std::make_shared<timeline_recorder>(timeline, sc.cl, "run", "packed", 0.3);
+      });
+  INFO(sum.error);
+  REQUIRE(sum.ok);
+  CHECK(sum.failed_ranks.empty());
+  check_finished_and_tidy(sum, jobs, dir);
+  // A pair: two jobs placed on one server (of one GPU) in one round.
+  int paired_rounds = 0;
+  std::istringstream lines(timeline.str());
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("placements")) continue;
+    std::map<std::string, int> per_server;  // server name -> jobs placed there
+    for (const auto& pl : j["placements"]) ++per_server[pl["server"].get<std::string>()];
+    for (const auto& [server, n] : per_server) {
+      CHECK(n <= 2);
+      if (n == 2) ++paired_rounds;
+    }
+  }
+  CHECK(paired_rounds > 0);
+  for (const auto& r : sum.round_records) CHECK(r.busy_gpus <= 2);
 }

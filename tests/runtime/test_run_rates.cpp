@@ -91,3 +91,65 @@ TEST_CASE("run_rates: a measurement replaces the estimate on its node, also afte
   CHECK(after.rate_at(0, "mlp", 4, false).source == throughput_source::type_table);
   CHECK(after.version() != v);  // a new model: caches keyed by version start over
 }
+
+TEST_CASE("run_rates: co-location entries from the source table's ratios", "[run_rates][packing]") {
+  const cluster cl = three_nodes();
+  auto source = std::make_shared<throughput_table>();
+  const job_key ra{"ResNet-18", 1}, lm{"LM", 1}, tr{"Transformer", 1};
+  for (const char* g : {"v100", "p100", "k80"}) {
+    source->set_isolated(g, ra, 10.0);
+    source->set_isolated(g, lm, 4.0);
+    source->set_isolated(g, tr, 2.0);
+  }
+  // ResNet-18 beside LM on v100 only, in ResNet-18's row; LM's own row is missing.
+  source->set_colocated("v100", ra, lm, {6.0, 1.0});
+  run_rates rates(cl, source);
+  auto a = rj(0, "ResNet-18", 1, 0.02);    // solo 50 steps/s
+  auto b = rj(1, "LM", 1, 0.1);            // solo 10 steps/s
+  auto c = rj(2, "Transformer", 1, 0.1);   // no pair in the source
+  auto d = rj(3, "ResNet-18", 1, 0.04);    // another step time: its own key, same source row
+  rates.add(a);
+  rates.add(b);
+  rates.add(c);
+  rates.add(d);
+  const auto& live = rates.for_live(cl, {0, 1, 2});
+  const auto ab = live.colocated_rate("ResNet-18", "LM", 1, {{0, 1}});
+  REQUIRE(ab);
+  CHECK(ab->first == Approx(50 * 0.6));   // 6 / 10 of its solo rate
+  CHECK(ab->second == Approx(10 * 0.25)); // 1 / 4 of its solo rate, from the other row
+  const auto ba = live.colocated_rate("LM", "ResNet-18", 1, {{0, 1}});
+  REQUIRE(ba);
+  CHECK(ba->first == Approx(ab->second));
+  const auto db = live.colocated_rate(d.spec.job_type, "LM", 1, {{0, 1}});
+  REQUIRE(db);
+  CHECK(db->first == Approx(25 * 0.6));
+  CHECK_FALSE(live.colocated_rate("ResNet-18", "LM", 1, {{1, 1}}));  // p100: not listed
+  CHECK_FALSE(live.colocated_rate("ResNet-18", "Transformer", 1, {{0, 1}}));
+  run_rates plain(cl);  // no source: no pairs
+  auto a2 = rj(0, "ResNet-18", 1, 0.02);
+  auto b2 = rj(1, "LM", 1, 0.1);
+  plain.add(a2);
+  plain.add(b2);
+  CHECK_FALSE(plain.for_live(cl, {0, 1, 2}).colocated_rate("ResNet-18", "LM", 1, {{0, 1}}));
+}
+
+TEST_CASE("run_rates: the bundled table pairs its own job types", "[run_rates][packing]") {
+  const cluster cl = three_nodes();
+  auto bundled = throughput_table::load_bundled();
+  REQUIRE(bundled);
+  const std::string r18 = "ResNet-18 (batch size 64)", r50 = "ResNet-50 (batch size 64)";
+  auto source = std::make_shared<const throughput_table>(std::move(*bundled));
+  run_rates rates(cl, source);
+  auto a = rj(0, r18, 1, 0.02);
+  auto b = rj(1, r50, 1, 0.05);
+  rates.add(a);
+  rates.add(b);
+  const auto& live = rates.for_live(cl, {0, 1, 2});
+  const auto pair = live.colocated_rate(r18, r50, 1, {{2, 1}});  // k80, speed 0.25
+  const auto solo = source->isolated("k80", {r18, 1});
+  const auto src = source->colocated("k80", {r18, 1}, {r50, 1});
+  REQUIRE(pair);
+  REQUIRE(solo);
+  REQUIRE(src);
+  CHECK(pair->first == Approx(50 * 0.25 * src->first / *solo));
+}
