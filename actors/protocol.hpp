@@ -474,8 +474,8 @@ typename Inspector::result_type inspect(Inspector& f, program_order& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
   return wire::fields(f, "start_copy", x.job, x.copy, x.kind, x.seed, x.config, x.scale,
-           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.partner, x.speed_share,
-           x.checkpoint_path,
+           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.partner,
+           x.speed_share, x.checkpoint_path,
            x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
            x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
            x.epoch, x.fence_path, x.program, x.job_actor);

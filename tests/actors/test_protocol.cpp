@@ -77,6 +77,8 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   c.fallback_step = 80;
   c.epoch = 1234567;
   c.fence_path = "/tmp/x/job-7.fence";
+  c.partner = 12;
+  c.speed_share = 0.625;
   round_orders o{5, 0.5, {c, c}};
   auto o2 = round_trip(sys, o);
   CHECK(o2.round == 5);
@@ -99,6 +101,8 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   CHECK(c2.fallback_step == 80);
   CHECK(c2.epoch == 1234567);
   CHECK(c2.fence_path == c.fence_path);
+  CHECK(c2.partner == 12);
+  CHECK(c2.speed_share == 0.625);
 
   progress_report p;
   p.round = 3;
