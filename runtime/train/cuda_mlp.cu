@@ -5,6 +5,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <limits>
@@ -38,9 +39,74 @@ status check_cuda(const char* what, cudaError_t e) {
   return gpu_error(what, cuda_text(e));
 }
 
+// ---- cuBLAS, loaded on first use ----------------------------------------------------------
+// cuBLAS (with cuBLASLt, ~600 MB of shared objects) is opened with dlopen when the first CUDA
+// MLP is made, not linked: every tessera process links this library, and mapping cuBLAS at
+// start-up cost each of them ~200 MB of resident memory and ~0.1 s (docs/benchmarks.md,
+// "Issue 17 — what linking CUDA costs every process"). The pointers keep the header's types.
+
+/// The cuBLAS entry points the MLP calls. cublas_v2.h maps cublasCreate and friends to their
+/// "_v2" symbols with macros, hence the symbol names below.
+struct cublas_api {
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetAtomicsMode) set_atomics_mode = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+};
+
+/// The library's soname for the cuBLAS this was compiled against, and the toolkit's library
+/// directory as a second place to look (CMake passes it).
+const std::string cublas_soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+
+/// Resolves one symbol into `slot`; false (with dlerror's text in `why`) when it is missing.
+template <class F>
+bool resolve(void* lib, const char* name, F& slot, std::string& why) {
+  slot = reinterpret_cast<F>(dlsym(lib, name));
+  if (slot) return true;
+  const char* e = dlerror();
+  why = std::string(name) + ": " + (e ? e : "not found");
+  return false;
+}
+
+/// Opens cuBLAS and resolves the entry points; on failure `why` says what went wrong.
+bool open_cublas(cublas_api& api, std::string& why) {
+  void* lib = dlopen(cublas_soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef TESSERA_CUDA_LIBRARY_DIR
+  if (!lib) lib = dlopen((std::string(TESSERA_CUDA_LIBRARY_DIR) + "/" + cublas_soname).c_str(),
+                         RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (!lib) {
+    const char* e = dlerror();
+    why = "cannot load " + cublas_soname + ": " + (e ? e : "dlopen failed");
+    return false;
+  }
+  return resolve(lib, "cublasGetStatusString", api.status_string, why) &&
+         resolve(lib, "cublasCreate_v2", api.create, why) &&
+         resolve(lib, "cublasDestroy_v2", api.destroy, why) &&
+         resolve(lib, "cublasSetStream_v2", api.set_stream, why) &&
+         resolve(lib, "cublasSetAtomicsMode", api.set_atomics_mode, why) &&
+         resolve(lib, "cublasSetMathMode", api.set_math_mode, why) &&
+         resolve(lib, "cublasSetWorkspace_v2", api.set_workspace, why) &&
+         resolve(lib, "cublasSgemm_v2", api.sgemm, why);
+}
+
+/// The loaded API, opened once per process (the library stays loaded: handles made from it
+/// may live until exit); `why` is set when it could not be loaded.
+const cublas_api* cublas(std::string* why) {
+  static cublas_api api;
+  static std::string failure;
+  static const bool ok = open_cublas(api, failure);
+  if (!ok && why) *why = failure;
+  return ok ? &api : nullptr;
+}
+
 status check_cublas(const char* what, cublasStatus_t s) {
   if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return gpu_error(what, std::string("cuBLAS status ") + cublasGetStatusString(s));
+  return gpu_error(what, std::string("cuBLAS status ") + cublas(nullptr)->status_string(s));
 }
 
 // ---- kernels: one thread per output value, fixed-order loops ---------------------------------
@@ -165,7 +231,7 @@ class cuda_mlp final : public device_trainable {
 
   ~cuda_mlp() override {
     cudaSetDevice(device_);
-    if (handle_) cublasDestroy(handle_);
+    if (handle_) cublas(nullptr)->destroy(handle_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -177,7 +243,10 @@ class cuda_mlp final : public device_trainable {
                              cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         !st)
       return st;
-    if (auto st = check_cublas("cublasCreate", cublasCreate(&handle_)); !st) return st;
+    std::string why;
+    const cublas_api* api = cublas(&why);
+    if (!api) return gpu_error("cuBLAS", why);
+    if (auto st = check_cublas("cublasCreate", api->create(&handle_)); !st) return st;
     const std::size_t n = net_.params(), b = static_cast<std::size_t>(shape_.batch_size);
     for (auto st : {params_.resize(n), velocity_.resize(n), grad_.resize(n),
                     workspace_.resize(cublas_workspace_bytes / sizeof(float)),
@@ -186,13 +255,13 @@ class cuda_mlp final : public device_trainable {
       if (!st) return st;
     // Reproducible GEMMs: no atomics (split-K reductions in a fixed order), IEEE float math
     // (no TF32 tensor cores), our own fixed workspace, and this object's one stream.
-    for (auto st : {check_cublas("cublasSetStream", cublasSetStream(handle_, stream_)),
+    for (auto st : {check_cublas("cublasSetStream", api->set_stream(handle_, stream_)),
                     check_cublas("cublasSetAtomicsMode",
-                                 cublasSetAtomicsMode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED)),
+                                 api->set_atomics_mode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED)),
                     check_cublas("cublasSetMathMode",
-                                 cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH)),
+                                 api->set_math_mode(handle_, CUBLAS_PEDANTIC_MATH)),
                     check_cublas("cublasSetWorkspace",
-                                 cublasSetWorkspace(handle_, workspace_.get(),
+                                 api->set_workspace(handle_, workspace_.get(),
                                                     cublas_workspace_bytes))})
       if (!st) return st;
     host_dirty_ = true;
@@ -351,8 +420,8 @@ class cuda_mlp final : public device_trainable {
   status gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a,
               int lda, const float* b, int ldb, float* c) const {
     const float one = 1.0f, zero = 0.0f;
-    return check_cublas("cublasSgemm", cublasSgemm(handle_, ta, tb, m, n, k, &one, a, lda, b, ldb,
-                                                   &zero, c, m));
+    return check_cublas("cublasSgemm", cublas(nullptr)->sgemm(handle_, ta, tb, m, n, k, &one, a, lda,
+                                                              b, ldb, &zero, c, m));
   }
 
   std::unique_ptr<trainable> twin_;  // host mirror: step, key, checkpoint format, loss
@@ -477,6 +546,12 @@ std::unique_ptr<trainable> cuda_mlp::clone() const {
 }
 
 }  // namespace
+
+status load_cublas() {
+  std::string why;
+  if (cublas(&why)) return {};
+  return gpu_error("cuBLAS", why);
+}
 
 result<std::unique_ptr<trainable>> make_cuda_mlp(std::uint64_t seed, const trainable_config& config,
                                                  cuda_mlp_options options) {

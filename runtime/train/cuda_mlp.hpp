@@ -77,6 +77,11 @@ result<std::unique_ptr<trainable>> make_cuda_mlp(std::uint64_t seed,
                                                  const trainable_config& config = {},
                                                  cuda_mlp_options options = {});
 
+/// Loads cuBLAS into the process (once; make_cuda_mlp does it too). The library is opened on
+/// first use rather than linked, so a process that never makes a CUDA MLP does not map it.
+/// Errors name the library and the loader's reason; without CUDA, that this build has none.
+status load_cublas();
+
 /// Whether make_cuda_mlp can work here (CUDA built in, a device present); `why` says why not.
 bool cuda_mlp_available(std::string* why);
 

@@ -9,4 +9,8 @@ result<std::unique_ptr<trainable>> make_cuda_mlp(std::uint64_t, const trainable_
   return error{error_kind::internal, cuda_mlp_kind + ": built without CUDA"};  // not reached
 }
 
+status load_cublas() {
+  return error{error_kind::invalid_input, cuda_mlp_kind + ": built without CUDA, so no cuBLAS"};
+}
+
 }  // namespace tessera::train

@@ -4,8 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
+#include <string>
 
+#include "runtime/comm/device_memory.hpp"
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/cuda_mlp.hpp"
 #include "runtime/train/models.hpp"
@@ -234,4 +239,40 @@ TEST_CASE("mlp_cuda on a GPU: a checkpoint moves to a CPU mlp and back", "[train
   other["hidden"] = 8;
   auto mismatched = made(make_cuda_mlp(14, other));
   CHECK_FALSE(load_trainable_checkpoint(path, *mismatched));
+}
+
+namespace {
+
+/// The output of a shell command.
+std::string command_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuBLAS is opened on first use, not linked into every process", "[train]") {
+  // The test binary links everything the tessera CLI links: cuBLAS must not be among its
+  // load-time dependencies (it costs every process ~200 MB of RSS when it is).
+  const std::string deps = command_output("ldd /proc/" + std::to_string(getpid()) + "/exe");
+  REQUIRE(deps.find("libc.so") != std::string::npos);  // ldd worked
+  CHECK(deps.find("libcublas") == std::string::npos);
+  const auto loaded = load_cublas();
+  if (!comm::built_with_cuda()) {
+    REQUIRE_FALSE(loaded.ok());
+    CHECK(loaded.err().message.find("built without CUDA") != std::string::npos);
+    return;
+  }
+  // The toolkit this was built with is on this machine, so the library loads without a GPU,
+  // and afterwards it is mapped.
+  REQUIRE(loaded.ok());
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream all;
+  all << maps.rdbuf();
+  CHECK(all.str().find("libcublas") != std::string::npos);
 }
