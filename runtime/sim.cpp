@@ -188,6 +188,7 @@ status simulation::play_round() {
   ctx.last_plan = have_last_ ? &last_plan_ : nullptr;
   ctx.job_set_version = version_;
   ctx.rates = &exec_.rates();
+  ctx.fork_efficiency = &cfg_.fork_efficiency;
   ctx.timeline = cfg_.timeline;
   auto planned = plan_round(pol_, ctx, std::move(views));
   if (!planned) return planned.err();

@@ -260,7 +260,11 @@ class efficiency_checker final : public policy {
   result<round_plan> plan(const snapshot& s) override {
     auto p = inner_->plan(s);
     if (!p) return p;
-    sim_executor on(cl_, t_, 0, copy_aggregation{}, copy_efficiency{});
+    // The policy sees the simulator's setting (the default, on).
+    REQUIRE(s.fork_efficiency != nullptr);
+    REQUIRE(s.fork_efficiency->enabled);
+    model_ = *s.fork_efficiency;
+    sim_executor on(cl_, t_, 0, copy_aggregation{}, model_);
     sim_executor off(cl_, t_, 0, copy_aggregation{});
     auto a = on.execute(s, *p);
     auto b = off.execute(s, *p);
@@ -288,7 +292,7 @@ class efficiency_checker final : public policy {
       return;
     }
     ++forked_copies;
-    const double eff = copy_efficiency{}.factor(v.spec->job_type, c);
+    const double eff = model_.factor(v.spec->job_type, c);
     CHECK(eff < 1.0);
     CHECK(x.steps <= y.steps + 1e-9 * (1 + y.steps));  // never more than the upper bound
     if (!y.finished) {  // both run the whole round: the steps scale by the efficiency
@@ -301,6 +305,7 @@ class efficiency_checker final : public policy {
     CHECK(x.steps <= v.remaining_steps + 1e-9 * v.remaining_steps);
   }
   std::unique_ptr<policy> inner_;
+  copy_efficiency model_;
   const cluster& cl_;
   const throughput_table& t_;
 };
