@@ -30,6 +30,7 @@ namespace {
 /// Options common to simulate and compare.
 struct run_options {
   std::string cluster_file, cluster_spec, trace_file, table_file, window, json_out, csv_out;
+  std::string copy_efficiency = "on";
   std::vector<std::string> policy_args;
   double round_length = 360, restart_cost = 0, max_hours = 0, progress_every = 5;
   bool quiet = false, run_to_end = false, assume_consolidated = false;
@@ -54,6 +55,8 @@ void add_common(po::options_description& d, run_options& o) {
      "(one-server) throughput even when it spans servers, never at the table's "
      "\"_unconsolidated\" rate (default: spanning servers is charged, the physical choice; "
      "use this only to compare with Gavel's figures)")
+    ("copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"),
+     copy_efficiency_help)
     ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
     ("run-to-end", po::bool_switch(&o.run_to_end),
      "with --window: keep simulating until every job finishes")
@@ -102,6 +105,9 @@ result<inputs> load_inputs(const run_options& o) {
   in.cfg.round_length = o.round_length;
   in.cfg.restart_cost = o.restart_cost;
   in.cfg.assume_consolidated = o.assume_consolidated;
+  auto ce = parse_copy_efficiency(o.copy_efficiency);
+  if (!ce) return ce.err();
+  in.cfg.fork_efficiency = ce.value();
   if (o.max_hours > 0) in.cfg.max_time = o.max_hours * 3600;
   if (!o.window.empty()) {
     auto w = parse_window(o.window);

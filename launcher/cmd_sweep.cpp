@@ -44,6 +44,7 @@ namespace {
 struct sweep_options {
   std::vector<std::string> policies, rates, seeds, rounds, policy_args;
   std::string out_dir, cluster_file, cluster_spec, table_file, window;
+  std::string copy_efficiency = "on";
   int jobs = 0;
   bool multi_gpu = false, run_to_end = false, quiet = false, keep_jobs = false;
   double restart_cost = 0, max_hours = 0, progress_every = 5;
@@ -83,6 +84,8 @@ void add_options(po::options_description& d, sweep_options& o) {
      "seconds a job loses each time it starts on new GPUs")
     ("max-hours", po::value(&o.max_hours)->default_value(0.0),
      "stop each cell at this virtual time (0 = no limit)")
+    ("copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"),
+     copy_efficiency_help)
     ("keep-jobs", po::bool_switch(&o.keep_jobs),
      "also write DIR/cells/<cell>.jobs.csv, one row per job (for `tessera plot cdf`)")
     ("quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")
@@ -138,7 +141,8 @@ std::string settings_text(const sweep_options& o) {
   os << "jobs " << o.jobs << "\nmulti-gpu " << o.multi_gpu << "\nwindow " << o.window
      << "\nrun-to-end " << o.run_to_end << "\ncluster " << o.cluster_file << "\ncluster-spec "
      << o.cluster_spec << "\nthroughputs " << o.table_file << "\nrestart-cost "
-     << number_name(o.restart_cost) << "\nmax-hours " << number_name(o.max_hours) << '\n';
+     << number_name(o.restart_cost) << "\nmax-hours " << number_name(o.max_hours)
+     << "\ncopy-efficiency " << o.copy_efficiency << '\n';
   for (const auto& a : o.policy_args) os << "policy-arg " << a << '\n';
   return os.str();
 }
@@ -154,6 +158,7 @@ std::string shared_simulate_args(const sweep_options& o) {
   add("--throughputs", o.table_file.empty() ? "" : fs::absolute(o.table_file).string());
   if (o.restart_cost > 0) add("--restart-cost", number_name(o.restart_cost));
   if (o.max_hours > 0) add("--max-hours", number_name(o.max_hours));
+  if (o.copy_efficiency != "on") add("--copy-efficiency", o.copy_efficiency);
   add("--window", o.window);
   if (o.run_to_end) s += " --run-to-end";
   for (const auto& a : o.policy_args) add("--policy-arg", a);
@@ -175,6 +180,9 @@ status load_shared_inputs(const sweep_options& o, sweep_plan& p) {
   if (!pa) return pa.err();
   p.base.policy_args = pa.value();
   p.base.cfg.restart_cost = o.restart_cost;
+  auto ce = parse_copy_efficiency(o.copy_efficiency);
+  if (!ce) return ce.err();
+  p.base.cfg.fork_efficiency = ce.value();
   if (o.max_hours > 0) p.base.cfg.max_time = o.max_hours * 3600;
   if (!o.window.empty()) {
     auto w = parse_window(o.window);

@@ -131,4 +131,22 @@ result<std::pair<job_id, job_id>> parse_window(const std::string& text) {
   return std::make_pair(static_cast<job_id>(*a), static_cast<job_id>(*b));
 }
 
+result<copy_efficiency> parse_copy_efficiency(const std::string& text) {
+  copy_efficiency ce;
+  if (text == "on") return ce;
+  if (text == "off") {
+    ce.enabled = false;
+    return ce;
+  }
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() ||
+      !std::isfinite(v) || v <= 0)
+    return error{error_kind::invalid_input,
+                 "--copy-efficiency '" + text +
+                     "': expected on, off or a positive noise scale in samples, e.g. 200"};
+  ce.b_noise = v;
+  return ce;
+}
+
 }  // namespace tessera::cli

@@ -11,6 +11,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "runtime/copy_efficiency.hpp"
 #include "runtime/model.hpp"
 #include "runtime/result.hpp"
 #include "runtime/sim.hpp"
@@ -86,5 +87,14 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
 
 /// Parses a job-id window "4000-4999" into [begin, end].
 result<std::pair<job_id, job_id>> parse_window(const std::string& text);
+
+/// Help text of --copy-efficiency (simulate, compare, sweep).
+inline constexpr const char* copy_efficiency_help =
+    "statistical efficiency of a forked job's averaged copies (runtime/copy_efficiency.hpp): "
+    "'on' (default: gradient-noise model, calibrated B_noise = 74 samples), 'off' (count "
+    "every copy's steps in full: the upper bound), or B_noise in samples, e.g. 200";
+
+/// Parses --copy-efficiency: "on", "off", or a positive finite noise scale in samples.
+result<copy_efficiency> parse_copy_efficiency(const std::string& text);
 
 }  // namespace tessera::cli

@@ -14,6 +14,7 @@
 namespace tessera {
 
 class server_throughput;  // runtime/server_throughput.hpp
+struct copy_efficiency;   // runtime/copy_efficiency.hpp
 
 /// What a policy may know of one active (arrived, unfinished) job.
 struct job_view {
@@ -102,6 +103,10 @@ struct snapshot {
   /// Most copies per job the executor can run (0 = no limit). The actor runtime sets 1 when
   /// its nodes cannot merge copies (no aggregator, e.g. --local); forking policies obey it.
   int copy_limit = 0;
+  /// How the executor values a forked job's copies (runtime/copy_efficiency.hpp): its
+  /// progress is fork_efficiency->factor(job type, copies) times the sum of their steps. A
+  /// policy deciding whether a fork pays reads it; nullptr = copies counted in full.
+  const copy_efficiency* fork_efficiency = nullptr;
 };
 
 /// Space sharing: the fraction of wall time two jobs (indices a < b into snapshot::jobs, of

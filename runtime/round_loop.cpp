@@ -50,6 +50,7 @@ result<planned_round> plan_round(policy& pol, const round_context& ctx,
   s.job_set_version = ctx.job_set_version;
   s.rates = ctx.rates;
   s.copy_limit = ctx.copy_limit;
+  s.fork_efficiency = ctx.fork_efficiency;
   s.jobs = std::move(jobs);
   for (auto& v : s.jobs) v.remaining_steps = v.spec->total_steps - v.steps_done;
   auto planned = pol.plan(s);

@@ -47,6 +47,7 @@ struct round_context {
   std::uint64_t job_set_version = 0;         ///< see snapshot::job_set_version
   const server_throughput* rates = nullptr;  ///< see snapshot::rates
   int copy_limit = 0;                        ///< see snapshot::copy_limit
+  const copy_efficiency* fork_efficiency = nullptr;  ///< see snapshot::fork_efficiency
   /// Where each validated plan is recorded (who ran where), or nullptr: both executors
   /// record through here, so their timelines are written alike.
   timeline_recorder* timeline = nullptr;

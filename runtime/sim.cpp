@@ -59,7 +59,7 @@ class simulation {
   simulation(const cluster& cl, const throughput_table& table, const std::vector<job>& jobs,
              policy& pol, const sim_config& cfg)
       : cl_(cl), table_(table), jobs_(jobs), pol_(pol), cfg_(cfg),
-        exec_(cl, table, cfg.restart_cost, cfg.aggregation) {}
+        exec_(cl, table, cfg.restart_cost, cfg.aggregation, cfg.fork_efficiency) {}
 
   result<schedule_result> run();
 
@@ -139,6 +139,10 @@ result<schedule_result> simulation::run() {
     return error{error_kind::invalid_input, "round length must be positive and finite"};
   if (!(cfg_.restart_cost >= 0 && std::isfinite(cfg_.restart_cost)))
     return error{error_kind::invalid_input, "restart cost must be non-negative and finite"};
+  const auto& fe = cfg_.fork_efficiency;
+  if (fe.enabled && !(fe.b_noise > 0 && fe.default_batch > 0 && std::isfinite(fe.default_batch)))
+    return error{error_kind::invalid_input,
+                 "copy efficiency: noise scale and default batch must be positive"};
   if (auto st = make_records(); !st) return st.err();
   now_ = arrivals_.empty() ? 0.0 : arrivals_.next_arrival();
   sim_progress prog;
@@ -184,6 +188,7 @@ status simulation::play_round() {
   ctx.last_plan = have_last_ ? &last_plan_ : nullptr;
   ctx.job_set_version = version_;
   ctx.rates = &exec_.rates();
+  ctx.fork_efficiency = &cfg_.fork_efficiency;
   ctx.timeline = cfg_.timeline;
   auto planned = plan_round(pol_, ctx, std::move(views));
   if (!planned) return planned.err();

@@ -43,6 +43,10 @@ struct sim_config {
   double restart_cost = 0;       ///< seconds lost per start on new GPUs (Gavel: 0)
   /// Averaging time charged per round to jobs running as two or more copies (HadarE).
   copy_aggregation aggregation;
+  /// Statistical efficiency of a forked job's averaged copies (runtime/copy_efficiency.hpp):
+  /// on by default (calibrated); `enabled = false` counts every copy's steps in full (the
+  /// upper bound the simulator used before).
+  copy_efficiency fork_efficiency;
   job_id window_begin = -1;      ///< first job id of the measurement window (-1: none)
   job_id window_end = -1;        ///< last job id of the window, inclusive
   bool stop_after_window = true; ///< end once every window job has finished

@@ -9,10 +9,13 @@ namespace tessera {
 
 std::vector<copy_progress> run_copies(job_id job, double remaining,
                                       const std::vector<copy_run>& copies, double start,
-                                      double length, double aggregation_s) {
+                                      double length, double aggregation_s,
+                                      double efficiency) {
   // Copy c trains from a_c (its restart cost) to e_c (the end of the training window
   // W = length - aggregation, or earlier when its step budget runs out); the job's progress
-  // at time t is P(t) = sum_c r_c * clamp(t - a_c, 0, e_c - a_c), piecewise linear.
+  // at time t is efficiency * P(t), P(t) = sum_c r_c * clamp(t - a_c, 0, e_c - a_c), piecewise
+  // linear; it finishes when P reaches `raw` = remaining / efficiency.
+  const double raw = remaining / efficiency;
   const double window = std::max(0.0, length - aggregation_s);
   const std::size_t n = copies.size();
   std::vector<double> a(n), e(n);
@@ -34,7 +37,7 @@ std::vector<copy_progress> run_copies(job_id job, double remaining,
     out[c].job = job;
     out[c].copy = copies[c].copy;
   }
-  if (progress(window) >= remaining) {
+  if (progress(window) >= raw) {
     // Walk the breakpoints to the segment where P reaches `remaining`, then solve linearly.
     std::vector<double> bp{0.0, window};
     for (std::size_t c = 0; c < n; ++c) {
@@ -46,18 +49,18 @@ std::vector<copy_progress> run_copies(job_id job, double remaining,
     for (std::size_t i = 0; i + 1 < bp.size(); ++i) {
       const double lo = bp[i], hi = bp[i + 1];
       const double p_hi = progress(hi);
-      if (p_hi < remaining || hi <= lo) continue;
+      if (p_hi < raw || hi <= lo) continue;
       const double p_lo = progress(lo);
       double slope = 0;  // sum of rates of copies training throughout (lo, hi)
       for (std::size_t c = 0; c < n; ++c)
         if (a[c] <= lo && e[c] >= hi) slope += copies[c].rate;
-      t_star = slope > 0 ? lo + (remaining - p_lo) / slope : hi;
+      t_star = slope > 0 ? lo + (raw - p_lo) / slope : hi;
       t_star = std::clamp(t_star, lo, hi);
       break;
     }
     double credited = 0;
     for (std::size_t c = 0; c < n; ++c) {
-      out[c].steps = copies[c].rate * std::clamp(t_star - a[c], 0.0, e[c] - a[c]);
+      out[c].steps = efficiency * copies[c].rate * std::clamp(t_star - a[c], 0.0, e[c] - a[c]);
       credited += out[c].steps;
       out[c].busy_seconds = std::min(length, t_star + aggregation_s);
       out[c].finished = true;
@@ -67,7 +70,7 @@ std::vector<copy_progress> run_copies(job_id job, double remaining,
     return out;
   }
   for (std::size_t c = 0; c < n; ++c) {
-    out[c].steps = copies[c].rate * (e[c] - a[c]);
+    out[c].steps = efficiency * copies[c].rate * (e[c] - a[c]);
     out[c].busy_seconds = a[c] >= window ? length : std::min(length, e[c] + aggregation_s);
   }
   return out;
@@ -80,6 +83,14 @@ sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
 sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
                            double restart_cost, copy_aggregation aggregation)
     : rates_(cl, table), restart_cost_(restart_cost), aggregation_(aggregation) {}
+
+sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
+                           double restart_cost, copy_aggregation aggregation,
+                           copy_efficiency efficiency)
+    : rates_(cl, table),
+      restart_cost_(restart_cost),
+      aggregation_(aggregation),
+      efficiency_(efficiency) {}
 
 double sim_executor::rate(const job& j, const std::vector<server_share>& shares) const {
   return rates_.rate(j.job_type, shares);
@@ -193,8 +204,11 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
     out.push_back(cp);
   }
   for (const job_id id : forked_order) {
-    auto ran = run_copies(id, jobs.at(id)->remaining_steps, forked.at(id), p.start, p.length,
-                          aggregation_.seconds());
+    const job_view& jv = *jobs.at(id);
+    const auto& runs = forked.at(id);
+    const double eff = efficiency_.factor(jv.spec->job_type, static_cast<int>(runs.size()));
+    auto ran = run_copies(id, jv.remaining_steps, runs, p.start, p.length,
+                          aggregation_.seconds(), eff);
     out.insert(out.end(), ran.begin(), ran.end());
   }
   last_shares_ = std::move(now_shares);

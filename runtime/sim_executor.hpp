@@ -19,11 +19,18 @@
 /// completes when its last task does, and the copy advances at 1 / (max over its placements of
 /// ceil(tasks / GPUs) x the per-task time there). Its placement, for the restart cost, is the
 /// concatenation of its parts' shares; it reports one `copy_progress`.
+///
+/// Forked copies (two or more copies of one job in a plan, from any policy) run together
+/// (run_copies): their steps add up, each round pays one parameter averaging
+/// (copy_aggregation), and, with a copy_efficiency model, the sum counts at the statistical
+/// efficiency of averaged copies, so the job finishes when its effective progress reaches its
+/// total steps.
 
 #include <map>
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/copy_efficiency.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/result.hpp"
 #include "runtime/server_throughput.hpp"
@@ -63,14 +70,17 @@ struct copy_run {
 };
 
 /// Runs the copies of one job for one round starting at `start`: each copy trains at its own
-/// rate from `lost` until `length - aggregation_s` (or its step budget); the job's progress is
-/// the sum over copies. When that sum reaches `remaining` at time t* the job finishes at
-/// start + t* + aggregation_s (the final averaging), and the copies' steps sum to exactly
-/// `remaining`; otherwise the copies hold their GPUs for the whole round. Returns one entry
-/// per copy, in the order given. O(C^2) for C copies.
+/// rate from `lost` until `length - aggregation_s` (or its step budget, in steps it makes);
+/// the job's effective progress is `efficiency` (in (0, 1]: runtime/copy_efficiency.hpp) times
+/// the sum of the steps its copies made. When that reaches `remaining` at time t* the job
+/// finishes at start + t* + aggregation_s (the final averaging), and the copies' credited
+/// steps sum to exactly `remaining`; otherwise the copies hold their GPUs for the whole round.
+/// Each entry's `steps` is the copy's effective share: efficiency x the steps it made.
+/// Returns one entry per copy, in the order given. O(C^2) for C copies.
 std::vector<copy_progress> run_copies(job_id job, double remaining,
                                       const std::vector<copy_run>& copies, double start,
-                                      double length, double aggregation_s);
+                                      double length, double aggregation_s,
+                                      double efficiency = 1.0);
 
 /// Throughput model + virtual clock executor.
 class sim_executor {
@@ -83,6 +93,12 @@ class sim_executor {
   /// their sum, and it finishes when the sum reaches its total steps plus one averaging.
   sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
                copy_aggregation aggregation);
+  /// As above, charging a job that runs as C >= 2 copies in a round the statistical
+  /// efficiency of averaged copies (runtime/copy_efficiency.hpp): its progress is
+  /// efficiency.factor(job type, C) times the sum of its copies' steps, whichever policy
+  /// forked it.
+  sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
+               copy_aggregation aggregation, copy_efficiency efficiency);
 
   /// Runs `p` for the jobs of `s` (whose remaining steps bound the work) and reports each
   /// copy's progress.
@@ -108,6 +124,9 @@ class sim_executor {
   server_throughput rates_;
   double restart_cost_;
   copy_aggregation aggregation_;
+  /// Off by default here (the constructors without it keep the upper-bound model); the
+  /// simulator passes sim_config::copy_efficiency, on by default.
+  copy_efficiency efficiency_{false};
   std::unordered_map<job_id, std::vector<server_share>> last_shares_;
   /// Shares of copies 1.. of forked jobs in the previous round, by (job, copy).
   std::map<copy_id, std::vector<server_share>> last_copy_shares_;

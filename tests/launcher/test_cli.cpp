@@ -145,6 +145,9 @@ TEST_CASE("cli: numbers out of bounds and unbounded inputs are refused at once",
       {sim + "--policy hops --policy-arg lambda=1e999", "field 'lambda'"},
       {sim + "--cluster " + slow, slow + ":5: field 'speed'"},
       {sim + "--window 1-99999999999999999999", "--window"},
+      {sim + "--copy-efficiency nan", "--copy-efficiency 'nan': expected on, off or"},
+      {sim + "--copy-efficiency -74", "--copy-efficiency '-74'"},
+      {sim + "--copy-efficiency 74x", "--copy-efficiency '74x'"},
       {"compare -q --trace " + trace + " --policies fifo --parallel 0", "--parallel"},
       {"simulate -q --trace " + steps, steps + ":3: field 'total_steps'"},
       {"simulate -q --trace /dev/zero", "/dev/zero:1: line longer than 65536 bytes"},
@@ -160,6 +163,25 @@ TEST_CASE("cli: numbers out of bounds and unbounded inputs are refused at once",
     CHECK_THAT(res.out, Catch::Contains(r.part));
     CHECK(res.seconds < 10);
   }
+}
+
+TEST_CASE("cli: --copy-efficiency charges forked jobs only", "[cli][copy_eff]") {
+  const std::string trace = temp_file("copies.trace", "");
+  REQUIRE(run_bounded("trace generate --jobs 40 --rate 4 --multi-gpu --seed 3 -o " + trace)
+              .code == 0);
+  auto table = [&](const std::string& policy, const std::string& eff) {
+    auto r = run_bounded("simulate -q --trace " + trace + " --policy " + policy +
+                         " --copy-efficiency " + eff);
+    REQUIRE(r.code == 0);
+    return r.out;
+  };
+  // HadarE forks: its figures change with the model, and a finite noise scale differs
+  // from both the default and the upper bound.
+  CHECK(table("hadare", "on") != table("hadare", "off"));
+  CHECK(table("hadare", "on") == table("hadare", "74"));
+  CHECK(table("hadare", "1e6") != table("hadare", "on"));
+  // Hadar never forks: identical either way.
+  CHECK(table("hadar", "on") == table("hadar", "off"));
 }
 
 TEST_CASE("cli: trace generate streams, and leaves no partial file when it fails",

@@ -77,10 +77,14 @@ TEST_CASE("sweep: bad input exits 2 and names the option", "[sweep]") {
   CHECK(with({"--policies", "fifo", "--rates", "1", "--seeds", "1.5", "--jobs", "5", "--out",
               dir}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "1", "--out", dir}) == 2);  // --jobs missing
+  CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "5", "--out", dir,
+              "--copy-efficiency", "nope"}) == 2);
   CHECK_FALSE(std::filesystem::exists(dir + "/cells"));  // nothing made before the checks
   // A directory holding another sweep's cells (other settings) is refused.
   REQUIRE(with({"--policies", "fifo", "--rates", "1", "--jobs", "5", "--out", dir, "-q"}) == 0);
   CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "6", "--out", dir, "-q"}) == 2);
+  CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "5", "--out", dir, "-q",
+              "--copy-efficiency", "off"}) == 2);  // the copy model is one of the settings
 }
 
 TEST_CASE("sweep: each cell's command reproduces its metrics", "[sweep]") {
@@ -154,4 +158,25 @@ TEST_CASE("plot: an unknown kind or a missing input exits 2", "[plot]") {
   auto help = test::run_tessera("plot --help");
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Catch::Contains("jct-rate") && Catch::Contains("gantt"));
+}
+
+TEST_CASE("sweep: --copy-efficiency reaches every cell and its command", "[sweep][copy_eff]") {
+  scratch_dir d("sweep_copy_eff");
+  auto cell_of = [&](const std::string& name, const std::string& eff) {
+    const auto dir = d.file(name);
+    std::string args = " --policies hadare --rates 4 --seeds 3 --jobs 30 --multi-gpu -q --out " +
+                       dir + " --copy-efficiency " + eff;
+    REQUIRE(test::run_tessera("sweep" + args).code == 0);
+    return nlohmann::json::parse(file_contents(dir + "/sweep.json")).at("cells").at(0);
+  };
+  const auto off = cell_of("off", "off");
+  const auto on = cell_of("on", "on");
+  const std::string cmd = off.at("command").get<std::string>();
+  CHECK_THAT(cmd, Catch::Contains("--copy-efficiency off"));
+  CHECK(off.at("avg_jct_h").get<double>() < on.at("avg_jct_h").get<double>());
+  auto r = test::run_shell(cmd + " -q");
+  REQUIRE(r.code == 0);
+  std::ostringstream jct;
+  jct << std::fixed << std::setprecision(2) << off.at("avg_jct_h").get<double>();
+  CHECK_THAT(r.out, Catch::Contains(jct.str()));
 }

@@ -268,6 +268,9 @@ TEST_CASE("sim: copies of one job add their rates, minus one averaging per round
   cfg.aggregation.param_bytes = 0;
   cfg.aggregation.bytes_per_s = 1;
   cfg.aggregation.latency_s = 10;
+  // The time model alone: every copy's steps at full value (tests/runtime/
+  // test_copy_efficiency.cpp charges the statistical efficiency).
+  cfg.fork_efficiency.enabled = false;
 
   SECTION("finishing within the first round") {
     // 1000 steps at 5 steps/s: t* = 200 s, plus the final 10 s averaging -> 210 s.
@@ -292,7 +295,9 @@ TEST_CASE("sim: copies of one job add their rates, minus one averaging per round
   SECTION("the default averaging model: 100 MB at 10 GB/s + 1 ms = 11 ms") {
     CHECK(copy_aggregation{}.seconds() == Approx(0.011));
     fixed_plan pol({c0, c1});
-    auto r = simulate(cl, t, {make_job(0, "m", 1, 1000)}, pol, sim_config{});
+    sim_config plain;
+    plain.fork_efficiency.enabled = false;
+    auto r = simulate(cl, t, {make_job(0, "m", 1, 1000)}, pol, plain);
     REQUIRE(r);
     CHECK(r->jobs[0].finish == Approx(200.011));
   }
