@@ -162,6 +162,25 @@ def check_lengths(limit, report):
     return [text for lines, text in long if lines > limit]
 
 
+TEST_NAME = re.compile(r'TEST_CASE\(\s*"((?:[^"\\]|\\.)*)"')
+
+
+def check_test_names():
+    """A ';' in a Catch test name splits it into two ctest tests, neither of which matches."""
+    bad = []
+    for dirpath, _, filenames in os.walk(os.path.join(ROOT, "tests")):
+        for f in filenames:
+            if not f.endswith(".cpp"):
+                continue
+            path = os.path.join(dirpath, f)
+            text = open(path, encoding="utf-8", errors="replace").read()
+            for m in TEST_NAME.finditer(text):
+                if ";" in m.group(1):
+                    line = text.count("\n", 0, m.start()) + 1
+                    bad.append(f"{os.path.relpath(path, ROOT)}:{line}: test name holds ';'")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-lines", type=int, default=150, help="longest function allowed")
@@ -169,11 +188,12 @@ def main():
     a = ap.parse_args()
     layers = check_layers()
     lengths = check_lengths(a.max_lines, a.report)
-    for v in layers + lengths:
+    names = check_test_names()
+    for v in layers + lengths + names:
         print("check_shape: " + v, file=sys.stderr)
     print(f"check_shape: {len(layers)} upward includes, {len(lengths)} functions over "
           f"{a.max_lines} lines outside tests/")
-    return 1 if layers or lengths else 0
+    return 1 if layers or lengths or names else 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ TEST_CASE("copy efficiency: one copy is worth exactly its steps", "[runtime][cop
   CHECK(ce.factor("ResNet-18 (batch size 64)", 3) == 1.0);
 }
 
-TEST_CASE("copy efficiency: monotone in copies, batch and noise scale; its limits",
+TEST_CASE("copy efficiency: monotone in copies, batch and noise scale, and its limits",
           "[runtime][copy_eff]") {
   const double inf = std::numeric_limits<double>::infinity();
   for (double b : {8.0, 32.0, 256.0})
