@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_clusters.hpp"
 #include "policies/hops.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/server_throughput.hpp"
@@ -46,22 +47,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/// The hops_512 servers scaled to `gpus` (64: every 8th server; 1024: two copies).
-cluster scaled(const cluster& base, int gpus) {
-  std::vector<server> out;
-  if (gpus < base.total_gpus()) {
-    const int step = base.total_gpus() / gpus;
-    for (std::size_t i = 0; i < base.servers.size(); i += step) out.push_back(base.servers[i]);
-  } else {
-    for (int copy = 0; copy * base.total_gpus() < gpus; ++copy)
-      for (auto sv : base.servers) {
-        sv.name += "-c" + std::to_string(copy);
-        out.push_back(sv);
-      }
-  }
-  return make_cluster(out);
 }
 
 /// The same window's ILP with only one-server configurations.
@@ -134,33 +119,29 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto table = throughput_table::load_bundled();
-  auto base = load_cluster(TESSERA_CONFIG_DIR "/hops_512.toml");
-  auto templates = bundled_job_templates();
-  if (!table || !base || !templates) {
-    std::cerr << "cannot load the bundled table, templates or config/hops_512.toml\n";
+  auto setting = bench::load_hops_setting(TESSERA_CONFIG_DIR, hops_trace_config(seed));
+  if (!setting) {
+    std::cerr << setting.err().message << '\n';
     return 1;
   }
-  auto jobs = generate_trace(hops_trace_config(seed), templates.value(), table.value());
-  if (!jobs) {
-    std::cerr << jobs.err().message << '\n';
-    return 1;
-  }
+  const throughput_table& table = setting->table;
+  const cluster& base = setting->base;
+  const std::vector<job>& jobs = setting->jobs;
   double now = 0;
-  for (const auto& j : jobs.value()) now = std::max(now, j.arrival);
+  for (const auto& j : jobs) now = std::max(now, j.arrival);
 
   for (int gpus : {64, 512, 1024}) {
-    const cluster cl = scaled(base.value(), gpus);
-    server_throughput rt(cl, table.value());
+    const cluster cl = bench::scaled(base, gpus);
+    server_throughput rt(cl, table);
     snapshot s;
     s.now = now;
     s.cl = &cl;
     s.rates = &rt;
-    for (const auto& j : jobs.value()) {
+    for (const auto& j : jobs) {
       job_view v;
       v.spec = &j;
       v.remaining_steps = j.total_steps;
-      v.throughput = type_throughputs(cl, table.value(), j);
+      v.throughput = type_throughputs(cl, table, j);
       s.jobs.push_back(v);
     }
     hops_params hp;

@@ -191,19 +191,18 @@ std::vector<int> open_servers(const snapshot& s, const job_view& jv, const std::
   return servers;
 }
 
-/// The servers of each job's first copy in the last round.
-std::map<job_id, std::set<int>> previous_servers(const snapshot& s) {
-  std::map<job_id, std::set<int>> previous;
+/// The servers of each job copy in the last round.
+std::map<copy_id, std::set<int>> previous_servers(const snapshot& s) {
+  std::map<copy_id, std::set<int>> previous;
   if (s.last_plan)
     for (const auto& as : s.last_plan->assignments)
-      if (as.copy == 0)
-        for (const auto& sh : as.shares) previous[as.job].insert(sh.server);
+      for (const auto& sh : as.shares) previous[as.id()].insert(sh.server);
   return previous;
 }
 
 /// Adds the placement `best` of job jv to the plan, one assignment per (server, tasks per
 /// GPU), and takes its GPUs.
-void add_placement(const cluster& cl, const job_view& jv, const candidate& best,
+void add_placement(const cluster& cl, const job_view& jv, int copy, const candidate& best,
                    round_plan& plan, std::vector<int>& free, int& free_total) {
   std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
   for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
@@ -211,6 +210,7 @@ void add_placement(const cluster& cl, const job_view& jv, const candidate& best,
     const int u = key.first, per = -key.second;
     assignment as;
     as.job = jv.spec->id;
+    as.copy = copy;
     as.type = cl.servers[u].type_index;
     as.shares = {server_share{u, g}};
     as.tasks = per * g;
@@ -222,39 +222,58 @@ void add_placement(const cluster& cl, const job_view& jv, const candidate& best,
 
 }  // namespace
 
+hare_filler::hare_filler(const snapshot& s, const hare_fill_params& p, hare_task_times& times)
+    : s_(s), p_(p), times_(times), free_(s.cl->servers.size(), 0), previous_(previous_servers(s)) {
+  times_.refresh(s);
+  for (const auto& sv : s.cl->servers) {
+    free_[sv.id] = sv.gpus;
+    free_total_ += sv.gpus;
+  }
+  plan_.start = s.now;
+  plan_.length = s.round_length;
+}
+
+double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
+                          const std::function<bool(double)>& accept) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (free_total_ == 0) return inf;
+  const job_view& jv = s_.jobs.at(idx);
+  const int k = std::max(1, jv.spec->scale_factor);
+  const auto& [single, multi] = times_.get(s_, jv);
+  static const std::set<int> none;
+  auto prev_it = previous_.find(copy_id{jv.spec->id, copy});
+  const std::set<int>& prev = prev_it == previous_.end() ? none : prev_it->second;
+  std::vector<int> servers = open_servers(s_, jv, free_, single, multi);
+  if (!avoid.empty())
+    servers.erase(std::remove_if(servers.begin(), servers.end(),
+                                 [&](int u) { return avoid.count(u) > 0; }),
+                  servers.end());
+  candidate best = best_one_server(servers, k, p_, free_, single, multi, prev);
+  if (k > 1) {
+    candidate c = earliest_finish_spread(servers, k, p_, free_, single, multi, prev);
+    if (better(c, best)) best = std::move(c);
+  }
+  if (!std::isfinite(best.step)) return inf;  // no free GPU this job can use
+  if (accept && !accept(best.step)) return inf;
+  add_placement(*s_.cl, jv, copy, best, plan_, free_, free_total_);
+  for (const auto& g : best.gpus) used_[jv.spec->id].insert(g.first);
+  return best.step;
+}
+
+const std::set<int>& hare_filler::servers_of(job_id job) const {
+  static const std::set<int> none;
+  auto it = used_.find(job);
+  return it == used_.end() ? none : it->second;
+}
+
 round_plan hare_fill(const snapshot& s, const std::vector<std::size_t>& order,
                      const hare_fill_params& p, hare_task_times& times) {
-  times.refresh(s);
-  const cluster& cl = *s.cl;
-  std::vector<int> free(cl.servers.size(), 0);
-  int free_total = 0;
-  for (const auto& sv : cl.servers) {
-    free[sv.id] = sv.gpus;
-    free_total += sv.gpus;
-  }
-  const auto previous = previous_servers(s);
-  const std::set<int> none;
-
-  round_plan plan;
-  plan.start = s.now;
-  plan.length = s.round_length;
+  hare_filler filler(s, p, times);
   for (const std::size_t idx : order) {
-    if (free_total == 0) break;
-    const job_view& jv = s.jobs.at(idx);
-    const int k = std::max(1, jv.spec->scale_factor);
-    const auto& [single, multi] = times.get(s, jv);
-    auto prev_it = previous.find(jv.spec->id);
-    const std::set<int>& prev = prev_it == previous.end() ? none : prev_it->second;
-    const std::vector<int> servers = open_servers(s, jv, free, single, multi);
-    candidate best = best_one_server(servers, k, p, free, single, multi, prev);
-    if (k > 1) {
-      candidate c = earliest_finish_spread(servers, k, p, free, single, multi, prev);
-      if (better(c, best)) best = std::move(c);
-    }
-    if (!std::isfinite(best.step)) continue;  // no free GPU this job can use
-    add_placement(cl, jv, best, plan, free, free_total);
+    if (filler.free_total() == 0) break;
+    filler.place(idx);
   }
-  return plan;
+  return filler.take_plan();
 }
 
 std::vector<option_spec> hare_options() {

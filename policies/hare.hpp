@@ -57,7 +57,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -96,6 +98,37 @@ class hare_task_times {
   const void* cached_rates_ = nullptr;
   const cluster* cached_cluster_ = nullptr;
   std::uint64_t cached_version_ = 0;
+};
+
+/// One round's filling in progress: the GPUs still free per server and the plan so far. Each
+/// `place` puts one job copy's K tasks on the free GPUs by this header's rule.
+class hare_filler {
+ public:
+  /// Starts a round on `s` with every GPU free (refreshes `times`, which must outlive this).
+  hare_filler(const snapshot& s, const hare_fill_params& p, hare_task_times& times);
+  /// Places copy `copy` of job s.jobs[idx] on the free GPUs of servers not in `avoid`, the
+  /// best placement by this header's rule, if `accept` (when given) approves its step time.
+  /// Returns the step time in seconds of the placement made, +infinity when none was.
+  double place(std::size_t idx, int copy = 0, const std::set<int>& avoid = {},
+               const std::function<bool(double)>& accept = {});
+  /// Free GPUs left over all servers.
+  int free_total() const { return free_total_; }
+  /// The servers holding any copy of `job` in the plan so far (empty when none).
+  const std::set<int>& servers_of(job_id job) const;
+  /// The plan so far (assignments with tasks > 0).
+  const round_plan& plan() const { return plan_; }
+  /// Hands over the plan.
+  round_plan take_plan() { return std::move(plan_); }
+
+ private:
+  const snapshot& s_;
+  hare_fill_params p_;
+  hare_task_times& times_;
+  std::vector<int> free_;
+  int free_total_ = 0;
+  std::map<copy_id, std::set<int>> previous_;  ///< each copy's servers in the last round
+  std::map<job_id, std::set<int>> used_;       ///< each job's servers in the plan so far
+  round_plan plan_;
 };
 
 /// Places the jobs `order` (indices into s.jobs, highest priority first) task by task on the

@@ -1,0 +1,171 @@
+#include "policies/tessera_policy.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "policies/hops.hpp"
+#include "runtime/copy_efficiency.hpp"
+
+namespace tessera {
+
+namespace {
+
+/// What the order needs of one job.
+struct order_key {
+  tessera_class cls = tessera_class::normal;
+  double key = 0;  ///< ascending within the class
+};
+
+/// Each job's class and key within it (step 1).
+std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
+  const std::size_t n = s.jobs.size();
+  std::vector<double> rem(n, 0.0);
+  double work = 0;  // GPU-seconds of remaining work at each job's best rate
+  for (std::size_t i = 0; i < n; ++i) {
+    const double best = hare_best_rate(s.jobs[i]);
+    if (best > 0) rem[i] = s.jobs[i].remaining_steps / best;
+    work += std::max(1, s.jobs[i].spec->scale_factor) * rem[i];
+  }
+  const double drain = work / std::max(1, s.cl->total_gpus());
+  std::vector<order_key> keys(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const job_view& jv = s.jobs[i];
+    const double best = hare_best_rate(jv);
+    const double expected = best > 0 ? jv.spec->total_steps / best : 0.0;
+    const double lr = latency_ratio(s.now, jv, expected);
+    if (p.critical_share > 0 && rem[i] > 0 && rem[i] >= p.critical_share * drain)
+      keys[i] = {tessera_class::critical, -rem[i]};
+    else if (p.lr_guard > 0 && lr >= p.lr_guard)
+      keys[i] = {tessera_class::starving, -lr};
+    else
+      keys[i] = {tessera_class::normal, hare_service(jv)};
+  }
+  return keys;
+}
+
+}  // namespace
+
+std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& p,
+                                       std::vector<tessera_class>* classes) {
+  const std::vector<order_key> keys = order_keys(s, p);
+  std::vector<std::size_t> order(s.jobs.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (keys[a].cls != keys[b].cls) return keys[a].cls < keys[b].cls;
+    if (keys[a].key != keys[b].key) return keys[a].key < keys[b].key;
+    const job& ja = *s.jobs[a].spec;
+    const job& jb = *s.jobs[b].spec;
+    if (ja.arrival != jb.arrival) return ja.arrival < jb.arrival;
+    return ja.id < jb.id;
+  });
+  if (classes) {
+    classes->resize(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) (*classes)[i] = keys[i].cls;
+  }
+  return order;
+}
+
+bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain, double eff_now,
+                       double eff_next) {
+  if (!(r_new > 0) || copies < 1) return false;
+  return eff_next * (r_sum + r_new) >= (1 + fork_gain) * eff_now * r_sum;
+}
+
+namespace {
+
+class tessera_policy final : public policy {
+ public:
+  tessera_policy(std::string name, tessera_params p) : name_(std::move(name)), p_(p) {}
+  std::string name() const override { return name_; }
+  bool stacks_tasks() const override { return p_.fill.relaxed; }
+
+  result<round_plan> plan(const snapshot& s) override {
+    if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
+    const std::vector<std::size_t> order = tessera_order(s, p_);
+    hare_filler filler(s, p_.fill, times_);
+    std::vector<double> rate(s.jobs.size(), 0.0);  // sum of the copies' step rates
+    for (const std::size_t i : order) {
+      if (filler.free_total() == 0) break;
+      const double step = filler.place(i);
+      if (step > 0 && step < std::numeric_limits<double>::infinity()) rate[i] = 1.0 / step;
+    }
+    fork(s, order, filler, std::move(rate));
+    return filler.take_plan();
+  }
+
+ private:
+  /// The efficiency of `n` averaged copies of the job, as the executor charges it.
+  static double eff(const snapshot& s, const job_view& jv, int n) {
+    return s.fork_efficiency ? s.fork_efficiency->factor(jv.spec->job_type, n) : 1.0;
+  }
+
+  /// Step 3: more copies on the GPUs still free, round robin in the order.
+  /// `rate[i]`: the step rate of job i's first copy (0 when it was not placed).
+  void fork(const snapshot& s, const std::vector<std::size_t>& order, hare_filler& filler,
+            std::vector<double> rate) const {
+    const int most = s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
+    std::vector<int> copies(rate.size(), 1);
+    for (int copy = 1; copy < most; ++copy) {
+      bool added = false;
+      for (const std::size_t i : order) {
+        if (filler.free_total() == 0) return;
+        const job_view& jv = s.jobs[i];
+        if (!(rate[i] > 0) || copies[i] != copy) continue;  // unplaced, or done forking
+        const double now_eff = eff(s, jv, copy);
+        if (jv.remaining_steps <= now_eff * rate[i] * s.round_length) continue;
+        const double next_eff = eff(s, jv, copy + 1);
+        const auto pays = [&](double step) {
+          return step > 0 && tessera_fork_pays(rate[i], 1.0 / step, copy, p_.fork_gain, now_eff,
+                                               next_eff);
+        };
+        const double step = filler.place(i, copy, filler.servers_of(jv.spec->id), pays);
+        if (step < std::numeric_limits<double>::infinity()) {
+          rate[i] += 1.0 / step;
+          ++copies[i];
+          added = true;
+        }
+      }
+      if (!added) return;
+    }
+  }
+
+  std::string name_;
+  tessera_params p_;
+  hare_task_times times_;
+};
+
+}  // namespace
+
+std::vector<option_spec> tessera_policy_options() {
+  return {
+      bool_option("relaxed",
+                  "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one "
+                  "task per GPU",
+                  true),
+      {"lr_guard", "jobs whose latency ratio (wait / expected run time) reaches this go first; 0: "
+                   "no guard", 1.0, 0, 1e6},
+      {"critical_share", "jobs whose remaining time is this multiple of the drain time go first; "
+                         "0: none", 2.0, 0, 1e6},
+      int_option("max_copies", "most copies a job is forked into, on distinct servers; 1: none",
+                 3, 1, 16),
+      {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.1, 0,
+       10},
+  };
+}
+
+std::unique_ptr<policy> make_tessera_policy(const std::string& name, tessera_params p) {
+  return std::make_unique<tessera_policy>(name, p);
+}
+
+std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) {
+  tessera_params p;
+  p.fill.relaxed = o.flag("relaxed");
+  p.lr_guard = o.get("lr_guard");
+  p.critical_share = o.get("critical_share");
+  p.max_copies = o.integer("max_copies");
+  p.fork_gain = o.get("fork_gain");
+  return make_tessera_policy(name, p);
+}
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+#pragma once
+/// @file tessera_policy.hpp
+/// tessera's own policy, `tessera`: Hare's task-level filling under an order with two guards,
+/// then forked copies on the GPUs nobody else can use. It combines what the measurements of
+/// the published policies point at (docs/benchmarks.md, "Issue 18"): Hare's least attained
+/// service with relaxed fixed-scale synchronisation has the best average JCT and makespan at
+/// moderate load, but starves a few jobs (worst latency ratio); Hops' latency-ratio queue
+/// bounds starvation; Hadar's critical jobs bound the makespan; HadarE's copies use GPUs that
+/// would idle.
+///
+/// Per round, M active jobs:
+///  1. Classes, in this order:
+///     a. critical (option `critical_share` c, 0 = off): the job's remaining time alone at its
+///        best rate, rem_m = remaining steps / best_m, is at least c x the cluster's drain time
+///        sum_m K_m rem_m / GPUs: it bounds the makespan whatever else runs. By rem_m
+///        descending.
+///     b. starving (option `lr_guard` g, 0 = off): latency ratio LR_m = wait_m / E_m >= g,
+///        wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio; the
+///        metric's is wait over the run time actually taken, which is at least E_m, so a job
+///        served once its LR reaches g ends with a metric LR near or below g). By LR_m
+///        descending.
+///     c. the rest by Hare's service (hare.hpp: steps done x K / best / priority weight)
+///        ascending: least attained service first, non-clairvoyant.
+///     Ties: arrival, then id.
+///  2. Filling: each job in that order gets the placement of its K tasks with the shortest
+///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
+///     tasks per GPU when that is faster; `relaxed` = 0 keeps one task per GPU).
+///  3. Forking (option `max_copies`, 1 = off; never more than snapshot::copy_limit): while
+///     GPUs are free, jobs in the same order, round robin, may add one more copy on servers
+///     their other copies do not use, placed by the same rule. A copy is added only when the
+///     job cannot finish within the round on the copies it has, and the job's effective rate
+///     grows by at least the fraction `fork_gain`: with copy step rates r_c (1 / step time),
+///     eff(C + 1) (sum r_c + r_new) >= (1 + fork_gain) eff(C) sum r_c, where eff is the
+///     executor's statistical efficiency of averaged copies (snapshot::fork_efficiency,
+///     runtime/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
+///     it pays after the efficiency loss, and only on GPUs that every job in the order before
+///     it has passed up.
+///
+/// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
+/// O(M C (S + K (S + K))) filling and forking, task times cached per (job type, K).
+/// bench/tessera_policy_bench.cpp measures it.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policies/hare.hpp"
+#include "policies/options.hpp"
+#include "runtime/policy.hpp"
+
+namespace tessera {
+
+/// The settings of `tessera` (see tessera_policy_options for the bounds).
+struct tessera_params {
+  hare_fill_params fill;        ///< relaxed task filling
+  double lr_guard = 1.0;        ///< starving when LR >= this; 0 = no guard
+  double critical_share = 2.0;  ///< critical when rem >= this x drain time; 0 = none
+  int max_copies = 3;           ///< copies per job; 1 = no forking
+  double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
+};
+
+/// The job classes of step 1, highest first.
+enum class tessera_class { critical = 0, starving = 1, normal = 2 };
+
+/// The order of step 1: indices into s.jobs, first to be placed first; `classes` (when not
+/// null) receives each job's class, indexed like s.jobs.
+std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& p,
+                                       std::vector<tessera_class>* classes = nullptr);
+
+/// Whether adding a copy of step rate `r_new` to copies with total step rate `r_sum`, now
+/// `copies` of them, pays under the efficiency `eff(n)` of n averaged copies (step 3's test).
+bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
+                       double eff_now, double eff_next);
+
+/// `tessera`'s options: relaxed, lr_guard, critical_share, max_copies, fork_gain.
+std::vector<option_spec> tessera_policy_options();
+/// Builds `tessera` named `name` from validated options.
+std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);
+/// Builds it from explicit settings.
+std::unique_ptr<policy> make_tessera_policy(const std::string& name, tessera_params p);
+
+}  // namespace tessera

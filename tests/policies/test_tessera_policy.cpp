@@ -1,0 +1,264 @@
+// tessera's own policy (policies/tessera_policy.hpp): its order (critical, starving, least
+// served), the fork test under the copy-efficiency model, hand-checked plans, and properties
+// of its plans on random small clusters under the simulator.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "policies/hare.hpp"
+#include "policies/registry.hpp"
+#include "policies/tessera_policy.hpp"
+#include "runtime/copy_efficiency.hpp"
+#include "runtime/metrics.hpp"
+#include "runtime/sim.hpp"
+#include "runtime/task_split.hpp"
+#include "tests/support.hpp"
+
+using namespace tessera;
+using tessera::test::make_job;
+using tessera::test::make_snapshot;
+using tessera::test::random_instance;
+
+namespace {
+
+/// Checks every plan of the wrapped policy: per-server capacity; each copy of a job runs
+/// exactly K tasks on servers whose type the job can use; copies numbered 0..n-1, at most
+/// `max_copies`, on pairwise distinct servers; a job without a copy finds no free GPU it could
+/// use, and no forked copy (copy > 0) holds one (forks only take GPUs nobody in the order
+/// wanted). Without relaxed synchronisation (gangs) a job without a copy finds fewer than K
+/// free GPUs it could use.
+class tessera_checker final : public policy {
+ public:
+  tessera_checker(std::unique_ptr<policy> inner, int max_copies, bool relaxed)
+      : inner_(std::move(inner)), max_copies_(max_copies), relaxed_(relaxed) {}
+  std::string name() const override { return inner_->name(); }
+  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
+  result<round_plan> plan(const snapshot& s) override {
+    auto p = inner_->plan(s);
+    if (!p) return p;
+    const cluster& cl = *s.cl;
+    std::map<job_id, const job_view*> view;
+    for (const auto& jv : s.jobs) view[jv.spec->id] = &jv;
+    std::vector<int> used(cl.servers.size(), 0);
+    std::map<copy_id, int> tasks;
+    std::map<copy_id, std::set<int>> servers;
+    std::vector<bool> forked_on(cl.servers.size(), false);
+    for (const auto& as : p->assignments) {
+      REQUIRE(view.count(as.job) == 1);
+      REQUIRE(as.gpus() > 0);
+      REQUIRE(as.tasks >= as.gpus());
+      tasks[as.id()] += as.tasks;
+      for (const auto& sh : as.shares) {
+        used[sh.server] += sh.gpus;
+        servers[as.id()].insert(sh.server);
+        REQUIRE(split_runs_on(s, *view[as.job], sh.server));
+        if (as.copy > 0) forked_on[sh.server] = true;
+      }
+    }
+    for (const auto& sv : cl.servers) REQUIRE(used[sv.id] <= sv.gpus);
+    std::map<job_id, int> copies;
+    std::map<job_id, std::set<int>> job_servers;
+    for (const auto& [id, t] : tasks) {
+      REQUIRE(t == view[id.job]->spec->scale_factor);
+      ++copies[id.job];
+      for (const int u : servers[id]) REQUIRE(job_servers[id.job].insert(u).second);
+    }
+    for (const auto& [job, n] : copies) {
+      REQUIRE(n <= max_copies_);
+      for (int c = 0; c < n; ++c) REQUIRE(tasks.count(copy_id{job, c}) == 1);
+      if (n > 1) ++forked_plans;
+    }
+    for (const auto& jv : s.jobs) {
+      if (copies.count(jv.spec->id)) continue;
+      int usable_free = 0;
+      for (const auto& sv : cl.servers)
+        if (split_runs_on(s, jv, sv.id)) {
+          usable_free += sv.gpus - used[sv.id];
+          if (relaxed_) REQUIRE_FALSE(forked_on[sv.id]);
+        }
+      if (relaxed_) REQUIRE(usable_free == 0);
+      else REQUIRE(usable_free < jv.spec->scale_factor);
+    }
+    ++plans;
+    return p;
+  }
+  int plans = 0;
+  int forked_plans = 0;
+
+ private:
+  std::unique_ptr<policy> inner_;
+  int max_copies_;
+  bool relaxed_;
+};
+
+/// Three one-GPU servers of one type.
+cluster three_ones() {
+  return make_cluster({{0, "a", "v100", 0, 1, 1.0},
+                       {0, "b", "v100", 0, 1, 1.0},
+                       {0, "c", "v100", 0, 1, 1.0}});
+}
+
+/// Copies in a plan of job `id`.
+int copies_of(const round_plan& p, job_id id) {
+  std::set<int> c;
+  for (const auto& as : p.assignments)
+    if (as.job == id) c.insert(as.copy);
+  return static_cast<int>(c.size());
+}
+
+}  // namespace
+
+TEST_CASE("tessera: valid plans, every job finishes, on random clusters",
+          "[policies][tessera][property]") {
+  for (const int max_copies : {1, 3}) {
+    for (const int relaxed : {1, 0}) {
+      std::mt19937 rng(1801 + 10 * max_copies + relaxed);
+      int forked = 0;
+      for (int trial = 0; trial < 40; ++trial) {
+        auto in = random_instance(rng);
+        INFO("max_copies " << max_copies << " relaxed " << relaxed << " trial " << trial);
+        auto made = make_policy("tessera", {{"max_copies", max_copies}, {"relaxed", relaxed}});
+        REQUIRE(made);
+        tessera_checker pol(std::move(made.value()), max_copies, relaxed != 0);
+        auto r = simulate(in.cl, in.table, in.jobs, pol, sim_config{});
+        REQUIRE(r);
+        CHECK(r->complete);
+        CHECK(pol.plans > 0);
+        for (const auto& j : r->jobs) {
+          CHECK(j.finish >= j.arrival);
+          CHECK(j.steps_done == Approx(j.total_steps));
+        }
+        const auto m = compute_metrics(r.value());
+        CHECK(m.utilisation <= 1.0 + 1e-9);
+        forked += pol.forked_plans;
+      }
+      if (max_copies == 1) CHECK(forked == 0);
+      else CHECK(forked > 0);  // it did fork somewhere
+    }
+  }
+}
+
+TEST_CASE("tessera: order is critical, then starving by latency ratio, then least served",
+          "[policies][tessera]") {
+  const auto cl = make_cluster({{0, "a", "v100", 0, 4, 1.0}});
+  // All at 1 step/s on the one type. Expected run times E = total steps.
+  std::vector<job> jobs = {
+      make_job(0, "m", 1, 1000, 0),     // served 500 of 1000, never waited: normal
+      make_job(1, "m", 1, 1000, 0),     // served 100: normal, ahead of job 0
+      make_job(2, "m", 1, 100, 0),      // waited 300 on E = 100: LR 3, starving
+      make_job(3, "m", 1, 200, 0),      // waited 300 on E = 200: LR 1.5, starving
+      make_job(4, "m", 1, 1e6, 0)};     // 1e6 s left, far beyond 2 x drain: critical
+  auto s = make_snapshot(cl, jobs, {{1}, {1}, {1}, {1}, {1}}, 300);
+  s.jobs[0].steps_done = 500;
+  s.jobs[0].remaining_steps = 500;
+  s.jobs[0].run_time = 300;
+  s.jobs[1].steps_done = 100;
+  s.jobs[1].remaining_steps = 900;
+  s.jobs[1].run_time = 300;
+  s.jobs[4].run_time = 300;
+  tessera_params p;
+  std::vector<tessera_class> cls;
+  CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
+  CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::normal,
+                                          tessera_class::starving, tessera_class::starving,
+                                          tessera_class::critical});
+  // Guards off: least attained service alone (ties by arrival, then id).
+  p.lr_guard = 0;
+  p.critical_share = 0;
+  CHECK(tessera_order(s, p) == std::vector<std::size_t>{2, 3, 4, 1, 0});
+  // A guard of 2 leaves job 3 (LR 1.5) among the normal jobs, job 2 (LR 3) starving.
+  p.lr_guard = 2;
+  p.critical_share = 2;
+  CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
+  CHECK(cls[2] == tessera_class::starving);
+  CHECK(cls[3] == tessera_class::normal);
+}
+
+TEST_CASE("tessera: a copy pays when the averaged rate grows by fork_gain",
+          "[policies][tessera]") {
+  // Equal copies: eff(2) x 2 against (1 + gain) x eff(1) x 1.
+  CHECK(tessera_fork_pays(1.0, 1.0, 1, 0.1, 1.0, 0.6));        // 1.2 >= 1.1
+  CHECK_FALSE(tessera_fork_pays(1.0, 1.0, 1, 0.1, 1.0, 0.5));  // 1.0 < 1.1
+  CHECK_FALSE(tessera_fork_pays(1.0, 0.0, 1, 0.0, 1.0, 1.0));  // a copy that makes no steps
+  // A slow copy next to a fast one: 0.9 x (4 + 0.5) = 4.05 < 1.1 x 4.
+  CHECK_FALSE(tessera_fork_pays(4.0, 0.5, 1, 0.1, 1.0, 0.9));
+  // Third copy: eff(3) x 3 = 1.86 against 1.1 x eff(2) x 2 = 1.672.
+  CHECK(tessera_fork_pays(2.0, 1.0, 2, 0.1, 0.8, 0.62));
+}
+
+TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tessera]") {
+  // One 1-GPU job at 1 step/s, 1e5 steps, on three free 1-GPU servers. With the calibrated
+  // model (B_noise 74): batch 32 gives eff(2) = 106/138 = 0.768, eff(3) = 106/170 = 0.624:
+  // 1.536 >= 1.1 and 1.871 >= 1.1 x 1.536 = 1.690, three copies. Batch 256: eff(2) =
+  // 330/586 = 0.563 (1.126 >= 1.1, a copy), eff(3) = 330/842 = 0.392 (1.176 < 1.1 x 1.126 =
+  // 1.239, no third).
+  const auto cl = three_ones();
+  copy_efficiency ce;
+  auto pol = make_policy("tessera");
+  REQUIRE(pol);
+  for (const auto& [type, want] : std::vector<std::pair<std::string, int>>{
+           {"ResNet-18 (batch size 32)", 3}, {"ResNet-18 (batch size 256)", 2}}) {
+    std::vector<job> jobs = {make_job(0, type, 1, 1e5)};
+    auto s = make_snapshot(cl, jobs, {{1}});
+    s.fork_efficiency = &ce;
+    auto p = pol.value()->plan(s);
+    REQUIRE(p);
+    CHECK(copies_of(p.value(), 0) == want);
+    // Without a model every copy counts in full: three copies.
+    s.fork_efficiency = nullptr;
+    p = pol.value()->plan(s);
+    REQUIRE(p);
+    CHECK(copies_of(p.value(), 0) == 3);
+    // The executor's limit (a --local runtime without aggregation): one copy.
+    s.copy_limit = 1;
+    p = pol.value()->plan(s);
+    REQUIRE(p);
+    CHECK(copies_of(p.value(), 0) == 1);
+  }
+  // A job that one copy finishes within the round (300 steps, 360 s) is not forked.
+  std::vector<job> short_job = {make_job(0, "ResNet-18 (batch size 32)", 1, 300)};
+  auto s = make_snapshot(cl, short_job, {{1}});
+  auto p = pol.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) == 1);
+  // A waiting job takes a GPU before anyone forks: two jobs, three GPUs, one fork at most.
+  std::vector<job> two = {make_job(0, "m", 1, 1e5), make_job(1, "m", 1, 1e5)};
+  s = make_snapshot(cl, two, {{1}, {1}});
+  p = pol.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) + copies_of(p.value(), 1) == 3);
+  CHECK(copies_of(p.value(), 0) >= 1);
+  CHECK(copies_of(p.value(), 1) >= 1);
+}
+
+TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one",
+          "[policies][tessera]") {
+  // One fast GPU (4 steps/s) and one slow (1 step/s). Job 0 has the least service (none) but
+  // arrived last; job 1 has served 400 steps (100 ideal GPU-s) and waited 1000 s on an
+  // expected run time of 250 s (1000 steps at 4/s): LR 4 >= 1, so it goes first.
+  const auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "s0", "slow", 0, 1, 1.0}});
+  std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
+  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
+  s.jobs[1].steps_done = 400;
+  s.jobs[1].remaining_steps = 600;
+  s.jobs[1].run_time = 100;
+  tessera_params p;
+  p.critical_share = 0;
+  p.max_copies = 1;
+  auto pol = make_tessera_policy("tessera", p);
+  auto plan = pol->plan(s);
+  REQUIRE(plan);
+  std::map<job_id, int> server;
+  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
+  CHECK(server.at(1) == 0);
+  CHECK(server.at(0) == 1);
+  // Without the guard, least attained service puts job 0 first.
+  p.lr_guard = 0;
+  plan = make_tessera_policy("tessera", p)->plan(s);
+  REQUIRE(plan);
+  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
+  CHECK(server.at(0) == 0);
+  CHECK(server.at(1) == 1);
+}
