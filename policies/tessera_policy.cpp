@@ -115,9 +115,13 @@ class tessera_policy final : public policy {
         const double now_eff = eff(s, jv, copy);
         if (jv.remaining_steps <= now_eff * rate[i] * s.round_length) continue;
         const double next_eff = eff(s, jv, copy + 1);
+        const double wait = std::max(0.0, s.now - jv.spec->arrival - jv.run_time);
         const auto pays = [&](double step) {
-          return step > 0 && tessera_fork_pays(rate[i], 1.0 / step, copy, p_.fork_gain, now_eff,
-                                               next_eff);
+          if (!(step > 0) ||
+              !tessera_fork_pays(rate[i], 1.0 / step, copy, p_.fork_gain, now_eff, next_eff))
+            return false;
+          const double run = jv.run_time + jv.remaining_steps / (next_eff * (rate[i] + 1 / step));
+          return p_.fork_lr_cap <= 0 || wait <= p_.fork_lr_cap * run;
         };
         const double step = filler.place(i, copy, filler.servers_of(jv.spec->id), pays);
         if (step < std::numeric_limits<double>::infinity()) {
@@ -144,13 +148,15 @@ std::vector<option_spec> tessera_policy_options() {
                   "task per GPU",
                   true),
       {"lr_guard", "jobs whose latency ratio (wait / expected run time) reaches this go first; 0: "
-                   "no guard", 1.0, 0, 1e6},
+                   "no guard", 0.2, 0, 1e6},
       {"critical_share", "jobs whose remaining time is this multiple of the drain time go first; "
-                         "0: none", 2.0, 0, 1e6},
+                         "0: none", 0.0, 0, 1e6},
       int_option("max_copies", "most copies a job is forked into, on distinct servers; 1: none",
                  3, 1, 16),
       {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.1, 0,
        10},
+      {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this; 0: "
+                      "no cap", 0.1, 0, 1e6},
   };
 }
 
@@ -165,6 +171,7 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.critical_share = o.get("critical_share");
   p.max_copies = o.integer("max_copies");
   p.fork_gain = o.get("fork_gain");
+  p.fork_lr_cap = o.get("fork_lr_cap");
   return make_tessera_policy(name, p);
 }
 

@@ -10,15 +10,16 @@
 ///
 /// Per round, M active jobs:
 ///  1. Classes, in this order:
-///     a. critical (option `critical_share` c, 0 = off): the job's remaining time alone at its
-///        best rate, rem_m = remaining steps / best_m, is at least c x the cluster's drain time
-///        sum_m K_m rem_m / GPUs: it bounds the makespan whatever else runs. By rem_m
-///        descending.
-///     b. starving (option `lr_guard` g, 0 = off): latency ratio LR_m = wait_m / E_m >= g,
-///        wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio; the
-///        metric's is wait over the run time actually taken, which is at least E_m, so a job
-///        served once its LR reaches g ends with a metric LR near or below g). By LR_m
-///        descending.
+///     a. critical (option `critical_share` c; default 0 = off): the job's remaining time alone
+///        at its best rate, rem_m = remaining steps / best_m, is at least c x the cluster's
+///        drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else runs. By
+///        rem_m descending. Off by default: forking already shortens the makespan, and
+///        critical jobs at the head cost average JCT and worst FTF (docs/benchmarks.md).
+///     b. starving (option `lr_guard` g; default 0.2, 0 = off): latency ratio LR_m = wait_m /
+///        E_m >= g, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops'
+///        ratio; the metric's is wait over the run time actually taken). By LR_m descending.
+///        A lower g bounds the worst latency ratio tighter and raises the worst FTF (the
+///        guarded long jobs take the fast GPUs): 0.2 is the measured compromise.
 ///     c. the rest by Hare's service (hare.hpp: steps done x K / best / priority weight)
 ///        ascending: least attained service first, non-clairvoyant.
 ///     Ties: arrival, then id.
@@ -35,6 +36,12 @@
 ///     runtime/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
 ///     it pays after the efficiency loss, and only on GPUs that every job in the order before
 ///     it has passed up.
+///     Latency-ratio cap (option `fork_lr_cap`, 0 = none): a copy is not added when the job's
+///     projected latency ratio with it, wait_m / (run time_m + remaining_m / its effective
+///     rate with the copy), would exceed the cap. Forking shortens a job's run but not the
+///     time it already waited (at least until the round boundary after its arrival), so
+///     forking a short job that waited raises its latency ratio, the metric Hops bounds
+///     (docs/benchmarks.md, "Issue 18 — tessera's policy").
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
 /// O(M C (S + K (S + K))) filling and forking, task times cached per (job type, K).
@@ -53,10 +60,11 @@ namespace tessera {
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
   hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 1.0;        ///< starving when LR >= this; 0 = no guard
-  double critical_share = 2.0;  ///< critical when rem >= this x drain time; 0 = none
+  double lr_guard = 0.2;        ///< starving when LR >= this; 0 = no guard
+  double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking
   double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
+  double fork_lr_cap = 0.1;     ///< no copy that would lift the projected LR above; 0 = none
 };
 
 /// The job classes of step 1, highest first.
@@ -72,7 +80,7 @@ std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& 
 bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
                        double eff_now, double eff_next);
 
-/// `tessera`'s options: relaxed, lr_guard, critical_share, max_copies, fork_gain.
+/// `tessera`'s options: relaxed, lr_guard, critical_share, max_copies, fork_gain, fork_lr_cap.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);

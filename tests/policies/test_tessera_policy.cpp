@@ -159,6 +159,8 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   s.jobs[1].run_time = 300;
   s.jobs[4].run_time = 300;
   tessera_params p;
+  p.lr_guard = 1;
+  p.critical_share = 2;
   std::vector<tessera_class> cls;
   CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
   CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::normal,
@@ -223,6 +225,19 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
   auto p = pol.value()->plan(s);
   REQUIRE(p);
   CHECK(copies_of(p.value(), 0) == 1);
+  // A job that waited 1000 s and has 2000 s of work left: two copies (1.536 steps/s) would
+  // end its run after 1302 s, a latency ratio of 0.77 above the cap of 0.1: no copy. Without
+  // the cap it forks.
+  std::vector<job> waited = {make_job(0, "ResNet-18 (batch size 32)", 1, 2000)};
+  s = make_snapshot(cl, waited, {{1}}, 1000);
+  p = pol.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) == 1);
+  auto uncapped = make_policy("tessera", {{"fork_lr_cap", 0}});
+  REQUIRE(uncapped);
+  p = uncapped.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) == 3);
   // A waiting job takes a GPU before anyone forks: two jobs, three GPUs, one fork at most.
   std::vector<job> two = {make_job(0, "m", 1, 1e5), make_job(1, "m", 1, 1e5)};
   s = make_snapshot(cl, two, {{1}, {1}});
