@@ -17,6 +17,24 @@ struct order_key {
   double key = 0;  ///< ascending within the class
 };
 
+/// Finish-time fairness the job is heading for if it runs at its fair share from now on:
+/// (elapsed + remaining / fair rate) / (total / fair rate), where the fair rate is its
+/// throughput on the cluster's GPU mix (per-type rates weighted by the types' GPU counts)
+/// times f = min(1, GPUs / (active jobs x K)), the simulator's isolated 1/M share. Above 1
+/// the job has made fewer steps than that share would have made since its arrival.
+double projected_ftf(const snapshot& s, const job_view& jv, std::size_t active) {
+  const cluster& cl = *s.cl;
+  const double g = std::max(1, cl.total_gpus());
+  const int k = std::max(1, jv.spec->scale_factor);
+  double mix = 0;
+  for (std::size_t t = 0; t < cl.types.size() && t < jv.throughput.size(); ++t)
+    mix += jv.throughput[t] * cl.types[t].gpus / g;
+  const double f = std::min(1.0, g / (std::max<double>(1.0, active) * k));
+  if (!(mix > 0) || !(jv.spec->total_steps > 0)) return 0;
+  const double elapsed = std::max(0.0, s.now - jv.spec->arrival);
+  return (elapsed * f * mix + jv.remaining_steps) / jv.spec->total_steps;
+}
+
 /// Each job's class and key within it (step 1).
 std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
   const std::size_t n = s.jobs.size();
@@ -33,11 +51,13 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
     const job_view& jv = s.jobs[i];
     const double best = hare_best_rate(jv);
     const double expected = best > 0 ? jv.spec->total_steps / best : 0.0;
-    const double lr = latency_ratio(s.now, jv, expected);
+    // Urgency: how far past its guard the job is, on either measure (>= 1: starving).
+    double urgency = p.lr_guard > 0 ? latency_ratio(s.now, jv, expected) / p.lr_guard : 0.0;
+    if (p.ftf_guard > 0) urgency = std::max(urgency, projected_ftf(s, jv, n) / p.ftf_guard);
     if (p.critical_share > 0 && rem[i] > 0 && rem[i] >= p.critical_share * drain)
       keys[i] = {tessera_class::critical, -rem[i]};
-    else if (p.lr_guard > 0 && lr >= p.lr_guard)
-      keys[i] = {tessera_class::starving, -lr};
+    else if (urgency >= 1)
+      keys[i] = {tessera_class::starving, -urgency};
     else
       keys[i] = {tessera_class::normal, hare_service(jv)};
   }
@@ -148,7 +168,9 @@ std::vector<option_spec> tessera_policy_options() {
                   "task per GPU",
                   true),
       {"lr_guard", "jobs whose latency ratio (wait / expected run time) reaches this go first; 0: "
-                   "no guard", 0.2, 0, 1e6},
+                   "no guard", 0.1, 0, 1e6},
+      {"ftf_guard", "jobs heading for a finish-time fairness above this at their fair share go "
+                    "first; 0: no guard", 1.2, 0, 1e6},
       {"critical_share", "jobs whose remaining time is this multiple of the drain time go first; "
                          "0: none", 0.0, 0, 1e6},
       int_option("max_copies", "most copies a job is forked into, on distinct servers; 1: none",
@@ -169,6 +191,7 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.fill.relaxed = o.flag("relaxed");
   p.lr_guard = o.get("lr_guard");
   p.critical_share = o.get("critical_share");
+  p.ftf_guard = o.get("ftf_guard");
   p.max_copies = o.integer("max_copies");
   p.fork_gain = o.get("fork_gain");
   p.fork_lr_cap = o.get("fork_lr_cap");

@@ -15,11 +15,20 @@
 ///        drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else runs. By
 ///        rem_m descending. Off by default: forking already shortens the makespan, and
 ///        critical jobs at the head cost average JCT and worst FTF (docs/benchmarks.md).
-///     b. starving (option `lr_guard` g; default 0.2, 0 = off): latency ratio LR_m = wait_m /
-///        E_m >= g, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops'
-///        ratio; the metric's is wait over the run time actually taken). By LR_m descending.
-///        A lower g bounds the worst latency ratio tighter and raises the worst FTF (the
-///        guarded long jobs take the fast GPUs): 0.2 is the measured compromise.
+///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
+///        / E_m (option `lr_guard` g; default 0.1, 0 = off), wait_m = now - arrival - run
+///        time, E_m = total steps / best_m (Hops' ratio; the metric's is wait over the run time
+///        actually taken). F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
+///        finish-time fairness the job heads for if it runs at its fair share from now on:
+///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
+///        throughput on the cluster's GPU mix (per-type rates weighted by GPU counts) times
+///        min(1, GPUs / (active jobs x K)), the simulator's isolated 1/M share; above 1 the
+///        job has made fewer steps than that share would have. Without the FTF guard, a
+///        loaded cluster's starving jobs took the fast GPUs and left fresh short jobs on
+///        slow ones for their whole run (worst FTF 3.2x the best policy's at 4 jobs/h on 108
+///        GPUs); a lower g bounds the worst latency ratio tighter and costs average JCT.
+///        The defaults are the measured compromise (docs/benchmarks.md, "Issue 18 —
+///        tessera's policy").
 ///     c. the rest by Hare's service (hare.hpp: steps done x K / best / priority weight)
 ///        ascending: least attained service first, non-clairvoyant.
 ///     Ties: arrival, then id.
@@ -60,7 +69,8 @@ namespace tessera {
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
   hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 0.2;        ///< starving when LR >= this; 0 = no guard
+  double lr_guard = 0.1;        ///< starving when LR >= this; 0 = no guard
+  double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
   double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking
   double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
@@ -80,7 +90,8 @@ std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& 
 bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
                        double eff_now, double eff_next);
 
-/// `tessera`'s options: relaxed, lr_guard, critical_share, max_copies, fork_gain, fork_lr_cap.
+/// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
+/// fork_lr_cap.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);

@@ -160,6 +160,7 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   s.jobs[4].run_time = 300;
   tessera_params p;
   p.lr_guard = 1;
+  p.ftf_guard = 0;
   p.critical_share = 2;
   std::vector<tessera_class> cls;
   CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
@@ -261,6 +262,7 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   s.jobs[1].run_time = 100;
   tessera_params p;
   p.critical_share = 0;
+  p.ftf_guard = 0;
   p.max_copies = 1;
   auto pol = make_tessera_policy("tessera", p);
   auto plan = pol->plan(s);
@@ -276,4 +278,33 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
   CHECK(server.at(0) == 0);
   CHECK(server.at(1) == 1);
+}
+
+TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
+          "[policies][tessera]") {
+  // One fast GPU (4 steps/s) and one slow (1 step/s): the cluster's mix gives a 1-GPU job
+  // (4 + 1) / 2 = 2.5 steps/s, f = min(1, 2 GPUs / (2 jobs x 1)) = 1. Job 1 arrived at 0 and
+  // ran all 1100 s on the slow GPU: 200 of 1000 steps (service 200 / 4 = 50, never waited).
+  // Its projected FTF is (1100 x 2.5 + 800) / 1000 = 3.55 >= 1.2: it goes first. Job 0
+  // arrived at 1000 with 1e6 steps: (100 x 2.5 + 1e6) / 1e6 = 1.00025, normal.
+  const auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "s0", "slow", 0, 1, 1.0}});
+  std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
+  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
+  s.jobs[1].steps_done = 200;
+  s.jobs[1].remaining_steps = 800;
+  s.jobs[1].run_time = 1100;
+  tessera_params p;
+  p.lr_guard = 0;
+  p.max_copies = 1;
+  std::vector<tessera_class> cls;
+  CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{1, 0});
+  CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::starving});
+  auto plan = make_tessera_policy("tessera", p)->plan(s);
+  REQUIRE(plan);
+  std::map<job_id, int> server;
+  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
+  CHECK(server.at(1) == 0);
+  // A guard of 4 leaves it normal: least attained service puts job 0 (none) first.
+  p.ftf_guard = 4;
+  CHECK(tessera_order(s, p) == std::vector<std::size_t>{0, 1});
 }
