@@ -94,8 +94,8 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
   for (const auto& as : p.assignments)
     if (as.partner >= 0) paired[as.job] = &as;
   if (paired.empty()) return {};
-  job_index active;
-  if (s) active.assign(s->jobs.size(), [s](std::size_t i) { return s->jobs[i].spec->id; });
+  static thread_local job_index active;  // storage reused across rounds
+  active.assign(s ? s->jobs.size() : 0, [s](std::size_t i) { return s->jobs[i].spec->id; });
   for (const auto& [id, as] : paired) {
     const std::string who = policy_name + " paired job " + std::to_string(id) + " with job " +
                             std::to_string(as->partner);
@@ -193,7 +193,8 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
                        " tasks per step (every GPU of a placement must run a task)"};
   }
   if (!jobs) return {};
-  const job_index active(jobs->size(), [jobs](std::size_t i) { return (*jobs)[i].spec->id; });
+  static thread_local job_index active;  // storage reused across rounds
+  active.assign(jobs->size(), [jobs](std::size_t i) { return (*jobs)[i].spec->id; });
   for (const auto& use : uses) {
     const copy_id key = use.id;
     const std::size_t at = active.find(key.job);

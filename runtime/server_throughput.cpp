@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tessera {
@@ -79,6 +80,14 @@ void server_throughput::build_tier2_cache() {
           values[k * per_kind + 2 * static_cast<std::size_t>(g) + multi] = v ? *v : 0.0;
         }
   }
+}
+
+std::size_t server_throughput::job_type_hash::operator()(const std::string& t) const {
+  std::uint64_t head = 0, tail = 0;
+  const std::size_t n = std::min<std::size_t>(8, t.size());
+  std::memcpy(&head, t.data(), n);
+  std::memcpy(&tail, t.data() + t.size() - n, n);
+  return std::hash<std::uint64_t>()(head * 0x9E3779B97F4A7C15ull ^ tail ^ t.size());
 }
 
 std::optional<double> server_throughput::cached_tier2(int server, const std::string& job_type,

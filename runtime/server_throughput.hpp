@@ -144,7 +144,13 @@ class server_throughput {
   /// keys: per job type of the table, the value for each of the servers' GPU type names
   /// (cached_kind_ per server), GPU count 1..cached_max_gpus_ and consolidation, indexed
   /// [(kind * (cached_max_gpus_ + 1) + gpus) * 2 + multi]. Read-only after construction.
-  std::unordered_map<std::string, std::vector<double>> cached_;
+  /// Hash of a job type for cached_: its length and its first and last 8 bytes, which tell
+  /// the table's few dozen job types apart ("ResNet-50 (batch size 64)" and "... 128)")
+  /// at a fraction of a hash of every byte, done for every placement of every round.
+  struct job_type_hash {
+    std::size_t operator()(const std::string& t) const;
+  };
+  std::unordered_map<std::string, std::vector<double>, job_type_hash> cached_;
   std::vector<int> cached_kind_;
   int cached_max_gpus_ = 0;
   std::uint64_t version_ = 0;
