@@ -42,14 +42,13 @@ void add_round(std::vector<double>& received, std::vector<double>& deficit,
 
 void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   const std::size_t k = s.cl->types.size();
+  index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
   // Forget jobs (and pairs) that left.
-  std::unordered_map<job_id, bool> active;
-  for (const auto& jv : s.jobs) active[jv.spec->id] = true;
   if (stats_.size() > s.jobs.size())
     for (auto it = stats_.begin(); it != stats_.end();)
-      it = active.count(it->first) ? std::next(it) : stats_.erase(it);
+      it = index_.contains(it->first) ? std::next(it) : stats_.erase(it);
   for (auto it = pair_stats_.begin(); it != pair_stats_.end();)
-    it = active.count(it->first.first) && active.count(it->first.second)
+    it = index_.contains(it->first.first) && index_.contains(it->first.second)
              ? std::next(it)
              : pair_stats_.erase(it);
   auto sized = [k](job_stats& st) -> job_stats& {
@@ -57,7 +56,9 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
     st.deficit.resize(k, 0.0);
     return st;
   };
-  for (const auto& jv : s.jobs) sized(stats_[jv.spec->id]);
+  // Each job's statistics, looked up once a round (the map's elements do not move).
+  row_stats_.resize(s.jobs.size());
+  for (std::size_t m = 0; m < s.jobs.size(); ++m) row_stats_[m] = &sized(stats_[s.jobs[m].spec->id]);
   for (const auto& pa : a.pairs)
     sized(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)]);
   const round_plan* last = s.last_plan;
@@ -65,20 +66,20 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   accounted_until_ = last->start;
   const double len = last->length;
   const bool counts = last->start >= reset_time_;
-  std::unordered_map<job_id, int> ran_alone;
+  std::vector<int>& ran_alone = ran_scratch_;  // per job: the type it ran on alone, or -1
+  ran_alone.assign(s.jobs.size(), -1);
   std::map<std::pair<job_id, job_id>, int> ran_paired;
   for (const auto& as : last->assignments) {
     if (as.type < 0) continue;
-    if (as.partner < 0)
-      ran_alone[as.job] = as.type;
-    else
+    if (as.partner >= 0) {
       ran_paired[pair_key(as.job, as.partner)] = as.type;
+      continue;
+    }
+    if (const std::size_t m = index_.find(as.job); m != job_index::npos) ran_alone[m] = as.type;
   }
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    auto& st = stats_[s.jobs[m].spec->id];
-    auto it = ran_alone.find(s.jobs[m].spec->id);
-    add_round(st.received, st.deficit, a.x[m], it == ran_alone.end() ? -1 : it->second, len,
-              counts);
+    auto& st = *row_stats_[m];
+    add_round(st.received, st.deficit, a.x[m], ran_alone[m], len, counts);
   }
   for (const auto& pa : a.pairs) {
     const auto key = pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id);
@@ -115,7 +116,7 @@ std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapsh
   };
   for (std::size_t m = 0; m < s.jobs.size(); ++m)
     for (std::size_t j = 0; j < k; ++j)
-      add(stats_[s.jobs[m].spec->id], a.x[m], m, npos, s.jobs[m].throughput[j] > 0, j);
+      add(*row_stats_[m], a.x[m], m, npos, s.jobs[m].throughput[j] > 0, j);
   for (const auto& pa : a.pairs)
     for (std::size_t j = 0; j < k; ++j)
       add(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)], pa.x, pa.a, pa.b,
@@ -169,18 +170,19 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
     }
   }
 
-  std::unordered_map<job_id, const assignment*> previous;
+  // Each job's assignment in the previous round (its last one there), for lease extension.
+  std::vector<const assignment*> previous(s.jobs.size(), nullptr);
   if (s.last_plan)
-    for (const auto& as : s.last_plan->assignments) previous[as.job] = &as;
+    for (const auto& as : s.last_plan->assignments)
+      if (const std::size_t m = index_.find(as.job); m != job_index::npos) previous[m] = &as;
   std::vector<int> scale, types;
   std::vector<std::vector<server_share>> prev_shares;
   for (const auto& u : order) {
     scale.push_back(s.jobs[u.m].spec->scale_factor);
     types.push_back(chosen[u.m]);
-    auto it = previous.find(s.jobs[u.m].spec->id);
-    prev_shares.push_back(it != previous.end() && it->second->type == chosen[u.m]
-                              ? it->second->shares
-                              : std::vector<server_share>{});
+    const assignment* prev = previous[u.m];
+    prev_shares.push_back(prev && prev->type == chosen[u.m] ? prev->shares
+                                                            : std::vector<server_share>{});
   }
   auto shares = place_on_servers(*s.cl, scale, types, prev_shares);
 

@@ -42,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/job_index.hpp"
 #include "runtime/plan.hpp"
 
 namespace tessera {
@@ -78,6 +79,11 @@ class gavel_mechanism {
   std::unordered_map<job_id, job_stats> stats_;
   /// Pairs' statistics, by their job ids (lower first).
   std::map<std::pair<job_id, job_id>, job_stats> pair_stats_;
+  // Per-round scratch, kept to reuse its storage: snapshot::jobs by id, each job's entry of
+  // stats_ (set by account), the type each ran on alone in the previous round.
+  job_index index_;
+  std::vector<job_stats*> row_stats_;
+  std::vector<int> ran_scratch_;
   double reset_time_ = 0;
   double accounted_until_ = -1;  ///< start time of the last plan already accounted
 };

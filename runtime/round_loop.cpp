@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <unordered_set>
 #include <utility>
 
+#include "runtime/job_index.hpp"
 #include "runtime/records.hpp"
 #include "runtime/server_throughput.hpp"
 #include "runtime/timeline.hpp"
@@ -37,10 +37,13 @@ double arrival_queue::next_arrival() const {
 
 result<planned_round> plan_round(policy& pol, const round_context& ctx,
                                  std::vector<job_view> jobs) {
-  std::stable_sort(jobs.begin(), jobs.end(), [](const job_view& a, const job_view& b) {
+  auto earlier = [](const job_view& a, const job_view& b) {
     if (a.spec->arrival != b.spec->arrival) return a.spec->arrival < b.spec->arrival;
     return a.spec->id < b.spec->id;
-  });
+  };
+  // The simulator passes its jobs in arrival order already: checking is O(n), sorting more.
+  if (!std::is_sorted(jobs.begin(), jobs.end(), earlier))
+    std::stable_sort(jobs.begin(), jobs.end(), earlier);
   planned_round r;
   snapshot& s = r.snap;
   s.now = ctx.now;
@@ -66,14 +69,17 @@ result<planned_round> plan_round(policy& pol, const round_context& ctx,
 round_record record_round(const round_plan& p, int total_gpus, int active_jobs) {
   round_record rr;
   rr.start = p.start;
-  std::unordered_set<job_id> running;
+  std::vector<job_id> running;  // jobs placed, counted once (sorted, then deduplicated)
+  running.reserve(p.assignments.size());
   for (const auto& as : p.assignments) {
     if (as.partner < 0 || as.job < as.partner) rr.busy_gpus += as.gpus();  // a pair once
-    running.insert(as.job);
+    running.push_back(as.job);
   }
+  std::sort(running.begin(), running.end());
+  const auto placed = std::unique(running.begin(), running.end()) - running.begin();
   rr.idle_gpus = total_gpus - rr.busy_gpus;
   rr.active_jobs = active_jobs;
-  rr.waiting_jobs = active_jobs - static_cast<int>(running.size());
+  rr.waiting_jobs = active_jobs - static_cast<int>(placed);
   return rr;
 }
 
@@ -87,9 +93,9 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
   std::map<job_id, const assignment*> paired;
   for (const auto& as : p.assignments)
     if (as.partner >= 0) paired[as.job] = &as;
-  std::map<job_id, const job_view*> active;
-  if (s)
-    for (const auto& jv : s->jobs) active[jv.spec->id] = &jv;
+  if (paired.empty()) return {};
+  static thread_local job_index active;  // storage reused across rounds
+  active.assign(s ? s->jobs.size() : 0, [s](std::size_t i) { return s->jobs[i].spec->id; });
   for (const auto& [id, as] : paired) {
     const std::string who = policy_name + " paired job " + std::to_string(id) + " with job " +
                             std::to_string(as->partner);
@@ -101,10 +107,10 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
       return error{error_kind::internal,
                    who + ", which does not name it back on the same GPUs"};
     if (!s || id > as->partner) continue;
-    auto a = active.find(id), b = active.find(as->partner);
-    if (a == active.end() || b == active.end()) continue;  // check_plan names the job
-    const job& ja = *a->second->spec;
-    const job& jb = *b->second->spec;
+    const std::size_t a = active.find(id), b = active.find(as->partner);
+    if (a == job_index::npos || b == job_index::npos) continue;  // check_plan names the job
+    const job& ja = *s->jobs[a].spec;
+    const job& jb = *s->jobs[b].spec;
     if (ja.scale_factor != jb.scale_factor)
       return error{error_kind::internal, who + " of another scale factor"};
     if (!s->rates || !s->rates->colocated_rate(ja.job_type, jb.job_type, ja.scale_factor,
@@ -116,27 +122,49 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
   return {};
 }
 
+/// What check_plan tallies of one job copy's assignments.
+struct copy_use {
+  copy_id id;
+  int parts = 0;          ///< assignments
+  bool all_tasks = true;  ///< every one of them carries tasks
+  long long tasks = 0;    ///< their tasks' sum
+};
+
+/// Numbers the plan's job copies in copy_id order: fills `uses` with one entry per copy and
+/// returns each assignment's entry. A sort of the assignments' positions rather than a map
+/// of copies, which allocated a node per assignment every round.
+std::vector<std::size_t> copy_groups(const round_plan& p, std::vector<copy_use>& uses) {
+  const auto& as = p.assignments;
+  std::vector<std::size_t> order(as.size()), group(as.size());
+  for (std::size_t a = 0; a < as.size(); ++a) order[a] = a;
+  std::sort(order.begin(), order.end(),
+            [&as](std::size_t l, std::size_t r) { return as[l].id() < as[r].id(); });
+  for (std::size_t a : order) {
+    if (uses.empty() || uses.back().id != as[a].id()) uses.push_back({as[a].id()});
+    group[a] = uses.size() - 1;
+  }
+  return group;
+}
+
 /// validate_plan's checks; `s` (may be null) adds the checks against the active jobs.
 status check_plan(const cluster& cl, const round_plan& p, const std::string& policy_name,
                   const snapshot* s) {
   if (auto st = check_pairs(p, policy_name, s); !st) return st;
   const std::vector<job_view>* jobs = s ? &s->jobs : nullptr;
   std::vector<int> used(cl.servers.size(), 0);
-  // (job, copy) -> assignments, whether all of them carry tasks, and their tasks' sum.
-  struct copy_use {
-    int parts = 0;
-    bool all_tasks = true;
-    long long tasks = 0;
-  };
-  std::map<copy_id, copy_use> copies;
-  for (const auto& as : p.assignments) {
+  // Per job copy: its assignments, whether all of them carry tasks, and their tasks' sum;
+  // uses[group[a]] is assignment a's copy (groups numbered in copy_id order).
+  std::vector<copy_use> uses;
+  const std::vector<std::size_t> group = copy_groups(p, uses);
+  for (std::size_t a = 0; a < p.assignments.size(); ++a) {
+    const assignment& as = p.assignments[a];
     // Named only when an error is reported: building it for every assignment was a large
     // share of a round's allocations.
     auto who = [&as] {
       return "job " + std::to_string(as.job) +
              (as.copy != 0 ? " copy " + std::to_string(as.copy) : "");
     };
-    auto& use = copies[as.id()];
+    auto& use = uses[group[a]];
     ++use.parts;
     use.all_tasks = use.all_tasks && as.tasks > 0;
     use.tasks += as.tasks;
@@ -165,14 +193,15 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
                        " tasks per step (every GPU of a placement must run a task)"};
   }
   if (!jobs) return {};
-  std::map<job_id, const job_view*> active;
-  for (const auto& jv : *jobs) active[jv.spec->id] = &jv;
-  for (const auto& [key, use] : copies) {
-    auto it = active.find(key.job);
-    if (it == active.end())
+  static thread_local job_index active;  // storage reused across rounds
+  active.assign(jobs->size(), [jobs](std::size_t i) { return (*jobs)[i].spec->id; });
+  for (const auto& use : uses) {
+    const copy_id key = use.id;
+    const std::size_t at = active.find(key.job);
+    if (at == job_index::npos)
       return error{error_kind::internal, policy_name + " placed job " +
                                              std::to_string(key.job) + ", which is not active"};
-    const int k = it->second->spec->scale_factor;
+    const int k = (*jobs)[at].spec->scale_factor;
     if (use.all_tasks && use.tasks != k)
       return error{error_kind::internal,
                    policy_name + " placed " + std::to_string(use.tasks) + " tasks per step of job " +

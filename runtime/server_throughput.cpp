@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace tessera {
@@ -48,6 +49,55 @@ server_throughput::server_throughput(const cluster& cl, throughput_table types,
       relative_[k][t] = n > 0 ? std::exp(log_sum / n) : 0.0;
     }
   }
+  build_tier2_cache();
+}
+
+void server_throughput::build_tier2_cache() {
+  // The distinct GPU type names of the servers, and every job type and scale of the table.
+  std::vector<std::string> kinds;
+  cached_kind_.assign(cl_->servers.size(), 0);
+  for (std::size_t i = 0; i < cl_->servers.size(); ++i) {
+    const std::string& name = cl_->servers[i].gpu_type;
+    auto it = std::find(kinds.begin(), kinds.end(), name);
+    cached_kind_[i] = static_cast<int>(it - kinds.begin());
+    if (it == kinds.end()) kinds.push_back(name);
+  }
+  std::vector<std::string> job_types;
+  for (const auto& g : table_types_)
+    for (const auto& key : types_.job_keys(g)) {
+      cached_max_gpus_ = std::max(cached_max_gpus_, key.scale_factor);
+      job_types.push_back(key.job_type);
+    }
+  const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
+  for (const auto& jt : job_types) {
+    auto& values = cached_[jt];
+    if (!values.empty()) continue;
+    values.assign(kinds.size() * per_kind, 0.0);
+    for (std::size_t k = 0; k < kinds.size(); ++k)
+      for (int g = 1; g <= cached_max_gpus_; ++g)
+        for (int multi = 0; multi < 2; ++multi) {
+          const auto v = types_.isolated(kinds[k], job_key{jt, g}, multi == 0);
+          values[k * per_kind + 2 * static_cast<std::size_t>(g) + multi] = v ? *v : 0.0;
+        }
+  }
+}
+
+std::size_t server_throughput::job_type_hash::operator()(const std::string& t) const {
+  std::uint64_t head = 0, tail = 0;
+  const std::size_t n = std::min<std::size_t>(8, t.size());
+  std::memcpy(&head, t.data(), n);
+  std::memcpy(&tail, t.data() + t.size() - n, n);
+  return std::hash<std::uint64_t>()(head * 0x9E3779B97F4A7C15ull ^ tail ^ t.size());
+}
+
+std::optional<double> server_throughput::cached_tier2(int server, const std::string& job_type,
+                                                      int gpus, bool multi) const {
+  if (gpus < 1 || gpus > cached_max_gpus_) return std::nullopt;
+  auto it = cached_.find(job_type);
+  if (it == cached_.end()) return std::nullopt;
+  const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
+  return it->second[static_cast<std::size_t>(cached_kind_[server]) * per_kind +
+                    2 * static_cast<std::size_t>(gpus) + (multi ? 1 : 0)];
 }
 
 server_rate server_throughput::tabled(int server, const std::string& job_type, int gpus,
@@ -58,6 +108,10 @@ server_rate server_throughput::tabled(int server, const std::string& job_type, i
     if (m != measured_.end()) return {m->second, throughput_source::server_table};
   }
   const auto& sv = cl_->servers.at(server);
+  if (const auto c = cached_tier2(server, job_type, gpus, multi)) {
+    if (*c > 0) return {*c * sv.speed, throughput_source::type_table};
+    return {};
+  }
   auto t = types_.isolated(sv.gpu_type, job_key{job_type, gpus}, !multi);
   if (t && *t > 0) return {*t * sv.speed, throughput_source::type_table};
   return {};

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,12 @@ class server_throughput {
  private:
   /// Tiers 1-2 only.
   server_rate tabled(int server, const std::string& job_type, int gpus, bool multi) const;
+  /// Fills cached_ (constructor).
+  void build_tier2_cache();
+  /// The GPU-type table's isolated value (0 when it has none) of `job_type` on `gpus` GPUs
+  /// of `server`'s type, from cached_; nullopt when the cache does not cover the question.
+  std::optional<double> cached_tier2(int server, const std::string& job_type, int gpus,
+                                     bool multi) const;
   /// Single-GPU rate of `job_type` on `server` from tiers 1-2 or another type's table entry.
   double single_gpu_rate(int server, const std::string& job_type) const;
 
@@ -132,6 +139,20 @@ class server_throughput {
   /// relative_[k][t]: geometric-mean speed of cluster type k over table type t (0 = unknown).
   std::vector<std::vector<double>> relative_;
   std::vector<std::string> table_types_;
+  /// Tier 2 precomputed at construction, so the simulator's executor looks each placement
+  /// up with one hash of the job type rather than two std::map searches that copied it into
+  /// keys: per job type of the table, the value for each of the servers' GPU type names
+  /// (cached_kind_ per server), GPU count 1..cached_max_gpus_ and consolidation, indexed
+  /// [(kind * (cached_max_gpus_ + 1) + gpus) * 2 + multi]. Read-only after construction.
+  /// Hash of a job type for cached_: its length and its first and last 8 bytes, which tell
+  /// the table's few dozen job types apart ("ResNet-50 (batch size 64)" and "... 128)")
+  /// at a fraction of a hash of every byte, done for every placement of every round.
+  struct job_type_hash {
+    std::size_t operator()(const std::string& t) const;
+  };
+  std::unordered_map<std::string, std::vector<double>, job_type_hash> cached_;
+  std::vector<int> cached_kind_;
+  int cached_max_gpus_ = 0;
   std::uint64_t version_ = 0;
 };
 

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <unordered_map>
-#include <unordered_set>
 
+#include "runtime/job_index.hpp"
 #include "runtime/sim_executor.hpp"
 #include "runtime/round_loop.hpp"
 
@@ -29,10 +28,9 @@ std::vector<double> type_throughputs(const cluster& cl, const throughput_table& 
 
 namespace {
 
-/// One active job during a simulation.
+/// What the simulation keeps of one active job besides its view.
 struct live_job {
-  job_view view;                   ///< the policy's view, kept up to date
-  std::size_t record = 0;          ///< index into schedule_result::jobs
+  std::size_t record = 0;          ///< index into schedule_result::jobs and the trace
   double contention = 0;           ///< integral of active-job count over time active
   double active_time = 0;
 };
@@ -42,6 +40,9 @@ struct live_job {
 std::unordered_map<job_id, double> shared_gpu_seconds(const round_plan& p,
                                                       const std::vector<copy_progress>& ran) {
   std::unordered_map<job_id, double> busy, out;
+  if (std::none_of(p.assignments.begin(), p.assignments.end(),
+                   [](const assignment& as) { return as.partner >= 0; }))
+    return out;  // no pairs: skip the per-job map
   for (const auto& cp : ran)
     if (cp.copy == 0) busy[cp.job] = cp.busy_seconds;
   for (const auto& as : p.assignments) {
@@ -70,7 +71,7 @@ class simulation {
   void apply_progress(const round_plan& p, const std::vector<copy_progress>& ran,
                       std::vector<bool>& done);
   void retire(const std::vector<bool>& done);
-  double iso_share_time(const live_job& lj) const;
+  double iso_share_time(const job_view& v, const live_job& lj) const;
   bool in_window(job_id id) const {
     return windowed_ && id >= cfg_.window_begin && id <= cfg_.window_end;
   }
@@ -84,7 +85,13 @@ class simulation {
   schedule_result res_;
   std::unordered_map<job_id, std::size_t> record_of_;
   arrival_queue arrivals_;
-  std::vector<live_job> active_;
+  /// The active jobs' views, in admission order, which is arrival order (ties by id): what
+  /// plan_round expects, so they move into each round's snapshot and back without a copy
+  /// or a sort. live_ is parallel to it.
+  std::vector<job_view> views_;
+  std::vector<live_job> live_;
+  job_index index_;               ///< position in views_ by job id, rebuilt each round
+  std::vector<int> type_scratch_;  ///< apply_progress's per-job GPU type, reused
   double now_ = 0;
   std::uint64_t version_ = 0;
   round_plan last_plan_;
@@ -123,12 +130,14 @@ status simulation::make_records() {
 status simulation::admit() {
   const auto in = arrivals_.admit(now_);
   for (const job* j : in) {
+    job_view v;
+    v.spec = j;
+    v.throughput = type_throughputs(cl_, table_, *j);
+    if (auto st = check_runnable(*j, v.throughput); !st) return st.err();
     live_job lj;
-    lj.view.spec = j;
-    lj.view.throughput = type_throughputs(cl_, table_, *j);
     lj.record = record_of_.at(j->id);
-    if (auto st = check_runnable(*j, lj.view.throughput); !st) return st.err();
-    active_.push_back(std::move(lj));
+    views_.push_back(std::move(v));
+    live_.push_back(lj);
   }
   if (!in.empty()) ++version_;
   return {};
@@ -149,7 +158,7 @@ result<schedule_result> simulation::run() {
   prog.total = static_cast<int>(jobs_.size());
   while (true) {
     if (auto st = admit(); !st) return st.err();
-    if (active_.empty()) {
+    if (views_.empty()) {
       if (arrivals_.empty()) break;
       now_ = std::max(now_, arrivals_.next_arrival());
       have_last_ = false;
@@ -160,7 +169,7 @@ result<schedule_result> simulation::run() {
     prog.now = now_;
     prog.rounds = ++rounds_;
     prog.completed = completed_;
-    prog.active = static_cast<int>(active_.size());
+    prog.active = static_cast<int>(views_.size());
     if (cfg_.on_progress) cfg_.on_progress(prog);
     if (windowed_ && cfg_.stop_after_window && window_left_ == 0) break;
   }
@@ -173,13 +182,10 @@ result<schedule_result> simulation::run() {
 
 /// Plans the round at now_, runs it through the executor, applies its progress.
 status simulation::play_round() {
-  std::vector<job_view> views;
-  views.reserve(active_.size());
-  for (auto& lj : active_) {
-    const auto& rec = res_.jobs[lj.record];
-    lj.view.run_time = rec.run_time;
-    lj.view.attained_service = rec.gpu_seconds;
-    views.push_back(lj.view);
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    const auto& rec = res_.jobs[live_[i].record];
+    views_[i].run_time = rec.run_time;
+    views_[i].attained_service = rec.gpu_seconds;
   }
   round_context ctx;
   ctx.now = now_;
@@ -190,13 +196,20 @@ status simulation::play_round() {
   ctx.rates = &exec_.rates();
   ctx.fork_efficiency = &cfg_.fork_efficiency;
   ctx.timeline = cfg_.timeline;
-  auto planned = plan_round(pol_, ctx, std::move(views));
+  auto planned = plan_round(pol_, ctx, std::move(views_));
   if (!planned) return planned.err();
   auto ran = exec_.execute(planned->snap, planned->plan);
   if (!ran) return ran.err();
+  views_ = std::move(planned->snap.jobs);
+  // plan_round keeps jobs already in arrival order as given, so views_ still lines up
+  // with live_; checked, as a wrong line-up would credit one job's progress to another.
+  bool aligned = views_.size() == live_.size();
+  for (std::size_t i = 0; aligned && i < views_.size(); ++i)
+    aligned = views_[i].spec == &jobs_[live_[i].record];
+  if (!aligned) return error{error_kind::internal, "simulator: the round reordered its jobs"};
   res_.rounds.push_back(record_round(planned->plan, res_.total_gpus,
-                                     static_cast<int>(active_.size())));
-  std::vector<bool> done(active_.size(), false);
+                                     static_cast<int>(views_.size())));
+  std::vector<bool> done(views_.size(), false);
   apply_progress(planned->plan, ran.value(), done);
   retire(done);
   last_plan_ = std::move(planned->plan);
@@ -208,82 +221,87 @@ status simulation::play_round() {
 /// Credits each copy's steps, run time and GPU-seconds to its job; marks finished jobs.
 void simulation::apply_progress(const round_plan& p, const std::vector<copy_progress>& ran,
                                 std::vector<bool>& done) {
-  std::unordered_map<job_id, std::size_t> index;
-  for (std::size_t i = 0; i < active_.size(); ++i) index[active_[i].view.spec->id] = i;
-  std::unordered_map<job_id, int> type_of;
+  index_.assign(views_.size(), [this](std::size_t i) { return views_[i].spec->id; });
+  // The GPU type each job ran on (-2: not placed); a task split over several types ran on
+  // no single type (-1).
+  std::vector<int>& type_of = type_scratch_;
+  type_of.assign(views_.size(), -2);
   for (const auto& as : p.assignments) {
-    // A task split over several GPU types ran on no single type.
-    auto [t, fresh] = type_of.emplace(as.job, as.type);
-    if (!fresh) t->second = as.tasks > 0 && t->second != as.type ? -1 : as.type;
+    const std::size_t i = index_.find(as.job);
+    if (i == job_index::npos) continue;
+    int& t = type_of[i];
+    t = t == -2 ? as.type : (as.tasks > 0 && t != as.type ? -1 : as.type);
   }
-  std::map<copy_id, int> gpus_of;  // GPUs each copy held (all its parts)
-  for (const auto& as : p.assignments) gpus_of[as.id()] += as.gpus();
   const auto shared = shared_gpu_seconds(p, ran);
-  // A forked job's copies run side by side: its run time grows by its longest copy's.
-  std::unordered_map<job_id, double> held_for;
-  for (const auto& cp : ran) held_for[cp.job] = std::max(held_for[cp.job], cp.busy_seconds);
-  for (const auto& cp : ran) {
-    auto& lj = active_[index.at(cp.job)];
-    auto& rec = res_.jobs[lj.record];
+  for (std::size_t c = 0; c < ran.size(); ++c) {
+    const auto& cp = ran[c];
+    const std::size_t i = index_.find(cp.job);
+    auto& v = views_.at(i);
+    auto& rec = res_.jobs[live_[i].record];
     if (rec.first_start < 0) rec.first_start = now_;
-    lj.view.steps_done += cp.steps;
-    if (auto h = held_for.find(cp.job); h != held_for.end()) {
-      rec.run_time += h->second;
-      held_for.erase(h);
+    v.steps_done += cp.steps;
+    // A forked job's copies run side by side (the executor reports them one after another):
+    // its run time grows by its longest copy's.
+    if (c == 0 || ran[c - 1].job != cp.job) {
+      double held = 0;
+      for (std::size_t d = c; d < ran.size() && ran[d].job == cp.job; ++d)
+        held = std::max(held, ran[d].busy_seconds);
+      rec.run_time += held;
     }
-    const auto held = gpus_of.find({cp.job, cp.copy});
-    const int gpus = held != gpus_of.end() && held->second > 0 ? held->second
-                                                               : lj.view.spec->scale_factor;
+    const int gpus = cp.gpus > 0 ? cp.gpus : v.spec->scale_factor;
     auto half = shared.find(cp.job);
     rec.gpu_seconds += (cp.busy_seconds - (half == shared.end() ? 0.0 : half->second)) * gpus;
     if (cp.finished) {
-      lj.view.steps_done = lj.view.spec->total_steps;
+      v.steps_done = v.spec->total_steps;
       rec.finish = cp.finish_time;
-      done[index.at(cp.job)] = true;
+      done[i] = true;
     }
   }
-  const double n_active = static_cast<double>(active_.size());
-  for (std::size_t i = 0; i < active_.size(); ++i) {
-    auto& lj = active_[i];
+  const double n_active = static_cast<double>(views_.size());
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    auto& lj = live_[i];
     const double in_round = done[i] ? res_.jobs[lj.record].finish - now_ : cfg_.round_length;
     lj.contention += n_active * in_round;
     lj.active_time += in_round;
-    auto t = type_of.find(lj.view.spec->id);
-    lj.view.last_type = t == type_of.end() ? -1 : t->second;
+    views_[i].last_type = type_of[i] == -2 ? -1 : type_of[i];
   }
 }
 
 /// Time the job would take on an isolated 1/M share of the cluster (M = the mean number of
 /// active jobs over its life), for finish-time fairness.
-double simulation::iso_share_time(const live_job& lj) const {
+double simulation::iso_share_time(const job_view& v, const live_job& lj) const {
   const double g = res_.total_gpus;
   const double mean_m = lj.active_time > 0 ? lj.contention / lj.active_time : 1.0;
-  const double f = std::min(1.0, g / (std::max(1.0, mean_m) * lj.view.spec->scale_factor));
+  const double f = std::min(1.0, g / (std::max(1.0, mean_m) * v.spec->scale_factor));
   double mix = 0;
   for (std::size_t k = 0; k < cl_.types.size(); ++k)
-    mix += lj.view.throughput[k] * cl_.types[k].gpus / g;
-  return mix > 0 ? lj.view.spec->total_steps / (f * mix) : 0;
+    mix += v.throughput[k] * cl_.types[k].gpus / g;
+  return mix > 0 ? v.spec->total_steps / (f * mix) : 0;
 }
 
-/// Records the round's outcome of every active job and drops the finished ones.
+/// Records the round's outcome of every active job and drops the finished ones, keeping
+/// the others in order (compacted in place).
 void simulation::retire(const std::vector<bool>& done) {
-  std::vector<live_job> still;
-  still.reserve(active_.size());
-  for (std::size_t i = 0; i < active_.size(); ++i) {
-    auto& lj = active_[i];
-    auto& rec = res_.jobs[lj.record];
-    rec.steps_done = lj.view.steps_done;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < views_.size(); ++i) {
+    auto& rec = res_.jobs[live_[i].record];
+    rec.steps_done = views_[i].steps_done;
     if (!done[i]) {
-      still.push_back(std::move(lj));
+      if (kept != i) {
+        views_[kept] = std::move(views_[i]);
+        live_[kept] = live_[i];
+      }
+      ++kept;
       continue;
     }
     ++completed_;
-    rec.restarts = exec_.restarts(lj.view.spec->id);
-    rec.iso_share_time = iso_share_time(lj);
-    if (in_window(lj.view.spec->id)) --window_left_;
+    rec.restarts = exec_.restarts(views_[i].spec->id);
+    rec.iso_share_time = iso_share_time(views_[i], live_[i]);
+    if (in_window(views_[i].spec->id)) --window_left_;
   }
-  if (still.size() != active_.size()) ++version_;
-  active_ = std::move(still);
+  if (kept != views_.size()) ++version_;
+  views_.resize(kept);
+  live_.resize(kept);
 }
 
 }  // namespace

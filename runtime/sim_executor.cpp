@@ -101,119 +101,153 @@ int sim_executor::restarts(job_id id) const {
   return it == restarts_.end() ? 0 : it->second;
 }
 
-double sim_executor::placed_rate(const std::unordered_map<job_id, const job_view*>& jobs,
-                                 const job_view& jv, const std::vector<const assignment*>& parts,
-                                 bool split) const {
-  if (split) return split_rate(rates_, *jv.spec, parts);
-  const assignment& as = *parts.front();
+double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
+                                 const copy_group& g) const {
+  const assignment& as = *g.first;
+  if (g.split) {
+    std::vector<const assignment*> parts;
+    for (std::size_t a = g.first_index; a != npos; a = next_part_[a])
+      parts.push_back(&p.assignments[a]);
+    return split_rate(rates_, *jv.spec, parts);
+  }
   if (as.partner < 0) return rate(*jv.spec, as.shares);
   // Space sharing: its co-located throughput beside its partner.
-  auto other = jobs.find(as.partner);
-  if (other == jobs.end()) return 0;
-  const auto pair = rates_.colocated_rate(jv.spec->job_type, other->second->spec->job_type,
+  const std::size_t other = index_.find(as.partner);
+  if (other == job_index::npos) return 0;
+  const auto pair = rates_.colocated_rate(jv.spec->job_type, s.jobs[other].spec->job_type,
                                           jv.spec->scale_factor, as.shares);
   return pair ? pair->first : 0.0;
 }
 
+status sim_executor::group_copies(const snapshot& s, const round_plan& p) {
+  index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
+  groups_.clear();
+  first_group_.assign(s.jobs.size(), npos);
+  next_part_.assign(p.assignments.size(), npos);
+  std::vector<std::size_t> last_part;  // per group: its last assignment so far
+  for (std::size_t a = 0; a < p.assignments.size(); ++a) {
+    const assignment& as = p.assignments[a];
+    const std::size_t view = index_.find(as.job);
+    if (view == job_index::npos)
+      return error{error_kind::internal,
+                   "plan names job " + std::to_string(as.job) + ", which is not active"};
+    std::size_t g = first_group_[view];
+    while (g != npos && groups_[g].copy != as.copy) g = groups_[g].next_of_job;
+    if (g == npos) {  // the copy's first assignment: a new group, chained to its job's
+      g = groups_.size();
+      groups_.push_back(copy_group{as.job, as.copy, view, &as, a, false, first_group_[view]});
+      first_group_[view] = g;
+      last_part.push_back(a);
+      continue;
+    }
+    groups_[g].split = true;
+    next_part_[last_part[g]] = a;
+    last_part[g] = a;
+  }
+  for (auto& g : groups_) g.split = g.split || g.first->tasks > 0;
+  return {};
+}
+
 result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
                                                          const round_plan& p) {
-  std::unordered_map<job_id, const job_view*> jobs;
-  for (const auto& jv : s.jobs) jobs[jv.spec->id] = &jv;
-  // The assignments of each job copy, in plan order of first appearance: one for a gang (or
-  // a Hops/Hadar placement), several for a task split (runtime/task_split.hpp).
-  struct copy_group {
-    job_id job = 0;
-    int copy = 0;
-    std::vector<const assignment*> parts;
-  };
-  std::vector<copy_group> groups;
-  {
-    std::map<copy_id, std::size_t> index;
-    for (const auto& as : p.assignments) {
-      auto [it, fresh] = index.emplace(as.id(), groups.size());
-      if (fresh) groups.push_back(copy_group{as.job, as.copy, {}});
-      groups[it->second].parts.push_back(&as);
-    }
-  }
+  if (auto st = group_copies(s, p); !st) return st.err();
   std::vector<copy_progress> out;
-  std::unordered_map<job_id, std::vector<server_share>> now_shares;
-  std::map<copy_id, std::vector<server_share>> now_copy_shares;
-  std::unordered_map<job_id, int> copies;  // copies per job in this plan
-  for (const auto& g : groups) ++copies[g.job];
+  out.reserve(groups_.size());
   std::vector<job_id> forked_order;        // forked jobs, in plan order
-  std::unordered_map<job_id, std::vector<copy_run>> forked;
-  for (const auto& g : groups) {
-    auto it = jobs.find(g.job);
-    if (it == jobs.end())
-      return error{error_kind::internal,
-                   "plan names job " + std::to_string(g.job) + ", which is not active"};
-    const job_view& jv = *it->second;
-    const assignment& as = *g.parts.front();
-    const bool split = g.parts.size() > 1 || as.tasks > 0;
+  std::unordered_map<job_id, std::vector<copy_run>> forked_runs;
+  for (const auto& g : groups_) {
+    const job_view& jv = s.jobs[g.view];
+    const assignment& as = *g.first;
     // A gang runs at the placement's rate; a task split at 1 / its step time. Its shares are
     // those of all its parts (for the restart-cost comparison with the previous round) and its
     // step budget the tightest one given.
     std::vector<server_share> split_shares;
     double budget = as.step_budget;
-    if (split)
-      for (const auto* a : g.parts) {
-        split_shares.insert(split_shares.end(), a->shares.begin(), a->shares.end());
-        if (a->step_budget >= 0) budget = budget < 0 ? a->step_budget
-                                                     : std::min(budget, a->step_budget);
+    if (g.split)
+      for (std::size_t a = g.first_index; a != npos; a = next_part_[a]) {
+        const assignment& part = p.assignments[a];
+        split_shares.insert(split_shares.end(), part.shares.begin(), part.shares.end());
+        if (part.step_budget >= 0)
+          budget = budget < 0 ? part.step_budget : std::min(budget, part.step_budget);
       }
-    const std::vector<server_share>& shares = split ? split_shares : as.shares;
-    const double r = placed_rate(jobs, jv, g.parts, split);
+    const std::vector<server_share>& shares = g.split ? split_shares : as.shares;
+    const double r = placed_rate(s, p, jv, g);
     if (r <= 0)
       return error{error_kind::internal, "job " + std::to_string(g.job) + " (" +
                                              jv.spec->job_type +
                                              ") placed where it has no throughput"};
-    bool moved = true;
-    if (g.copy == 0) {
-      auto prev = last_shares_.find(g.job);
-      moved = prev == last_shares_.end() || prev->second != shares;
-    } else {
-      auto prev = last_copy_shares_.find({g.job, g.copy});
-      moved = prev == last_copy_shares_.end() || prev->second != shares;
-    }
+    // Forked (two or more copies in this plan): its copies run together below.
+    const bool forked = groups_[first_group_[g.view]].next_of_job != npos;
+    const bool moved = moved_since_last_round(g, shares, forked);
     const double lost = moved ? std::min(restart_cost_, p.length) : 0.0;
     if (moved && jv.steps_done > 0) ++restarts_[g.job];
-    if (copies[g.job] > 1) {  // a forked job: its copies run together below
-      if (g.copy == 0)
-        now_shares[g.job] = shares;
-      else
-        now_copy_shares[{g.job, g.copy}] = shares;
-      if (forked.find(g.job) == forked.end()) forked_order.push_back(g.job);
-      forked[g.job].push_back(copy_run{g.copy, r, lost, budget});
+    int gpus = 0;
+    for (const auto& sh : shares) gpus += sh.gpus;
+    if (forked) {
+      if (forked_runs.find(g.job) == forked_runs.end()) forked_order.push_back(g.job);
+      forked_runs[g.job].push_back(copy_run{g.copy, r, lost, budget});
+      forked_gpus_[{g.job, g.copy}] = gpus;
       continue;
     }
-    double steps = r * (p.length - lost);
-    if (budget >= 0) steps = std::min(steps, budget);
-    copy_progress cp;
-    cp.job = g.job;
-    cp.copy = g.copy;
-    if (steps >= jv.remaining_steps) {
-      cp.steps = jv.remaining_steps;
-      cp.finished = true;
-      cp.busy_seconds = lost + jv.remaining_steps / r;
-      cp.finish_time = p.start + cp.busy_seconds;
-    } else {
-      cp.steps = steps;
-      cp.busy_seconds = lost + steps / r;
-    }
-    now_shares[g.job] = shares;
-    out.push_back(cp);
+    out.push_back(run_gang(g, jv, r, lost, budget, p));
+    out.back().gpus = gpus;
   }
   for (const job_id id : forked_order) {
-    const job_view& jv = *jobs.at(id);
-    const auto& runs = forked.at(id);
+    const job_view& jv = s.jobs[index_.find(id)];
+    const auto& runs = forked_runs.at(id);
     const double eff = efficiency_.factor(jv.spec->job_type, static_cast<int>(runs.size()));
     auto ran = run_copies(id, jv.remaining_steps, runs, p.start, p.length,
                           aggregation_.seconds(), eff);
+    for (auto& cp : ran) cp.gpus = forked_gpus_.at({cp.job, cp.copy});
     out.insert(out.end(), ran.begin(), ran.end());
   }
-  last_shares_ = std::move(now_shares);
-  last_copy_shares_ = std::move(now_copy_shares);
+  forked_gpus_.clear();
+  forget_unplaced(p);
   return out;
+}
+
+copy_progress sim_executor::run_gang(const copy_group& g, const job_view& jv, double r,
+                                     double lost, double budget, const round_plan& p) const {
+  double steps = r * (p.length - lost);
+  if (budget >= 0) steps = std::min(steps, budget);
+  copy_progress cp;
+  cp.job = g.job;
+  cp.copy = g.copy;
+  if (steps >= jv.remaining_steps) {
+    cp.steps = jv.remaining_steps;
+    cp.finished = true;
+    cp.busy_seconds = lost + jv.remaining_steps / r;
+    cp.finish_time = p.start + cp.busy_seconds;
+  } else {
+    cp.steps = steps;
+    cp.busy_seconds = lost + steps / r;
+  }
+  return cp;
+}
+
+bool sim_executor::moved_since_last_round(const copy_group& g,
+                                          const std::vector<server_share>& shares, bool forked) {
+  // Entries are updated in place (their vectors' storage reused); one counts as the
+  // previous round's placement only when stamped with that round. A copy is compared with
+  // its own entry; a job's only copy is remembered as the job's (copy 0), as forked copies
+  // 1.. are remembered apart.
+  const copy_id seen{g.job, g.copy};
+  auto it = last_shares_.find(seen);
+  const bool moved =
+      it == last_shares_.end() || it->second.round != round_ - 1 || it->second.shares != shares;
+  placed_shares& last = last_shares_[forked ? seen : copy_id{g.job, 0}];
+  last.shares = shares;
+  last.round = round_;
+  return moved;
+}
+
+void sim_executor::forget_unplaced(const round_plan& p) {
+  // Entries older than this round are stale: drop them now and then, so the map holds
+  // about the jobs placed lately rather than every job ever placed.
+  if (last_shares_.size() > 2 * p.assignments.size() + 1024)
+    for (auto it = last_shares_.begin(); it != last_shares_.end();)
+      it = it->second.round == round_ ? std::next(it) : last_shares_.erase(it);
+  ++round_;
 }
 
 }  // namespace tessera

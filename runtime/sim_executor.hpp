@@ -26,11 +26,13 @@
 /// efficiency of averaged copies, so the job finishes when its effective progress reaches its
 /// total steps.
 
+#include <cstdint>
 #include <map>
 #include <unordered_map>
 #include <utility>
 
 #include "runtime/copy_efficiency.hpp"
+#include "runtime/job_index.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/result.hpp"
 #include "runtime/server_throughput.hpp"
@@ -46,6 +48,7 @@ struct copy_progress {
   double busy_seconds = 0;   ///< seconds the copy held its GPUs (including restart cost)
   bool finished = false;     ///< the job reached its total steps
   double finish_time = 0;    ///< absolute time it finished (valid when finished)
+  int gpus = 0;              ///< GPUs the copy held, over all its placements (0 = unknown)
 };
 
 /// Time model of averaging the parameters of a forked job's copies (HadarE), charged once per
@@ -115,11 +118,37 @@ class sim_executor {
   int restarts(job_id id) const;
 
  private:
-  /// Steps/s of one job copy placed by `parts` (a task split when `split`); a pair's job at
-  /// its co-located throughput beside the partner named in `jobs`.
-  double placed_rate(const std::unordered_map<job_id, const job_view*>& jobs,
-                     const job_view& jv, const std::vector<const assignment*>& parts,
-                     bool split) const;
+  static constexpr std::size_t npos = job_index::npos;
+  /// One job copy of a plan: its assignments (one for a gang or a Hops/Hadar placement,
+  /// several for a task split, runtime/task_split.hpp), chained through next_part_.
+  struct copy_group {
+    job_id job = 0;
+    int copy = 0;
+    std::size_t view = 0;            ///< the job's index in snapshot::jobs
+    const assignment* first = nullptr;
+    std::size_t first_index = 0;     ///< index of `first` in the plan
+    bool split = false;              ///< a task split (several parts, or tasks > 0)
+    std::size_t next_of_job = npos;  ///< another group of the same job (a forked job)
+  };
+  /// A copy's shares when last placed and the round they were placed in.
+  struct placed_shares {
+    std::vector<server_share> shares;
+    std::int64_t round = -2;
+  };
+  /// Groups the plan's assignments by job copy into groups_, in plan order of first
+  /// appearance; an error when the plan names a job that is not active.
+  status group_copies(const snapshot& s, const round_plan& p);
+  /// Steps/s of one job copy; a pair's job at its co-located throughput beside its partner.
+  double placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
+                     const copy_group& g) const;
+  /// A job copy alone (not forked) running at `r` for the round.
+  copy_progress run_gang(const copy_group& g, const job_view& jv, double r, double lost,
+                         double budget, const round_plan& p) const;
+  /// Whether the copy runs on other shares than in the previous round; records these.
+  bool moved_since_last_round(const copy_group& g, const std::vector<server_share>& shares,
+                              bool forked);
+  /// Ends the round: drops placements of copies not placed lately.
+  void forget_unplaced(const round_plan& p);
 
   server_throughput rates_;
   double restart_cost_;
@@ -127,10 +156,22 @@ class sim_executor {
   /// Off by default here (the constructors without it keep the upper-bound model); the
   /// simulator passes sim_config::copy_efficiency, on by default.
   copy_efficiency efficiency_{false};
-  std::unordered_map<job_id, std::vector<server_share>> last_shares_;
-  /// Shares of copies 1.. of forked jobs in the previous round, by (job, copy).
-  std::map<copy_id, std::vector<server_share>> last_copy_shares_;
+  /// Each job copy's latest placement: a job placed alone under (job, 0), copies 1.. of
+  /// forked jobs under their own (job, copy).
+  struct copy_hash {
+    std::size_t operator()(copy_id c) const {
+      return std::hash<job_id>()(c.job) * 31 + static_cast<std::size_t>(c.copy);
+    }
+  };
+  std::unordered_map<copy_id, placed_shares, copy_hash> last_shares_;
+  std::int64_t round_ = 0;  ///< rounds executed
   std::unordered_map<job_id, int> restarts_;
+  // Per-round scratch, kept to reuse its storage.
+  job_index index_;                       ///< snapshot::jobs by id
+  std::vector<copy_group> groups_;
+  std::vector<std::size_t> first_group_;  ///< per job of the snapshot: a group of it, or npos
+  std::vector<std::size_t> next_part_;    ///< per assignment: the next of its copy, or npos
+  std::map<copy_id, int> forked_gpus_;    ///< GPUs of each forked copy this round
 };
 
 }  // namespace tessera
