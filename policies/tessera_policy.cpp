@@ -178,7 +178,7 @@ std::vector<option_spec> tessera_policy_options() {
       {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.1, 0,
        10},
       {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this; 0: "
-                      "no cap", 0.1, 0, 1e6},
+                      "no cap", 0.02, 0, 1e6},
   };
 }
 

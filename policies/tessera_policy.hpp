@@ -74,7 +74,7 @@ struct tessera_params {
   double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking
   double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
-  double fork_lr_cap = 0.1;     ///< no copy that would lift the projected LR above; 0 = none
+  double fork_lr_cap = 0.02;    ///< no copy that would lift the projected LR above; 0 = none
 };
 
 /// The job classes of step 1, highest first.

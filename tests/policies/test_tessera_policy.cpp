@@ -227,7 +227,7 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
   REQUIRE(p);
   CHECK(copies_of(p.value(), 0) == 1);
   // A job that waited 1000 s and has 2000 s of work left: two copies (1.536 steps/s) would
-  // end its run after 1302 s, a latency ratio of 0.77 above the cap of 0.1: no copy. Without
+  // end its run after 1302 s, a latency ratio of 0.77 above the cap of 0.02: no copy. Without
   // the cap it forks.
   std::vector<job> waited = {make_job(0, "ResNet-18 (batch size 32)", 1, 2000)};
   s = make_snapshot(cl, waited, {{1}}, 1000);
