@@ -38,19 +38,18 @@ double projected_ftf(const snapshot& s, const job_view& jv, std::size_t active) 
 /// Each job's class and key within it (step 1).
 std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
   const std::size_t n = s.jobs.size();
-  std::vector<double> rem(n, 0.0);
+  std::vector<double> best(n, 0.0), rem(n, 0.0);
   double work = 0;  // GPU-seconds of remaining work at each job's best rate
   for (std::size_t i = 0; i < n; ++i) {
-    const double best = hare_best_rate(s.jobs[i]);
-    if (best > 0) rem[i] = s.jobs[i].remaining_steps / best;
+    best[i] = hare_best_rate(s.jobs[i]);
+    if (best[i] > 0) rem[i] = s.jobs[i].remaining_steps / best[i];
     work += std::max(1, s.jobs[i].spec->scale_factor) * rem[i];
   }
   const double drain = work / std::max(1, s.cl->total_gpus());
   std::vector<order_key> keys(n);
   for (std::size_t i = 0; i < n; ++i) {
     const job_view& jv = s.jobs[i];
-    const double best = hare_best_rate(jv);
-    const double expected = best > 0 ? jv.spec->total_steps / best : 0.0;
+    const double expected = best[i] > 0 ? jv.spec->total_steps / best[i] : 0.0;
     // Urgency: how far past its guard the job is, on either measure (>= 1: starving).
     double urgency = p.lr_guard > 0 ? latency_ratio(s.now, jv, expected) / p.lr_guard : 0.0;
     if (p.ftf_guard > 0) urgency = std::max(urgency, projected_ftf(s, jv, n) / p.ftf_guard);

@@ -100,6 +100,18 @@ cluster three_ones() {
                        {0, "c", "v100", 0, 1, 1.0}});
 }
 
+/// One fast GPU (type "fast") and one slow one, each on its own server.
+cluster fast1_slow1() {
+  return make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "s0", "slow", 0, 1, 1.0}});
+}
+
+/// The (first) server of each job in a plan.
+std::map<job_id, int> server_of(const round_plan& p) {
+  std::map<job_id, int> out;
+  for (const auto& as : p.assignments) out[as.job] = as.shares[0].server;
+  return out;
+}
+
 /// Copies in a plan of job `id`.
 int copies_of(const round_plan& p, job_id id) {
   std::set<int> c;
@@ -254,7 +266,7 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   // One fast GPU (4 steps/s) and one slow (1 step/s). Job 0 has the least service (none) but
   // arrived last; job 1 has served 400 steps (100 ideal GPU-s) and waited 1000 s on an
   // expected run time of 250 s (1000 steps at 4/s): LR 4 >= 1, so it goes first.
-  const auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "s0", "slow", 0, 1, 1.0}});
+  const auto cl = fast1_slow1();
   std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
   auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
   s.jobs[1].steps_done = 400;
@@ -264,20 +276,16 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   p.critical_share = 0;
   p.ftf_guard = 0;
   p.max_copies = 1;
-  auto pol = make_tessera_policy("tessera", p);
-  auto plan = pol->plan(s);
+  auto plan = make_tessera_policy("tessera", p)->plan(s);
   REQUIRE(plan);
-  std::map<job_id, int> server;
-  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
-  CHECK(server.at(1) == 0);
-  CHECK(server.at(0) == 1);
+  CHECK(server_of(plan.value()).at(1) == 0);
+  CHECK(server_of(plan.value()).at(0) == 1);
   // Without the guard, least attained service puts job 0 first.
   p.lr_guard = 0;
   plan = make_tessera_policy("tessera", p)->plan(s);
   REQUIRE(plan);
-  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
-  CHECK(server.at(0) == 0);
-  CHECK(server.at(1) == 1);
+  CHECK(server_of(plan.value()).at(0) == 0);
+  CHECK(server_of(plan.value()).at(1) == 1);
 }
 
 TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
@@ -287,7 +295,7 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   // ran all 1100 s on the slow GPU: 200 of 1000 steps (service 200 / 4 = 50, never waited).
   // Its projected FTF is (1100 x 2.5 + 800) / 1000 = 3.55 >= 1.2: it goes first. Job 0
   // arrived at 1000 with 1e6 steps: (100 x 2.5 + 1e6) / 1e6 = 1.00025, normal.
-  const auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "s0", "slow", 0, 1, 1.0}});
+  const auto cl = fast1_slow1();
   std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
   auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
   s.jobs[1].steps_done = 200;
@@ -301,9 +309,7 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::starving});
   auto plan = make_tessera_policy("tessera", p)->plan(s);
   REQUIRE(plan);
-  std::map<job_id, int> server;
-  for (const auto& as : plan->assignments) server[as.job] = as.shares[0].server;
-  CHECK(server.at(1) == 0);
+  CHECK(server_of(plan.value()).at(1) == 0);
   // A guard of 4 leaves it normal: least attained service puts job 0 (none) first.
   p.ftf_guard = 4;
   CHECK(tessera_order(s, p) == std::vector<std::size_t>{0, 1});
