@@ -4,10 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
+#include "policies/server_index.hpp"
 #include "runtime/server_throughput.hpp"
 
 namespace tessera {
@@ -67,6 +69,8 @@ struct gpu_pool {
 struct server_rates {
   std::vector<double> single;
   std::vector<double> multi;
+  double best = 0;                ///< the best rate_on over the servers (0: none)
+  std::vector<double> pool_rate;  ///< per pool, the best rate_on among its servers
 };
 
 /// What the round's planning knows of one job.
@@ -93,6 +97,8 @@ struct hadar_round {
   std::vector<int> pool_of;  ///< per server
   std::vector<gpu_pool> pools;
   std::vector<int> free;     ///< per server
+  int free_total = 0;
+  free_buckets buckets;      ///< `free` by (server class, free count)
   std::vector<job_info> info;
   std::unordered_map<job_id, int> previous_server;  ///< single-server placements, last round
   round_plan plan;
@@ -114,32 +120,35 @@ double rate_on(const cluster& cl, const job_info& in, int u) {
   return fits ? in.rates->single[u] : in.rates->multi[u];
 }
 
-/// Pools (servers of one type and speed factor) with their capacities, every GPU free.
-void make_pools(const cluster& cl, hadar_round& rd) {
-  rd.pool_of.assign(cl.servers.size(), 0);
+/// Each server's pool: servers of one GPU type and speed factor, numbered by first server.
+std::vector<int> pool_numbers(const cluster& cl) {
+  std::vector<int> pool_of(cl.servers.size(), 0);
   std::map<std::pair<int, double>, int> index;
-  for (const auto& sv : cl.servers) {
-    auto [it, fresh] =
-        index.emplace(std::make_pair(sv.type_index, sv.speed), static_cast<int>(rd.pools.size()));
-    if (fresh) rd.pools.emplace_back();
-    rd.pool_of[sv.id] = it->second;
-    rd.pools[it->second].capacity += sv.gpus;
-  }
+  for (const auto& sv : cl.servers)
+    pool_of[sv.id] = index.emplace(std::make_pair(sv.type_index, sv.speed),
+                                   static_cast<int>(index.size()))
+                         .first->second;
+  return pool_of;
+}
+
+/// Pools with their capacities and every GPU free.
+void make_pools(const cluster& cl, const std::vector<int>& pool_of, hadar_round& rd) {
+  rd.pool_of = pool_of;
+  for (const int c : pool_of)
+    if (c >= static_cast<int>(rd.pools.size())) rd.pools.resize(static_cast<std::size_t>(c) + 1);
   rd.free.assign(cl.servers.size(), 0);
-  for (const auto& sv : cl.servers) rd.free[sv.id] = sv.gpus;
+  for (const auto& sv : cl.servers) {
+    rd.pools[pool_of[sv.id]].capacity += sv.gpus;
+    rd.free[sv.id] = sv.gpus;
+    rd.free_total += sv.gpus;
+  }
 }
 
 /// Adds the job's value to each pool it can use: its best rate there over its best rate.
-void add_pool_values(const snapshot& s, const job_info& in, hadar_round& rd) {
-  const cluster& cl = *s.cl;
-  std::vector<double> pool_rate(rd.pools.size(), 0.0);
-  for (int u = 0; u < static_cast<int>(cl.servers.size()); ++u) {
-    if (!usable(s.jobs[in.index], cl.servers[u])) continue;
-    pool_rate[rd.pool_of[u]] = std::max(pool_rate[rd.pool_of[u]], rate_on(cl, in, u));
-  }
-  for (std::size_t c = 0; c < rd.pools.size(); ++c)
-    if (pool_rate[c] > 0) {
-      rd.pools[c].value_sum += pool_rate[c] / in.best;
+void add_pool_values(const job_info& in, hadar_round& rd) {
+  for (std::size_t c = 0; c < rd.pools.size() && c < in.rates->pool_rate.size(); ++c)
+    if (in.rates->pool_rate[c] > 0) {
+      rd.pools[c].value_sum += in.rates->pool_rate[c] / in.best;
       ++rd.pools[c].value_jobs;
     }
 }
@@ -160,7 +169,8 @@ void order_jobs(const snapshot& s, double critical_share, double work, hadar_rou
 }
 
 /// Adds a copy's placement to the plan and takes its GPUs.
-void admit(const snapshot& s, std::size_t o, const candidate& c, hadar_round& rd) {
+void admit(const snapshot& s, const server_classes& classes, std::size_t o, const candidate& c,
+           hadar_round& rd) {
   const cluster& cl = *s.cl;
   assignment as;
   as.job = s.jobs[rd.info[o].index].spec->id;
@@ -168,7 +178,10 @@ void admit(const snapshot& s, std::size_t o, const candidate& c, hadar_round& rd
   as.shares = c.shares;
   as.type = cl.servers[c.shares.front().server].type_index;
   for (const auto& sh : c.shares) {
+    rd.buckets.update(sh.server, classes.of(sh.server), rd.free[sh.server],
+                      rd.free[sh.server] - sh.gpus);
     rd.free[sh.server] -= sh.gpus;
+    rd.free_total -= sh.gpus;
     rd.pools[rd.pool_of[sh.server]].used += sh.gpus;
     rd.copy_servers[o].push_back(sh.server);
     if (cl.servers[sh.server].type_index != as.type) as.type = -1;
@@ -176,6 +189,29 @@ void admit(const snapshot& s, std::size_t o, const candidate& c, hadar_round& rd
   rd.plan.assignments.push_back(std::move(as));
   rd.copy_rate[o] += c.rate;
   ++rd.copies[o];
+}
+
+/// True when u is among `servers` (a job's copies' servers: a handful).
+bool listed(const std::vector<int>& servers, int u) {
+  return std::find(servers.begin(), servers.end(), u) != servers.end();
+}
+
+/// Calls take(u) for the servers of `cls` with f free GPUs, ids ascending, not `banned`,
+/// until take returns true; returns whether it did.
+template <class Take>
+bool walk_bucket(const free_buckets& b, const std::vector<int>& cls, int f,
+                 const std::vector<int>& banned, Take take) {
+  std::vector<std::pair<std::set<int>::const_iterator, std::set<int>::const_iterator>> at;
+  for (const int c : cls) at.emplace_back(b.at(c, f).begin(), b.at(c, f).end());
+  for (;;) {
+    std::size_t low = at.size();
+    for (std::size_t i = 0; i < at.size(); ++i)
+      if (at[i].first != at[i].second && (low == at.size() || *at[i].first < *at[low].first))
+        low = i;
+    if (low == at.size()) return false;
+    const int u = *at[low].first++;
+    if (!listed(banned, u) && take(u)) return true;
+  }
 }
 
 class hadar_policy final : public policy {
@@ -191,8 +227,9 @@ class hadar_policy final : public policy {
     if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     refresh_cache(s);
     hadar_round rd;
-    make_pools(*s.cl, rd);
+    make_pools(*s.cl, pool_of_, rd);
     order_jobs(s, p_.critical_share, job_infos(s, rd), rd);
+    rd.buckets = free_buckets(classes_, rd.free);  // after job_infos: its look-ups refine
     if (s.last_plan)
       for (const auto& as : s.last_plan->assignments)
         if (as.copy == 0 && as.shares.size() == 1)
@@ -203,10 +240,9 @@ class hadar_policy final : public policy {
     rd.copy_rate.assign(rd.info.size(), 0.0);
     rd.copies.assign(rd.info.size(), 0);
 
-    const std::vector<char> none(s.cl->servers.size(), 0);
-    for (std::size_t o = 0; o < rd.info.size(); ++o) {
-      const candidate c = dual(s, rd.info[o], none, rd);
-      if (c.payoff > 0) admit(s, o, c, rd);
+    for (std::size_t o = 0; o < rd.info.size() && rd.free_total > 0; ++o) {
+      const candidate c = dual(s, rd.info[o], {}, rd);
+      if (c.payoff > 0) admit(s, classes_, o, c, rd);
     }
     fork_copies(s, rd);
     return std::move(rd.plan);
@@ -216,7 +252,6 @@ class hadar_policy final : public policy {
   /// The job infos of every job with an estimate somewhere (pool values added when prices
   /// are valued); returns the remaining work, in GPU-seconds at every job's best rate.
   double job_infos(const snapshot& s, hadar_round& rd) {
-    const cluster& cl = *s.cl;
     double work = 0;
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       const job_view& jv = s.jobs[i];
@@ -224,10 +259,9 @@ class hadar_policy final : public policy {
       in.index = i;
       in.k = jv.spec->scale_factor;
       in.rates = &rates_for(s, jv);
-      for (int u = 0; u < static_cast<int>(cl.servers.size()); ++u)
-        if (usable(jv, cl.servers[u])) in.best = std::max(in.best, rate_on(cl, in, u));
+      in.best = in.rates->best;
       if (in.best <= 0) continue;  // no estimate anywhere: cannot be placed
-      if (p_.value_prices) add_pool_values(s, in, rd);
+      if (p_.value_prices) add_pool_values(in, rd);
       in.rem = std::max(0.0, jv.remaining_steps) / in.best;
       const double wait = std::max(0.0, s.now - jv.spec->arrival - jv.run_time);
       in.weight = jv.spec->priority_weight * (1.0 + wait / std::max(in.rem, s.round_length));
@@ -260,78 +294,91 @@ class hadar_policy final : public policy {
     return candidate{std::move(shares), r, payoff};
   }
 
-  /// The dual subroutine: the best-payoff placement of one copy of the job on the servers in
-  /// `open` (free GPUs it may use), given the prices.
-  candidate dual(const snapshot& s, const job_info& in, const std::vector<char>& banned,
+  /// The dual subroutine: the best-payoff placement of one copy of the job on the free GPUs
+  /// of servers it may use and are not `banned`, given the prices.
+  candidate dual(const snapshot& s, const job_info& in, const std::vector<int>& banned,
                  const hadar_round& rd) const {
     const job_view& jv = s.jobs[in.index];
-    std::vector<int> open;
-    for (int u = 0; u < static_cast<int>(s.cl->servers.size()); ++u)
-      if (!banned[u] && rd.free[u] > 0 && usable(jv, s.cl->servers[u])) open.push_back(u);
+    std::vector<int> cls;  // the server classes the job may use
+    for (int c = 0; c < classes_.count(); ++c)
+      if (usable(jv, s.cl->servers[classes_.first(c)])) cls.push_back(c);
     candidate best;
     auto consider = [&](std::vector<server_share> shares) {
       candidate c = priced(in, std::move(shares), rd);
       if (c.payoff > best.payoff + 1e-12) best = std::move(c);
     };
-    for (const int u : single_server_picks(s, in, open, banned, rd))
+    for (const int u : single_server_picks(s, in, cls, banned, rd))
       if (u >= 0) consider({server_share{u, in.k}});
-    for (auto& shares : spanning_placements(s, in, open, rd)) consider(std::move(shares));
+    for (auto& shares : spanning_placements(s, in, cls, banned, rd)) consider(std::move(shares));
     return best;
   }
 
-  /// Candidates (a): one server per pool with room for the copy, the best fit, or the job's
-  /// previous server when it has room; -1 for a pool without one.
-  static std::vector<int> single_server_picks(const snapshot& s, const job_info& in,
-                                              const std::vector<int>& open,
-                                              const std::vector<char>& banned,
-                                              const hadar_round& rd) {
+  /// Candidates (a): one server per pool with room for the copy, the best fit (lowest id
+  /// among equals), or the job's previous server when it has room; -1 for a pool without one.
+  std::vector<int> single_server_picks(const snapshot& s, const job_info& in,
+                                       const std::vector<int>& cls,
+                                       const std::vector<int>& banned,
+                                       const hadar_round& rd) const {
     const int k = in.k;
     std::vector<int> pick(rd.pools.size(), -1);
-    for (const int u : open) {
-      if (rd.free[u] < k) continue;
-      int& cur = pick[rd.pool_of[u]];
-      if (cur < 0 || rd.free[u] < rd.free[cur]) cur = u;
-    }
+    const auto is_banned = [&](int u) { return listed(banned, u); };
+    for (const int c : cls)
+      for (int f = std::max(1, k); f <= rd.buckets.max_free(); ++f)
+        if (const int u = rd.buckets.first(c, f, is_banned); u >= 0) {
+          int& cur = pick[rd.pool_of[u]];
+          if (cur < 0 || f < rd.free[cur] || (f == rd.free[cur] && u < cur)) cur = u;
+          break;
+        }
     const job_view& jv = s.jobs[in.index];
     if (const auto prev = rd.previous_server.find(jv.spec->id); prev != rd.previous_server.end()) {
       const int u = prev->second;
-      if (u >= 0 && u < static_cast<int>(s.cl->servers.size()) && !banned[u] && rd.free[u] >= k &&
-          usable(jv, s.cl->servers[u]))
+      if (u >= 0 && u < static_cast<int>(s.cl->servers.size()) && !is_banned(u) &&
+          rd.free[u] >= k && usable(jv, s.cl->servers[u]))
         pick[rd.pool_of[u]] = u;
     }
     return pick;
   }
 
-  /// Candidates (b): for each speed threshold, k GPUs from the open servers (`by_speed`,
-  /// sorted here) at least that fast (spanning rates), fastest first then most free; only
-  /// those spanning servers.
+  /// Candidates (b): for each speed threshold, k GPUs from the open servers at least that
+  /// fast (spanning rates), fastest first, then most free GPUs, then lowest id; only those
+  /// spanning servers. The servers are walked class by class (a class's servers share a
+  /// rate), so a threshold costs O(k) bucket steps, not a sort of every server.
   std::vector<std::vector<server_share>> spanning_placements(const snapshot& s,
                                                             const job_info& in,
-                                                            std::vector<int> by_speed,
+                                                            const std::vector<int>& cls,
+                                                            const std::vector<int>& banned,
                                                             const hadar_round& rd) const {
     const cluster& cl = *s.cl;
     const int k = in.k;
-    std::sort(by_speed.begin(), by_speed.end(), [&](int a, int b) {
-      const double ra = in.rates->multi[a], rb = in.rates->multi[b];
-      if (ra != rb) return ra > rb;
-      if (rd.free[a] != rd.free[b]) return rd.free[a] > rd.free[b];
-      return a < b;
-    });
+    std::map<double, std::vector<int>, std::greater<double>> by_rate;  // positive rates only
+    for (const int c : cls)
+      if (in.rates->multi[classes_.first(c)] > 0)
+        by_rate[in.rates->multi[classes_.first(c)]].push_back(c);
+    std::vector<std::vector<int>> groups;
+    for (auto& [rate, g] : by_rate) groups.push_back(std::move(g));
     std::vector<std::vector<server_share>> out;
-    double last_threshold = -1;
-    for (const int t : by_speed) {
-      const double threshold = in.rates->multi[t];
-      if (threshold <= 0 || threshold == last_threshold) continue;
-      last_threshold = threshold;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      int head = -1;  // the group's first open server, fastest-then-most-free order
+      for (int f = rd.buckets.max_free(); f >= 1 && head < 0; --f)
+        walk_bucket(rd.buckets, groups[i], f, banned, [&](int u) {
+          head = u;
+          return true;
+        });
+      if (head < 0) continue;  // no open server at this rate: not a threshold
       std::vector<server_share> shares;
       int got = 0;
-      for (const int u : by_speed) {
-        if (got == k) break;
-        if (in.rates->multi[u] < threshold) break;
-        if (!p_.mixed_types && cl.servers[u].type_index != cl.servers[t].type_index) continue;
-        const int g = std::min(rd.free[u], k - got);
-        shares.push_back(server_share{u, g});
-        got += g;
+      for (std::size_t j = 0; j <= i && got < k; ++j) {
+        std::vector<int> g;
+        for (const int c : groups[j])
+          if (p_.mixed_types || cl.servers[classes_.first(c)].type_index == cl.servers[head].type_index)
+            g.push_back(c);
+        for (int f = rd.buckets.max_free(); f >= 1 && got < k; --f)
+          walk_bucket(rd.buckets, g, f, banned, [&](int u) {
+            const int take = std::min(f, k - got);
+            shares.push_back(server_share{u, take});
+            got += take;
+            return got == k;
+          });
       }
       if (got == k && shares.size() > 1) out.push_back(std::move(shares));
     }
@@ -344,14 +391,12 @@ class hadar_policy final : public policy {
     const int copy_cap =
         s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
     for (int copy = 1; copy < copy_cap; ++copy) {
-      for (std::size_t o = 0; o < rd.info.size(); ++o) {
+      for (std::size_t o = 0; o < rd.info.size() && rd.free_total > 0; ++o) {
         if (rd.copies[o] != copy) continue;
         const job_view& jv = s.jobs[rd.info[o].index];
         if (rd.copy_rate[o] * s.round_length >= jv.remaining_steps) continue;  // ends this round
-        std::vector<char> banned(s.cl->servers.size(), 0);
-        for (const int u : rd.copy_servers[o]) banned[u] = 1;
-        const candidate c = dual(s, rd.info[o], banned, rd);
-        if (c.payoff > 0) admit(s, o, c, rd);
+        const candidate c = dual(s, rd.info[o], rd.copy_servers[o], rd);
+        if (c.payoff > 0) admit(s, classes_, o, c, rd);
       }
     }
   }
@@ -364,6 +409,8 @@ class hadar_policy final : public policy {
     if (!s.rates || s.cl != cached_cluster_ || s.rates != cached_rates_ ||
         version != cached_version_) {
       cache_.clear();
+      pool_of_ = pool_numbers(*s.cl);
+      classes_ = server_classes(pool_of_);
       cached_cluster_ = s.cl;
       cached_rates_ = s.rates;
       cached_version_ = version;
@@ -372,6 +419,7 @@ class hadar_policy final : public policy {
 
   /// Per-server rates of the job's (type, scale factor), from the snapshot's throughput model
   /// (the executor's) or, without one, from the job's per-type view scaled by speed factors.
+  /// Jobs of one (type, scale factor) share the entry, including where they may run.
   const server_rates& rates_for(const snapshot& s, const job_view& jv) {
     const int k = jv.spec->scale_factor;
     const std::string key = s.rates ? jv.spec->job_type + '\x1f' + std::to_string(k)
@@ -397,12 +445,26 @@ class hadar_policy final : public policy {
         r.multi[sv.id] = k > 1 ? v : 0;
       }
     }
+    job_info in;
+    in.k = k;
+    in.rates = &r;
+    for (const int c : pool_of_)
+      if (c >= static_cast<int>(r.pool_rate.size())) r.pool_rate.resize(c + 1, 0.0);
+    for (const auto& sv : cl.servers) {
+      if (!usable(jv, sv)) continue;
+      const double v = rate_on(cl, in, sv.id);
+      r.best = std::max(r.best, v);
+      r.pool_rate[pool_of_[sv.id]] = std::max(r.pool_rate[pool_of_[sv.id]], v);
+    }
+    classes_.refine(r.single, r.multi);
     return cache_.emplace(key, std::move(r)).first->second;
   }
 
   std::string name_;
   hadar_params p_;
   std::unordered_map<std::string, server_rates> cache_;
+  std::vector<int> pool_of_;  ///< per server: its pool
+  server_classes classes_;    ///< pools split until every cached rate is equal within a class
   const cluster* cached_cluster_ = nullptr;
   const server_throughput* cached_rates_ = nullptr;
   std::uint64_t cached_version_ = 0;

@@ -71,8 +71,12 @@
 /// round. Progress of a job is the sum of its copies' (the simulator adds them and charges
 /// one parameter averaging per round; see runtime/sim_executor.hpp `copy_aggregation`).
 ///
-/// Complexity per round, M active jobs, S servers, C pools, K copies: O(M log M) ordering,
-/// O(M K C S log S) candidate generation with throughput look-ups (O(log E) each).
+/// Complexity per round, M active jobs, S servers, C server classes (pools split until every
+/// cached rate is equal within one; policies/server_index.hpp), F GPUs per server, K
+/// copies: O(M log M) ordering, O(S) to bucket the free GPUs, and per job and copy while
+/// GPUs are free O(C F + C k) bucket steps for the candidates (each pool's best fit, and per
+/// rate threshold the fastest k GPUs), not a sort of the S servers; throughput look-ups are
+/// cached per (job type, k), with each pool's best rate, so a job costs O(C) to value.
 
 #include <memory>
 #include <vector>

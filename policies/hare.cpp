@@ -31,6 +31,7 @@ void hare_task_times::refresh(const snapshot& s) {
   if (!s.rates || s.rates != cached_rates_ || s.cl != cached_cluster_ ||
       version != cached_version_) {
     cache_.clear();
+    classes_ = server_classes(std::vector<int>(s.cl->servers.size(), 0));
     cached_rates_ = s.rates;
     cached_cluster_ = s.cl;
     cached_version_ = version;
@@ -63,6 +64,7 @@ const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
       }
     }
   }
+  classes_.refine(single, multi);
   return cache_.emplace(key, std::make_pair(std::move(single), std::move(multi)))
       .first->second;
 }
@@ -103,92 +105,135 @@ bool better(const candidate& a, const candidate& b) {
   return a.lease && !b.lease;
 }
 
-/// Candidates (a): for each server, all K tasks spread evenly over as few of its free GPUs as
-/// give the shortest step; the best of them.
-candidate best_one_server(const std::vector<int>& servers, int k, const hare_fill_params& p,
-                          const std::vector<int>& free, const std::vector<double>& single,
-                          const std::vector<double>& multi, const std::set<int>& prev) {
-  candidate best;
-  for (const int u : servers) {
-    if (!std::isfinite(single[u])) continue;
-    if (!p.relaxed && free[u] < k) continue;
-    const int g = std::min(k, free[u]);
-    const int per = (k + g - 1) / g;        // tasks on the busiest GPU
-    const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
-    const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
-    candidate c;
-    for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
-    score(c, single, multi, prev);
-    if (better(c, best)) best = std::move(c);
-  }
-  return best;
-}
-
-/// Candidate (b), spanning servers: each of the K tasks in turn where it would finish
-/// earliest, one more task on a GPU of the job's (relaxed only) or a free GPU, with spanning
-/// task times; ties reuse a GPU before taking a new one, then prefer a server the job already
-/// uses. Its step is infinite when some task finds no GPU.
-candidate earliest_finish_spread(const std::vector<int>& servers, int k,
-                                 const hare_fill_params& p, const std::vector<int>& free,
-                                 const std::vector<double>& single,
-                                 const std::vector<double>& multi, const std::set<int>& prev) {
-  std::vector<std::vector<int>> on(free.size());  // tasks per GPU of this job, per server
+/// The placement of all K tasks on server u alone, spread evenly over as few of its free GPUs
+/// as give the shortest step.
+candidate on_one_server(int u, int k, const std::vector<int>& free,
+                        const std::vector<double>& single, const std::vector<double>& multi,
+                        const std::set<int>& prev) {
+  const int g = std::min(k, free[u]);
+  const int per = (k + g - 1) / g;        // tasks on the busiest GPU
+  const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
+  const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
   candidate c;
-  for (int task = 0; task < k; ++task) {
-    int pick = -1;
-    bool pick_new = false;
-    double pick_finish = std::numeric_limits<double>::infinity();
-    auto consider = [&](int u, bool fresh, double finish) {
-      bool take = false;
-      if (pick < 0 || finish < pick_finish) {
-        take = true;
-      } else if (finish == pick_finish) {
-        if (fresh != pick_new) take = !fresh;  // reuse a GPU before taking a new one
-        else if (on[u].empty() != on[pick].empty()) take = !on[u].empty();
-      }
-      if (take) {
-        pick = u;
-        pick_new = fresh;
-        pick_finish = finish;
-      }
-    };
-    for (const int u : servers) {
-      if (!std::isfinite(multi[u])) continue;
-      if (p.relaxed && !on[u].empty()) {
-        const int least = *std::min_element(on[u].begin(), on[u].end());
-        consider(u, false, (least + 1) * multi[u]);
-      }
-      if (free[u] > static_cast<int>(on[u].size())) consider(u, true, multi[u]);
-    }
-    if (pick < 0) return c;
-    if (pick_new) {
-      on[pick].push_back(1);
-    } else {
-      ++*std::min_element(on[pick].begin(), on[pick].end());
-    }
-  }
-  for (std::size_t u = 0; u < on.size(); ++u)
-    for (const int n : on[u]) c.gpus.emplace_back(static_cast<int>(u), n);
+  for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
   score(c, single, multi, prev);
   return c;
 }
 
-/// The servers with free GPUs the job may use, in tie-break order: fastest (single-server
-/// task time), best fit, id.
-std::vector<int> open_servers(const snapshot& s, const job_view& jv, const std::vector<int>& free,
-                              const std::vector<double>& single,
-                              const std::vector<double>& multi) {
-  std::vector<int> servers;
-  for (int u = 0; u < static_cast<int>(free.size()); ++u)
-    if (free[u] > 0 && split_runs_on(s, jv, u) &&
-        (std::isfinite(single[u]) || std::isfinite(multi[u])))
-      servers.push_back(u);
-  std::sort(servers.begin(), servers.end(), [&](int a, int b) {
+/// What one place() call may use: the job's per-server task times, the free GPUs by class
+/// and the servers it must not use. A server is open to the job when it has a free GPU, a
+/// finite task time and is not avoided; the rule scans open servers in the order (single-server
+/// task time, free GPUs, id), which `before` reproduces.
+struct fill_view {
+  const std::vector<double>& single;
+  const std::vector<double>& multi;
+  const std::vector<int>& free;
+  const server_classes& classes;
+  const free_buckets& buckets;
+  const std::set<int>& avoid;
+  bool before(int a, int b) const {
     if (single[a] != single[b]) return single[a] < single[b];
     if (free[a] != free[b]) return free[a] < free[b];
     return a < b;
+  }
+};
+
+/// Candidates (a): for each open server, all K tasks on it alone; the best of them by
+/// `better`, first in scan order on ties. Servers of one class with the same free count give
+/// the same candidate but for `lease`, so each (task time, free count) bucket is tried once,
+/// with its lowest-id server of the previous round if it has one, else its lowest id.
+candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
+                          const std::set<int>& prev) {
+  std::vector<int> cls;  // classes with a finite single-server task time, by that time
+  for (int c = 0; c < v.classes.count(); ++c)
+    if (std::isfinite(v.single[v.classes.first(c)])) cls.push_back(c);
+  std::stable_sort(cls.begin(), cls.end(), [&](int a, int b) {
+    return v.single[v.classes.first(a)] < v.single[v.classes.first(b)];
   });
-  return servers;
+  const auto avoided = [&](int u) { return v.avoid.count(u) > 0; };
+  candidate best;
+  for (std::size_t i = 0, j = 0; i < cls.size(); i = j) {
+    const double t = v.single[v.classes.first(cls[i])];
+    for (j = i; j < cls.size() && v.single[v.classes.first(cls[j])] == t; ++j) {
+    }
+    for (int f = p.relaxed ? 1 : k; f <= v.buckets.max_free(); ++f) {
+      int u = -1;
+      for (const int w : prev)  // ascending: the first match is the lowest id
+        if (w < static_cast<int>(v.free.size()) && v.free[w] == f && v.single[w] == t &&
+            !avoided(w)) {
+          u = w;
+          break;
+        }
+      for (std::size_t x = i; u < 0 && x < j; ++x) {
+        const int w = v.buckets.first(cls[x], f, avoided);
+        if (w >= 0 && (u < 0 || w < u)) u = w;
+      }
+      if (u < 0) continue;
+      candidate c = on_one_server(u, k, v.free, v.single, v.multi, prev);
+      if (better(c, best)) best = std::move(c);
+    }
+  }
+  return best;
+}
+
+/// One task's possible GPU in earliest_finish_spread, ordered by finish time, then reuse of
+/// a GPU of the job's before a new one, then a server the job already uses, then scan order.
+struct task_slot {
+  int u = -1;
+  double finish = std::numeric_limits<double>::infinity();
+  bool fresh = false;  ///< a GPU the job does not hold yet
+  bool first_on_server = false;
+};
+
+/// Candidate (b), spanning servers: each of the K tasks in turn where it would finish
+/// earliest, one more task on a GPU of the job's (relaxed only) or a free GPU, with spanning
+/// task times; ties reuse a GPU before taking a new one, then prefer a server the job already
+/// uses, then scan order. Its step is infinite when some task finds no GPU. Servers the job
+/// does not use yet are looked up per class: the first in scan order of each class.
+candidate earliest_finish_spread(const fill_view& v, int k, const hare_fill_params& p,
+                                 const std::set<int>& prev) {
+  std::map<int, std::vector<int>> on;  // tasks per GPU of this job, per server
+  const auto wins = [&](const task_slot& a, const task_slot& b) {
+    if (b.u < 0) return true;
+    if (a.finish != b.finish) return a.finish < b.finish;
+    if (a.fresh != b.fresh) return !a.fresh;
+    if (a.first_on_server != b.first_on_server) return !a.first_on_server;
+    return v.before(a.u, b.u);
+  };
+  const auto skip = [&](int u) { return on.count(u) > 0 || v.avoid.count(u) > 0; };
+  candidate c;
+  for (int task = 0; task < k; ++task) {
+    task_slot pick;
+    const auto consider = [&](const task_slot& t) {
+      if (wins(t, pick)) pick = t;
+    };
+    for (const auto& [u, gpus] : on) {
+      if (p.relaxed) {
+        const int least = *std::min_element(gpus.begin(), gpus.end());
+        consider({u, (least + 1) * v.multi[u], false, false});
+      }
+      if (v.free[u] > static_cast<int>(gpus.size())) consider({u, v.multi[u], true, false});
+    }
+    for (int cl = 0; cl < v.classes.count(); ++cl) {
+      if (!std::isfinite(v.multi[v.classes.first(cl)])) continue;
+      for (int f = 1; f <= v.buckets.max_free(); ++f)
+        if (const int u = v.buckets.first(cl, f, skip); u >= 0) {
+          consider({u, v.multi[u], true, true});
+          break;
+        }
+    }
+    if (pick.u < 0) return c;
+    auto& gpus = on[pick.u];
+    if (pick.fresh) {
+      gpus.push_back(1);
+    } else {
+      ++*std::min_element(gpus.begin(), gpus.end());
+    }
+  }
+  for (const auto& [u, gpus] : on)
+    for (const int n : gpus) c.gpus.emplace_back(u, n);
+  score(c, v.single, v.multi, prev);
+  return c;
 }
 
 /// The servers of each job copy in the last round.
@@ -203,7 +248,7 @@ std::map<copy_id, std::set<int>> previous_servers(const snapshot& s) {
 /// Adds the placement `best` of job jv to the plan, one assignment per (server, tasks per
 /// GPU), and takes its GPUs.
 void add_placement(const cluster& cl, const job_view& jv, int copy, const candidate& best,
-                   round_plan& plan, std::vector<int>& free, int& free_total) {
+                   round_plan& plan, const std::function<void(int, int)>& take) {
   std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
   for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
   for (const auto& [key, g] : groups) {
@@ -215,8 +260,7 @@ void add_placement(const cluster& cl, const job_view& jv, int copy, const candid
     as.shares = {server_share{u, g}};
     as.tasks = per * g;
     plan.assignments.push_back(std::move(as));
-    free[u] -= g;
-    free_total -= g;
+    take(u, g);
   }
 }
 
@@ -233,29 +277,36 @@ hare_filler::hare_filler(const snapshot& s, const hare_fill_params& p, hare_task
   plan_.length = s.round_length;
 }
 
+void hare_filler::take(int u, int g) {
+  const auto& classes = times_.classes();
+  buckets_.update(u, classes.of(u), free_[u], free_[u] - g);
+  free_[u] -= g;
+  free_total_ -= g;
+}
+
 double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
                           const std::function<bool(double)>& accept) {
   const double inf = std::numeric_limits<double>::infinity();
   if (free_total_ == 0) return inf;
   const job_view& jv = s_.jobs.at(idx);
   const int k = std::max(1, jv.spec->scale_factor);
-  const auto& [single, multi] = times_.get(s_, jv);
+  const auto& [single, multi] = times_.get(s_, jv);  // may refine the server classes
+  if (times_.classes().version() != buckets_version_ || buckets_.max_free() == 0) {
+    buckets_ = free_buckets(times_.classes(), free_);
+    buckets_version_ = times_.classes().version();
+  }
   static const std::set<int> none;
   auto prev_it = previous_.find(copy_id{jv.spec->id, copy});
   const std::set<int>& prev = prev_it == previous_.end() ? none : prev_it->second;
-  std::vector<int> servers = open_servers(s_, jv, free_, single, multi);
-  if (!avoid.empty())
-    servers.erase(std::remove_if(servers.begin(), servers.end(),
-                                 [&](int u) { return avoid.count(u) > 0; }),
-                  servers.end());
-  candidate best = best_one_server(servers, k, p_, free_, single, multi, prev);
+  const fill_view view{single, multi, free_, times_.classes(), buckets_, avoid};
+  candidate best = best_one_server(view, k, p_, prev);
   if (k > 1) {
-    candidate c = earliest_finish_spread(servers, k, p_, free_, single, multi, prev);
+    candidate c = earliest_finish_spread(view, k, p_, prev);
     if (better(c, best)) best = std::move(c);
   }
   if (!std::isfinite(best.step)) return inf;  // no free GPU this job can use
   if (accept && !accept(best.step)) return inf;
-  add_placement(*s_.cl, jv, copy, best, plan_, free_, free_total_);
+  add_placement(*s_.cl, jv, copy, best, plan_, [this](int u, int g) { take(u, g); });
   for (const auto& g : best.gpus) used_[jv.spec->id].insert(g.first);
   return best.step;
 }

@@ -50,9 +50,12 @@
 /// servers and types, at the slowest one's speed) or nothing: HLAS without relaxed
 /// synchronisation.
 ///
-/// Complexity per round, M active jobs, S servers: O(M log M) order, O(M (S + K (S + K)))
-/// filling; per-server task times are cached per (job type, K) while the throughput model
-/// does not change.
+/// Complexity per round, M active jobs, S servers: O(M log M) order and O(S) to bucket the
+/// servers' free GPUs (policies/server_index.hpp); then per job placed, with C server
+/// classes (servers every job values equally) and F GPUs per server, O(C F + K (K + C F))
+/// bucket look-ups of O(log S), not a scan of the S servers: the scan order (task time, free
+/// GPUs, id) is the same, so the plans are too. Per-server task times are cached per
+/// (job type, K) while the throughput model does not change.
 
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +69,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
+#include "policies/server_index.hpp"
 #include "runtime/policy.hpp"
 
 namespace tessera {
@@ -92,9 +96,13 @@ class hare_task_times {
   /// cannot run; from `s.rates` when set, else from the job's per-type view scaled by speed.
   const std::pair<std::vector<double>, std::vector<double>>& get(const snapshot& s,
                                                                  const job_view& jv);
+  /// Servers no job seen since the last reset tells apart (equal task times for every cached
+  /// (job type, scale)); refined by every `get` that computes new times.
+  const server_classes& classes() const { return classes_; }
 
  private:
   std::unordered_map<std::string, std::pair<std::vector<double>, std::vector<double>>> cache_;
+  server_classes classes_;
   const void* cached_rates_ = nullptr;
   const cluster* cached_cluster_ = nullptr;
   std::uint64_t cached_version_ = 0;
@@ -121,10 +129,15 @@ class hare_filler {
   round_plan take_plan() { return std::move(plan_); }
 
  private:
+  /// Takes g GPUs of server u.
+  void take(int u, int g);
+
   const snapshot& s_;
   hare_fill_params p_;
   hare_task_times& times_;
   std::vector<int> free_;
+  free_buckets buckets_;               ///< free_ by (server class, free count)
+  std::uint64_t buckets_version_ = 0;  ///< the classes' version buckets_ was built for
   int free_total_ = 0;
   std::map<copy_id, std::set<int>> previous_;  ///< each copy's servers in the last round
   std::map<job_id, std::set<int>> used_;       ///< each job's servers in the plan so far
