@@ -46,12 +46,13 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
     work += std::max(1, s.jobs[i].spec->scale_factor) * rem[i];
   }
   const double drain = work / std::max(1, s.cl->total_gpus());
+  const double lr_guard = p.lr_guard * s.round_length / 3600.0;  // in LR: rounds per hour of E
   std::vector<order_key> keys(n);
   for (std::size_t i = 0; i < n; ++i) {
     const job_view& jv = s.jobs[i];
     const double expected = best[i] > 0 ? jv.spec->total_steps / best[i] : 0.0;
     // Urgency: how far past its guard the job is, on either measure (>= 1: starving).
-    double urgency = p.lr_guard > 0 ? latency_ratio(s.now, jv, expected) / p.lr_guard : 0.0;
+    double urgency = lr_guard > 0 ? latency_ratio(s.now, jv, expected) / lr_guard : 0.0;
     if (p.ftf_guard > 0) urgency = std::max(urgency, projected_ftf(s, jv, n) / p.ftf_guard);
     if (p.critical_share > 0 && rem[i] > 0 && rem[i] >= p.critical_share * drain)
       keys[i] = {tessera_class::critical, -rem[i]};
@@ -166,8 +167,8 @@ std::vector<option_spec> tessera_policy_options() {
                   "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one "
                   "task per GPU",
                   true),
-      {"lr_guard", "jobs whose latency ratio (wait / expected run time) reaches this go first; 0: "
-                   "no guard", 0.1, 0, 1e6},
+      {"lr_guard", "jobs that have waited this many rounds per hour of expected run time go "
+                   "first (latency ratio >= this x round length / 3600 s); 0: no guard", 1, 0, 1e6},
       {"ftf_guard", "jobs heading for a finish-time fairness above this at their fair share go "
                     "first; 0: no guard", 1.2, 0, 1e6},
       {"critical_share", "jobs whose remaining time is this multiple of the drain time go first; "

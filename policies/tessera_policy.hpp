@@ -16,9 +16,15 @@
 ///        rem_m descending. Off by default: forking already shortens the makespan, and
 ///        critical jobs at the head cost average JCT and worst FTF (docs/benchmarks.md).
 ///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
-///        / E_m (option `lr_guard` g; default 0.1, 0 = off), wait_m = now - arrival - run
-///        time, E_m = total steps / best_m (Hops' ratio; the metric's is wait over the run time
-///        actually taken). F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
+///        / E_m, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio;
+///        the metric's is wait over the run time actually taken). The guard g = lr_guard x
+///        round length / 3600 s (option `lr_guard`, default 1, 0 = off): a job is starving
+///        once it has waited lr_guard rounds per hour of its expected run time, g = 0.1 at
+///        Gavel's 360 s rounds and 0.0083 at Hops' 30 s rounds. Waits come in rounds (a job
+///        waits for the next round boundary; a preemption costs whole rounds), so a guard
+///        fixed in LR would let a job be preempted 12x as often at 30 s rounds before it is
+///        guarded: on Hops' cluster a long 8-GPU job preempted about 800 times stayed under a
+///        fixed 0.1 (worst LR 2.5x the best policy's; 1.1x with the scaled guard). F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
 ///        finish-time fairness the job heads for if it runs at its fair share from now on:
 ///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
 ///        throughput on the cluster's GPU mix (per-type rates weighted by GPU counts) times
@@ -53,7 +59,8 @@
 ///     (docs/benchmarks.md, "Issue 18 — tessera's policy").
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
-/// O(M C (S + K (S + K))) filling and forking, task times cached per (job type, K).
+/// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
+/// servers), task times cached per (job type, K).
 /// bench/tessera_policy_bench.cpp measures it.
 
 #include <memory>
@@ -69,7 +76,7 @@ namespace tessera {
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
   hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 0.1;        ///< starving when LR >= this; 0 = no guard
+  double lr_guard = 1;          ///< starving when LR >= this x round length / 3600 s; 0 = off
   double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
   double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking

@@ -170,6 +170,7 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   s.jobs[1].remaining_steps = 900;
   s.jobs[1].run_time = 300;
   s.jobs[4].run_time = 300;
+  s.round_length = 3600;  // the guard is lr_guard x round length / 3600 s: here lr_guard in LR
   tessera_params p;
   p.lr_guard = 1;
   p.ftf_guard = 0;
@@ -187,6 +188,15 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   p.lr_guard = 2;
   p.critical_share = 2;
   CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
+  CHECK(cls[2] == tessera_class::starving);
+  CHECK(cls[3] == tessera_class::normal);
+  // The guard counts rounds: at 360 s rounds the same lr_guard 2 is LR 0.2, so job 3 (LR 1.5)
+  // is starving too, and lr_guard 20 is LR 2 again.
+  s.round_length = 360;
+  tessera_order(s, p, &cls);
+  CHECK(cls[3] == tessera_class::starving);
+  p.lr_guard = 20;
+  tessera_order(s, p, &cls);
   CHECK(cls[2] == tessera_class::starving);
   CHECK(cls[3] == tessera_class::normal);
 }
