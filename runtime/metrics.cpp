@@ -17,7 +17,8 @@ metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id wi
   m.rounds = static_cast<int>(r.rounds.size());
   double first_arrival = std::numeric_limits<double>::infinity(), last_finish = 0;
   double jct_sum = 0, win_sum = 0, wait_sum = 0, ftf_sum = 0, lr_sum = 0, gpu_sec = 0;
-  int lr_n = 0, ftf_n = 0;
+  double lre_sum = 0;
+  int lr_n = 0, ftf_n = 0, lre_n = 0;
   for (const auto& j : r.jobs) {
     first_arrival = std::min(first_arrival, j.arrival);
     gpu_sec += j.gpu_seconds;
@@ -38,6 +39,11 @@ metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id wi
       m.lr_max = std::max(m.lr_max, lr);
       ++lr_n;
     }
+    if (j.expected_time > 0) {
+      lre_sum += wait / j.expected_time;
+      m.lre_max = std::max(m.lre_max, wait / j.expected_time);
+      ++lre_n;
+    }
     if (j.iso_share_time > 0) {
       const double rho = jct / j.iso_share_time;
       ftf_sum += rho;
@@ -52,6 +58,7 @@ metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id wi
   }
   if (m.window_jobs > 0) m.avg_jct_window = win_sum / m.window_jobs;
   if (lr_n > 0) m.lr_avg = lr_sum / lr_n;
+  if (lre_n > 0) m.lre_avg = lre_sum / lre_n;
   if (ftf_n > 0) m.ftf_avg = ftf_sum / ftf_n;
   if (m.makespan > 0 && r.total_gpus > 0) m.utilisation = gpu_sec / (r.total_gpus * m.makespan);
   double frag = 0;
@@ -105,6 +112,8 @@ void write_metrics_json(std::ostream& out, const std::vector<metrics>& runs) {
                    {"ftf_max", m.ftf_max},
                    {"latency_ratio_avg", m.lr_avg},
                    {"latency_ratio_max", m.lr_max},
+                   {"latency_ratio_expected_avg", m.lre_avg},
+                   {"latency_ratio_expected_max", m.lre_max},
                    {"fragmentation_gpus", m.fragmentation},
                    {"rounds", m.rounds}});
   }
@@ -113,7 +122,7 @@ void write_metrics_json(std::ostream& out, const std::vector<metrics>& runs) {
 
 void write_jobs_csv(std::ostream& out, const schedule_result& r) {
   out << "job_id,job_type,scale_factor,total_steps,arrival_s,first_start_s,finish_s,jct_s,"
-         "run_time_s,gpu_seconds,restarts,iso_share_time_s\n";
+         "run_time_s,gpu_seconds,restarts,iso_share_time_s,expected_time_s\n";
   out << std::setprecision(10);
   for (const auto& j : r.jobs) {
     std::string type = j.job_type;
@@ -125,7 +134,8 @@ void write_jobs_csv(std::ostream& out, const schedule_result& r) {
     out << j.id << ',' << type << ',' << j.scale_factor << ',' << j.total_steps << ','
         << j.arrival << ',' << j.first_start << ',' << j.finish << ','
         << (j.finish >= 0 ? j.finish - j.arrival : -1) << ',' << j.run_time << ','
-        << j.gpu_seconds << ',' << j.restarts << ',' << j.iso_share_time << '\n';
+        << j.gpu_seconds << ',' << j.restarts << ',' << j.iso_share_time << ','
+        << j.expected_time << '\n';
   }
 }
 

@@ -10,6 +10,9 @@
 /// - finish-time fairness rho = JCT / time on an isolated 1/M share (M = the mean number of
 ///   active jobs over the job's life); average and max.
 /// - latency ratio = waiting time / run time; average and max.
+/// - expected latency ratio = waiting time / expected run time (total steps at the job's best
+///   throughput), Hops' definition; average and max over jobs whose expected time is known.
+///   Unlike the latency ratio it does not grow when a policy runs a job faster.
 /// - fragmentation = GPUs left idle by a round's plan while some active job was not placed,
 ///   averaged over all rounds (0 for a round in which every active job runs).
 
@@ -34,6 +37,7 @@ struct metrics {
   double utilisation = 0;       ///< in [0, 1]
   double ftf_avg = 0, ftf_max = 0;
   double lr_avg = 0, lr_max = 0;
+  double lre_avg = 0, lre_max = 0;  ///< expected latency ratio (0 when no job has one)
   double fragmentation = 0;     ///< GPUs per round
   int rounds = 0;
 };

@@ -27,6 +27,8 @@ struct job_record {
   int restarts = 0;              ///< starts on new GPUs after having made progress
   double iso_share_time = 0;     ///< time on an isolated 1/M share (M = mean active jobs);
                                  ///< 0 when unknown
+  double expected_time = 0;      ///< total steps at the job's best throughput (its fastest
+                                 ///< GPU type): Hops' expected run time; 0 when unknown
 };
 
 /// One round as it was planned.

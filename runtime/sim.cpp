@@ -297,6 +297,9 @@ void simulation::retire(const std::vector<bool>& done) {
     ++completed_;
     rec.restarts = exec_.restarts(views_[i].spec->id);
     rec.iso_share_time = iso_share_time(views_[i], live_[i]);
+    const double best = *std::max_element(views_[i].throughput.begin(),
+                                           views_[i].throughput.end());
+    if (best > 0) rec.expected_time = views_[i].spec->total_steps / best;
     if (in_window(views_[i].spec->id)) --window_left_;
   }
   if (kept != views_.size()) ++version_;

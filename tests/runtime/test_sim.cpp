@@ -69,6 +69,11 @@ TEST_CASE("simulator: hand-computed single-GPU run", "[sim]") {
   // Waiting: job 0 none; job 1 800 - 180 = 620.
   CHECK(m.avg_wait == Approx(310));
   CHECK(m.lr_max == Approx(620.0 / 180.0));
+  // Expected run times at 4 steps/s: 450 s and 180 s; job 1 ran as expected, so both
+  // latency ratios agree.
+  CHECK(r->jobs[1].expected_time == Approx(180));
+  CHECK(m.lre_max == Approx(620.0 / 180.0));
+  CHECK(m.lre_avg == Approx(620.0 / 180.0 / 2));
   // Busy GPU-seconds 450 + 180 over 1 GPU x 900 s.
   CHECK(m.utilisation == Approx(630.0 / 900.0));
   // Rounds at 0, 360 (job 1 waits while the GPU is busy: 0 idle), 720.
@@ -204,4 +209,33 @@ TEST_CASE("metrics: JSON and CSV carry every job and figure", "[sim]") {
   const std::string csv = cs.str();
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
   CHECK_THAT(tab.str(), Catch::Contains("first_fit"));
+}
+
+TEST_CASE("metrics: the expected latency ratio does not grow when a job runs faster", "[sim]") {
+  // Two jobs that each waited 100 s with an expected run time of 100 s: one ran 4x slower
+  // than expected (400 s), one as expected. The latency ratio (over the run time taken)
+  // favours the slow run; the expected latency ratio (Hops') gives both the same.
+  schedule_result r;
+  r.policy = "hand";
+  r.total_gpus = 1;
+  for (int i = 0; i < 2; ++i) {
+    job_record j;
+    j.id = i;
+    j.arrival = 0;
+    j.run_time = i == 0 ? 400 : 100;
+    j.finish = 100 + j.run_time;
+    j.expected_time = 100;
+    r.jobs.push_back(j);
+  }
+  r.jobs.push_back(job_record{});  // unknown expected time, never finished: left out
+  const auto m = compute_metrics(r);
+  CHECK(m.lr_max == Approx(1.0));
+  CHECK(m.lr_avg == Approx((0.25 + 1.0) / 2));
+  CHECK(m.lre_max == Approx(1.0));
+  CHECK(m.lre_avg == Approx(1.0));
+  std::ostringstream js, cs;
+  write_metrics_json(js, {m});
+  write_jobs_csv(cs, r);
+  CHECK_THAT(js.str(), Catch::Contains("\"latency_ratio_expected_max\": 1.0"));
+  CHECK_THAT(cs.str(), Catch::Contains("iso_share_time_s,expected_time_s\n"));
 }
