@@ -35,6 +35,8 @@ time and queues less (LAS waits 0.12-0.24 h on average at load 6); a cell there 
 of CPU, hops' 96-491 s (30 s rounds). 2000 jobs would double the cost; every policy on the
 whole grid is already a few CPU-hours (use -j on a many-core machine).
 
+The summary reads every finished cell in OUT/<cluster>_<kind>/cells/, so policies or loads
+added by later commands into the same OUT join the earlier ones.
 Outputs: OUT/<cluster>_<kind>/ (the sweep), OUT/eval_grid.log (the sweeps' own output,
 solver logs included), OUT/summary.md (a table per cluster and kind), OUT/summary.json,
 and a last line `cells passed: P / T`.
@@ -154,16 +156,37 @@ def run_sweeps(a, policies):
     return failures
 
 
+def sweep_rows(path):
+    """The rows of one sweep: every finished cell in its cells/ folder (each cell's JSON, so
+    cells of earlier sweep commands into the same folder count too, e.g. one policy's cells
+    added later), else its sweep.csv (the last command's cells)."""
+    cells = os.path.join(os.path.dirname(path), "cells")
+    if not os.path.isdir(cells):
+        with open(path, newline="") as f:
+            yield from csv.DictReader(f)
+        return
+    needed = ["policy", "rate_per_hour", "seed", "jobs", "finished"] + [m for m, _ in METRICS]
+    for name in sorted(os.listdir(cells)):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(cells, name)) as f:
+                cell = json.load(f)
+        except (OSError, ValueError):
+            continue  # a cell being written, or not a cell
+        if isinstance(cell, dict) and all(k in cell for k in needed):
+            yield {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in cell.items()}
+
+
 def read_sweep(path, scale):
-    """sweep.csv -> {load: {policy: {seed: row}}} with the metrics as floats."""
+    """A sweep (sweep_rows) -> {load: {policy: {seed: row}}} with the metrics as floats."""
     grid = {}
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            load = round(float(row["rate_per_hour"]) / scale, 3)
-            rec = {m: float(row[m]) for m, _ in METRICS}
-            rec["ok"] = (row.get("complete", "true") == "true"
-                         and row.get("finished") == row.get("jobs"))
-            grid.setdefault(load, {}).setdefault(row["policy"], {})[int(row["seed"])] = rec
+    for row in sweep_rows(path):
+        load = round(float(row["rate_per_hour"]) / scale, 3)
+        rec = {m: float(row[m]) for m, _ in METRICS}
+        rec["ok"] = (row.get("complete", "true") == "true"
+                     and row.get("finished") == row.get("jobs"))
+        grid.setdefault(load, {}).setdefault(row["policy"], {})[int(row["seed"])] = rec
     return grid
 
 
@@ -270,7 +293,7 @@ def summarise(a):
     for cluster in a.clusters:
         for kind in a.kinds:
             path = os.path.join(sweep_dir(a.out, cluster, kind), "sweep.csv")
-            if os.path.isfile(path):
+            if os.path.isfile(path) or os.path.isdir(os.path.join(os.path.dirname(path), "cells")):
                 cells += summarise_sweep(path, cluster, kind, a)
             else:
                 missing.append(path)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/eval_grid.py: a tiny grid (two cheap policies, one load, one seed, 30 jobs, one
 cluster and kind; a few seconds) gives a summary.json whose verdicts follow the rule, and
---summarise-only on a hand-written sweep.csv gives the known answer (best policies, ties,
+a later command's cells join the earlier ones, and --summarise-only on a hand-written
+sweep.csv gives the known answer (best policies, ties,
 ratios, policies left out, pass/fail, an absent chosen policy).
 
 usage: /usr/bin/python3 tests/launcher/test_eval_grid.py TESSERA_BINARY"""
@@ -63,6 +64,17 @@ def tiny_grid(binary, d):
     assert os.path.isfile(f"{out}/gavel_108_single/sweep.csv")
     assert "| 4 |" in open(f"{out}/summary.md").read()
     assert "$ " in open(f"{out}/eval_grid.log").read()  # the sweep's command and output
+    # A later grid command with one more policy (its sweep.csv holds that policy and the
+    # chosen one) still summarises the earlier policies' cells, read from the cells/ folder.
+    eval_grid("--tessera", binary, "--out", out, "--policies", "fifo_perf", "--rates", "4",
+              "--seeds", "1", "--jobs", "30", "--clusters", "gavel_108", "--kinds", "single",
+              "--chosen", "fifo", "-j", "1")
+    with open(f"{out}/gavel_108_single/sweep.csv") as f:
+        assert {r["policy"] for r in csv.DictReader(f)} == {"fifo", "fifo_perf"}
+    eval_grid("--out", out, "--summarise-only", "--chosen", "fifo", "--clusters", "gavel_108",
+              "--kinds", "single")
+    s = json.load(open(f"{out}/summary.json"))
+    assert s["policies"] == ["fifo", "fifo_perf", "max_min_fairness_perf"], s["policies"]
 
 
 # (policy, load, seed, avg JCT, makespan, worst FTF, worst LR, complete)
