@@ -115,9 +115,13 @@ const std::vector<std::string>& sweep_csv_columns() {
   static const std::vector<std::string> cols = {
       "policy", "rate_per_hour", "seed", "round_length", "jobs", "finished", "complete",
       "avg_jct_h", "avg_jct_window_h", "window_jobs", "makespan_h", "avg_wait_h",
-      "utilisation", "ftf_avg", "ftf_max", "lr_avg", "lr_max", "fragmentation", "rounds",
-      "command"};
+      "utilisation", "ftf_avg", "ftf_max", "lr_avg", "lr_max", "lre_avg", "lre_max",
+      "fragmentation", "rounds", "command"};
   return cols;
+}
+
+bool sweep_csv_optional(const std::string& column) {
+  return column == "lre_avg" || column == "lre_max";
 }
 
 std::map<std::string, json> load_finished_cells(const sweep_plan& p) {
@@ -129,7 +133,8 @@ std::map<std::string, json> load_finished_cells(const sweep_plan& p) {
     text << f.rdbuf();
     auto j = json::parse(text.str(), nullptr, false);
     bool whole = j.is_object();
-    for (const auto& col : sweep_csv_columns()) whole = whole && j.contains(col);
+    for (const auto& col : sweep_csv_columns())
+      whole = whole && (j.contains(col) || sweep_csv_optional(col));
     if (whole) done[c.name] = std::move(j);
   }
   return done;
@@ -187,6 +192,8 @@ json cell_record(const sweep_plan& p, const sweep_cell& c, const schedule_result
               {"ftf_max", m.ftf_max},
               {"lr_avg", m.lr_avg},
               {"lr_max", m.lr_max},
+              {"lre_avg", m.lre_avg},
+              {"lre_max", m.lre_max},
               {"fragmentation", m.fragmentation},
               {"rounds", m.rounds},
               {"command", cell_command(p, c)},
@@ -286,7 +293,8 @@ status write_aggregate(const sweep_plan& p, const std::map<std::string, json>& d
     auto it = done.find(c.name);
     if (it == done.end()) continue;
     for (std::size_t i = 0; i < cols.size(); ++i)
-      csv << (i ? "," : "") << csv_field(it->second.at(cols[i]));
+      csv << (i ? "," : "")
+          << (it->second.contains(cols[i]) ? csv_field(it->second.at(cols[i])) : "");
     csv << '\n';
     cells.push_back(it->second);
   }

@@ -94,6 +94,10 @@ sweep_run run_cells(const sweep_plan& p, std::map<std::string, nlohmann::json>& 
 /// The CSV columns, in order: the cell's coordinates, its metrics, its command. Wall time is
 /// kept out (in sweep.json only), so rerunning a sweep gives the same CSV.
 const std::vector<std::string>& sweep_csv_columns();
+/// Columns a finished cell may lack (cells written before the column existed): such a cell
+/// still counts as finished and its CSV field is empty. lre_avg / lre_max: the expected
+/// latency ratio (runtime/metrics.hpp).
+bool sweep_csv_optional(const std::string& column);
 
 /// Writes sweep.csv and sweep.json from the finished cells, in the plan's order.
 status write_aggregate(const sweep_plan& p, const std::map<std::string, nlohmann::json>& done);

@@ -59,6 +59,16 @@ TEST_CASE("sweep: a rerun skips finished cells and writes the same CSV", "[sweep
   CHECK_THAT(file_contents(dir + "/sweep.csv"), Catch::Contains(",987654,"));
   auto all = nlohmann::json::parse(file_contents(dir + "/sweep.json"));
   CHECK(all.at("cells").size() == 4);
+  // A cell written before the expected latency ratio existed still counts as finished; its
+  // CSV fields for it are empty.
+  j.erase("lre_avg");
+  j.erase("lre_max");
+  std::ofstream(kept) << j.dump();
+  REQUIRE(cli::cmd_sweep(tiny_sweep(dir)) == exit_code::ok);
+  const std::string csv = file_contents(dir + "/sweep.csv");
+  CHECK_THAT(csv, Catch::Contains(",lr_max,lre_avg,lre_max,"));
+  CHECK_THAT(csv, Catch::Contains(",,,")); // the old cell's two empty fields
+  CHECK_THAT(csv, Catch::Contains(",987654,"));
 }
 
 TEST_CASE("sweep: bad input exits 2 and names the option", "[sweep]") {
