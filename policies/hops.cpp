@@ -345,8 +345,8 @@ std::vector<option_spec> hops_options() {
       {"ilp_time_limit", "seconds CBC may spend on one round's ILP", 2.0, 0.01, 3600.0},
       {"ilp_gap", "relative optimality gap at which CBC stops", 1e-4, 0.0, 0.5},
       bool_option("ilp_preprocess",
-                  "1 = CBC preprocesses each round's ILP (default), 0 = off: about 1.5x faster "
-                  "rounds at 2,500+ GPUs, possibly another optimal plan (docs/benchmarks.md)",
+                  "1 = CBC preprocesses each round's ILP (default), 0 = off: 1.2-1.5x faster "
+                  "rounds at 2,500-10,000 GPUs, possibly another optimal plan (docs/benchmarks.md)",
                   true),
       {"stay_bonus",
        "objective bonus (fraction) for keeping a running job on its server class and GPU count",
