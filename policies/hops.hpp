@@ -92,6 +92,7 @@ struct hops_params {
   double sensitivity_threshold = 1.4;  ///< placement-sensitive at or above this ratio
   double ilp_time_limit = 2.0;         ///< seconds per CBC solve
   double ilp_gap = 1e-4;               ///< relative gap at which CBC stops
+  bool ilp_preprocess = true;          ///< CBC's preprocessing (milp_settings::preprocess)
   double stay_bonus = 0.05;            ///< objective bonus for keeping a running placement
   bool fill_fragments = true;          ///< run fragment filling
   bool use_ilp = true;                 ///< false: greedy in queue order instead of the ILP
@@ -162,7 +163,7 @@ class hops final : public policy {
 };
 
 /// Hops' options: lambda, bias, window, sensitivity_threshold, ilp_time_limit, ilp_gap,
-/// stay_bonus, fill_fragments, use_ilp, split_configs.
+/// ilp_preprocess, stay_bonus, fill_fragments, use_ilp, split_configs.
 std::vector<option_spec> hops_options();
 
 /// Builds Hops named `name` from validated options.

@@ -130,11 +130,47 @@ std::vector<kept_piece> keep_pieces(const hops_ilp_input& in, const hops_ilp_res
   return kept;
 }
 
+/// Slots of `kept` that `pattern` covers (each slot covers one kept share of its size).
+int kept_cover(std::vector<int> pattern, const std::vector<int>& kept) {
+  int cover = 0;
+  for (int d : kept) {
+    auto it = std::find(pattern.begin(), pattern.end(), d);
+    if (it != pattern.end()) {
+      cover += d;
+      pattern.erase(it);
+    }
+  }
+  return cover;
+}
+
+/// The ILP's pattern copies grouped by content: the copies of a group are interchangeable, so
+/// a position need only weigh each group's first free copy.
+struct pattern_groups {
+  std::vector<const std::vector<int>*> content;  ///< per group
+  std::vector<std::vector<std::size_t>> copies;  ///< per group: copy indices, ascending
+  std::vector<std::size_t> next;                 ///< per group: its first free copy
+
+  explicit pattern_groups(const std::vector<std::vector<int>>& patterns) {
+    for (std::size_t p = 0; p < patterns.size(); ++p) {
+      std::size_t g = 0;
+      while (g < content.size() && *content[g] != patterns[p]) ++g;
+      if (g == content.size()) {
+        content.push_back(&patterns[p]);
+        copies.emplace_back();
+        next.push_back(0);
+      }
+      copies[g].push_back(p);
+    }
+  }
+};
+
 /// Packing step 2: patterns to the positions not given whole, those keeping the most GPUs
-/// first, each taking the free pattern that covers most of its kept sizes.
+/// first, each taking the free pattern copy that covers most of its kept sizes (the lowest
+/// copy index among equals). Per position it weighs the distinct patterns only, not every
+/// copy (those are up to one per server of the class).
 void assign_patterns(const std::vector<std::vector<int>>& patterns,
                      const std::vector<std::vector<int>>& kept_sizes, class_packing& cp) {
-  std::vector<bool> pattern_taken(patterns.size(), false);
+  pattern_groups groups(patterns);
   std::vector<std::size_t> order;
   for (std::size_t q = 0; q < cp.n; ++q)
     if (!cp.whole[q]) order.push_back(q);
@@ -146,25 +182,20 @@ void assign_patterns(const std::vector<std::vector<int>>& patterns,
   });
   for (std::size_t q : order) {
     int best = -1, best_cover = -1;
-    for (std::size_t p = 0; p < pattern_taken.size(); ++p) {
-      if (pattern_taken[p]) continue;
-      std::vector<int> pat = patterns[p];
-      int cover = 0;
-      for (int d : kept_sizes[q]) {
-        auto it = std::find(pat.begin(), pat.end(), d);
-        if (it != pat.end()) {
-          cover += d;
-          pat.erase(it);
-        }
-      }
-      if (cover > best_cover) {
+    std::size_t best_copy = 0;
+    for (std::size_t g = 0; g < groups.content.size(); ++g) {
+      if (groups.next[g] == groups.copies[g].size()) continue;
+      const std::size_t copy = groups.copies[g][groups.next[g]];
+      const int cover = kept_cover(*groups.content[g], kept_sizes[q]);
+      if (cover > best_cover || (cover == best_cover && copy < best_copy)) {
         best_cover = cover;
-        best = static_cast<int>(p);
+        best = static_cast<int>(g);
+        best_copy = copy;
       }
     }
     if (best < 0) break;
-    pattern_taken[best] = true;
-    cp.slots[q] = patterns[best];
+    ++groups.next[best];
+    cp.slots[q] = *groups.content[best];
     cp.has_pattern[q] = true;
   }
 }
@@ -376,15 +407,18 @@ std::vector<server_share> spread_over_servers(const cluster& cl, const job_view&
 
 /// Places unplaced queue job i on the free GPUs, largest acceptable GPU count first: one
 /// server when one has room, else spread (low-sensitivity jobs, and jobs no server can hold).
+/// `max_free` is the most free GPUs on one server: no server takes more, so no scan is needed
+/// then (jobs left unplaced by a fragmented cluster would otherwise cost a scan each).
 void fill_one(const snapshot& s, hops_server_classes& classes, double threshold,
-              hops_round_state& st, std::size_t i, int& free_total) {
+              hops_round_state& st, std::size_t i, int& free_total, int max_free) {
   const cluster& cl = *s.cl;
   const auto& c = st.queue[i];
   const job_view& jv = s.jobs[c.m];
   for (auto g = c.counts.rbegin(); g != c.counts.rend(); ++g) {
     if (*g > free_total) continue;
     const hops_class_rates& cr = classes.rates_for(jv.spec->job_type, *g);
-    if (const int best = best_single_server(cl, jv, classes, cr, *g, st, i); best >= 0) {
+    const int best = *g > max_free ? -1 : best_single_server(cl, jv, classes, cr, *g, st, i);
+    if (best >= 0) {
       st.placed[i] = {{best, *g}};
       st.free_gpus[best] -= *g;
       free_total -= *g;
@@ -427,10 +461,13 @@ int hops_fill_fragments(const snapshot& s, hops_server_classes& classes, double 
   int free_total = 0;
   for (int f : st.free_gpus) free_total += f;
   int placed = 0;
+  int max_free = *std::max_element(st.free_gpus.begin(), st.free_gpus.end());
   for (std::size_t i = 0; i < st.queue.size() && free_total > 0; ++i) {
     if (!st.placed[i].empty()) continue;
-    fill_one(s, classes, threshold, st, i, free_total);
-    if (!st.placed[i].empty()) ++placed;
+    fill_one(s, classes, threshold, st, i, free_total, max_free);
+    if (st.placed[i].empty()) continue;
+    ++placed;
+    max_free = *std::max_element(st.free_gpus.begin(), st.free_gpus.end());
   }
   return placed;
 }

@@ -202,6 +202,10 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
       args.push_back("-feas");
       args.push_back("off");
     }
+    if (!s.preprocess) {
+      args.push_back("-preprocess");
+      args.push_back("off");
+    }
     args.push_back("-ratio");
     args.push_back(arg(std::max(0.0, s.relative_gap)));
     args.push_back("-allow");

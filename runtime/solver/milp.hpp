@@ -91,6 +91,11 @@ struct milp_settings {
   /// (tests/policies/test_hops_cbc_abort.cpp). The pump only looks for a first incumbent;
   /// tessera's ILPs have an all-zero feasible solution and CBC's other heuristics.
   bool feasibility_pump = false;
+  /// CBC's preprocessing (CglPreProcess) of the model before branch and bound. On by default.
+  /// Its presolve's implied-free pass costs about (columns x row length) a solve, so on
+  /// models with long capacity rows (Hops' ILP over thousands of window jobs) it takes most
+  /// of the solve; off, CBC may return another of several optimal solutions.
+  bool preprocess = true;
 };
 
 /// What a solve produced.
