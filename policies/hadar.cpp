@@ -370,7 +370,8 @@ class hadar_policy final : public policy {
       for (std::size_t j = 0; j <= i && got < k; ++j) {
         std::vector<int> g;
         for (const int c : groups[j])
-          if (p_.mixed_types || cl.servers[classes_.first(c)].type_index == cl.servers[head].type_index)
+          if (p_.mixed_types ||
+              cl.servers[classes_.first(c)].type_index == cl.servers[head].type_index)
             g.push_back(c);
         for (int f = rd.buckets.max_free(); f >= 1 && got < k; --f)
           walk_bucket(rd.buckets, g, f, banned, [&](int u) {

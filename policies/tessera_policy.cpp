@@ -4,6 +4,7 @@
 #include <limits>
 #include <numeric>
 
+#include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
 #include "runtime/copy_efficiency.hpp"
 
@@ -59,7 +60,8 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
     else if (urgency >= 1)
       keys[i] = {tessera_class::starving, -urgency};
     else
-      keys[i] = {tessera_class::normal, hare_service(jv)};
+      keys[i] = {tessera_class::normal,
+                 p.by_remaining ? hare_remaining_work(jv) : hare_service(jv)};
   }
   return keys;
 }
@@ -177,6 +179,10 @@ std::vector<option_spec> tessera_policy_options() {
                  3, 1, 16),
       {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.1, 0,
        10},
+      bool_option("by_remaining",
+                  "1: the jobs under the guards go by least remaining work (Hare's clairvoyant "
+                  "order); 0: by least attained service",
+                  false),
       {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this; 0: "
                       "no cap", 0.02, 0, 1e6},
   };
@@ -195,6 +201,7 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.max_copies = o.integer("max_copies");
   p.fork_gain = o.get("fork_gain");
   p.fork_lr_cap = o.get("fork_lr_cap");
+  p.by_remaining = o.flag("by_remaining");
   return make_tessera_policy(name, p);
 }
 

@@ -24,7 +24,8 @@
 ///        waits for the next round boundary; a preemption costs whole rounds), so a guard
 ///        fixed in LR would let a job be preempted 12x as often at 30 s rounds before it is
 ///        guarded: on Hops' cluster a long 8-GPU job preempted about 800 times stayed under a
-///        fixed 0.1 (worst LR 2.5x the best policy's; 1.1x with the scaled guard). F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
+///        fixed 0.1 (worst LR 2.5x the best policy's; 1.1x with the scaled guard).
+///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
 ///        finish-time fairness the job heads for if it runs at its fair share from now on:
 ///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
 ///        throughput on the cluster's GPU mix (per-type rates weighted by GPU counts) times
@@ -36,7 +37,10 @@
 ///        The defaults are the measured compromise (docs/benchmarks.md, "Issue 18 —
 ///        tessera's policy").
 ///     c. the rest by Hare's service (hare.hpp: steps done x K / best / priority weight)
-///        ascending: least attained service first, non-clairvoyant.
+///        ascending: least attained service first, non-clairvoyant. Option `by_remaining`
+///        (default 0): by least remaining work instead (hare_offline.hpp), which needs job
+///        sizes; measured on the grid it lowers average JCT and worst FTF on single-GPU
+///        traces and costs makespan (docs/benchmarks.md, "How the rule was chosen").
 ///     Ties: arrival, then id.
 ///  2. Filling: each job in that order gets the placement of its K tasks with the shortest
 ///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
@@ -82,6 +86,7 @@ struct tessera_params {
   int max_copies = 3;           ///< copies per job; 1 = no forking
   double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
   double fork_lr_cap = 0.02;    ///< no copy that would lift the projected LR above; 0 = none
+  bool by_remaining = false;    ///< normal class by least remaining work, not least service
 };
 
 /// The job classes of step 1, highest first.

@@ -180,6 +180,11 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::normal,
                                           tessera_class::starving, tessera_class::starving,
                                           tessera_class::critical});
+  // Option by_remaining: the normal jobs by least remaining work (job 0: 500 steps left,
+  // job 1: 900), the classes above them unchanged.
+  p.by_remaining = true;
+  CHECK(tessera_order(s, p) == std::vector<std::size_t>{4, 2, 3, 0, 1});
+  p.by_remaining = false;
   // Guards off: least attained service alone (ties by arrival, then id).
   p.lr_guard = 0;
   p.critical_share = 0;
