@@ -75,6 +75,17 @@ def tiny_grid(binary, d):
               "--kinds", "single")
     s = json.load(open(f"{out}/summary.json"))
     assert s["policies"] == ["fifo", "fifo_perf", "max_min_fairness_perf"], s["policies"]
+    # scripts/eval_grid_lr.py: both latency ratios of the cell, the chosen's ratios >= 1.
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "scripts",
+                                                     "eval_grid_lr.py"),
+                        "--grid", out, "--chosen", "fifo", "--tessera", binary],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    row = [l for l in r.stdout.splitlines() if l.startswith("| gavel_108 single 4 |")]
+    assert len(row) == 1, r.stdout
+    ratios = [float(col.rsplit(",", 1)[1]) for col in row[0].strip("| ").split(" | ")[1:]]
+    assert len(ratios) == 2 and all(x >= 1.0 for x in ratios), row
+    assert len(os.listdir(f"{out}/lr")) == 1  # one seed's rerun kept
 
 
 # (policy, load, seed, avg JCT, makespan, worst FTF, worst LR, complete)

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Both latency ratios for an evaluation grid's cells (docs/benchmarks.md, "Issue 18").
+
+The grid judges the worst latency ratio over the run time *taken* (the simulator's metric);
+Hops defines it over the *expected* run time. For each cell of an eval_grid summary, this
+reruns the chosen policy, the three policies best on the worst LR, and hops, hadare and hare
+(where the cell has them) with `tessera compare --json` on the cell's traces, and prints per
+cell the best policy on each definition and the chosen policy's ratio to it (means over the
+seeds). Results are kept in OUT, so a rerun only runs what is missing.
+
+usage: scripts/eval_grid_lr.py --grid DIR [--out DIR] [--chosen tessera] [--tessera BIN]"""
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTERS = {"gavel_108": ("config/gavel_108.toml", 360), "hops_512": ("config/hops_512.toml", 30)}
+KEYS = ("latency_ratio_max", "latency_ratio_expected_max")
+
+
+def cell_policies(cell, chosen):
+    pols = sorted(cell["policies"], key=lambda p: cell["policies"][p]["lr_max"])[:3]
+    return pols + [p for p in ("hops", "hadare", "hare", chosen)
+                   if p in cell["policies"] and p not in pols]
+
+
+def seed_results(a, cell, seed, pols):
+    cfile, round_s = CLUSTERS[cell["cluster"]]
+    rate = f"{cell['rate_per_hour']:.6g}"
+    trace = os.path.join(a.grid, f"{cell['cluster']}_{cell['kind']}", "traces",
+                         f"r{rate}_s{seed}.trace")
+    out = os.path.join(a.out, f"{cell['cluster']}_{cell['kind']}_r{rate}_s{seed}.json")
+    have = {m["policy"] for m in json.load(open(out))} if os.path.exists(out) else set()
+    if not set(pols) <= have:
+        subprocess.run([a.tessera, "compare", "-q", "--parallel", "1", "--trace", trace,
+                        "--cluster", os.path.join(ROOT, cfile), "--round-length", str(round_s),
+                        "--policies", ",".join(pols), "--json", out],
+                       check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--grid", required=True, help="eval_grid's --out folder (with summary.json)")
+    ap.add_argument("--out", help="where the reruns go (default: GRID/lr)")
+    ap.add_argument("--chosen", default="tessera", help="the policy compared (default: tessera)")
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"))
+    a = ap.parse_args(argv)
+    a.out = a.out or os.path.join(a.grid, "lr")
+    os.makedirs(a.out, exist_ok=True)
+    print("| cell | LR over run time taken: best, chosen's ratio | over expected: best, ratio |")
+    print("|---|---|---|")
+    for cell in json.load(open(os.path.join(a.grid, "summary.json")))["cells"]:
+        pols = cell_policies(cell, a.chosen)
+        acc = collections.defaultdict(lambda: collections.defaultdict(list))
+        for seed in cell["seeds"]:
+            for m in seed_results(a, cell, seed, pols):
+                for k in KEYS:
+                    acc[m["policy"]][k].append(m[k])
+        mean = {p: {k: sum(v) / len(v) for k, v in d.items()} for p, d in acc.items()}
+        cols = []
+        for k in KEYS:
+            best = min(mean, key=lambda p: mean[p][k])
+            cols.append(f"{best} {mean[best][k]:.3g}, {mean[a.chosen][k] / mean[best][k]:.3f}")
+        print(f"| {cell['cluster']} {cell['kind']} {cell['load']:g} | {cols[0]} | {cols[1]} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
