@@ -120,6 +120,19 @@ int copies_of(const round_plan& p, job_id id) {
   return static_cast<int>(c.size());
 }
 
+/// At t = 1100 s on fast1_slow1 (4 and 1 steps/s): job 0 of 1e6 steps arrived at 1000 s,
+/// job 1 of 1000 steps at 0 s has made `done` steps in `ran` seconds of run time. `jobs`
+/// receives the specs the snapshot points at.
+snapshot late_long_and_early_short(const cluster& cl, std::vector<job>& jobs, double done,
+                                   double ran) {
+  jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
+  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
+  s.jobs[1].steps_done = done;
+  s.jobs[1].remaining_steps = 1000 - done;
+  s.jobs[1].run_time = ran;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("tessera: valid plans, every job finishes, on random clusters",
@@ -282,11 +295,8 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   // arrived last; job 1 has served 400 steps (100 ideal GPU-s) and waited 1000 s on an
   // expected run time of 250 s (1000 steps at 4/s): LR 4 >= 1, so it goes first.
   const auto cl = fast1_slow1();
-  std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
-  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
-  s.jobs[1].steps_done = 400;
-  s.jobs[1].remaining_steps = 600;
-  s.jobs[1].run_time = 100;
+  std::vector<job> jobs;
+  auto s = late_long_and_early_short(cl, jobs, 400, 100);
   tessera_params p;
   p.critical_share = 0;
   p.ftf_guard = 0;
@@ -311,11 +321,8 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   // Its projected FTF is (1100 x 2.5 + 800) / 1000 = 3.55 >= 1.2: it goes first. Job 0
   // arrived at 1000 with 1e6 steps: (100 x 2.5 + 1e6) / 1e6 = 1.00025, normal.
   const auto cl = fast1_slow1();
-  std::vector<job> jobs = {make_job(0, "m", 1, 1e6, 1000), make_job(1, "m", 1, 1000, 0)};
-  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, 1100);
-  s.jobs[1].steps_done = 200;
-  s.jobs[1].remaining_steps = 800;
-  s.jobs[1].run_time = 1100;
+  std::vector<job> jobs;
+  auto s = late_long_and_early_short(cl, jobs, 200, 1100);
   tessera_params p;
   p.lr_guard = 0;
   p.max_copies = 1;
