@@ -196,24 +196,6 @@ bool listed(const std::vector<int>& servers, int u) {
   return std::find(servers.begin(), servers.end(), u) != servers.end();
 }
 
-/// Calls take(u) for the servers of `cls` with f free GPUs, ids ascending, not `banned`,
-/// until take returns true; returns whether it did.
-template <class Take>
-bool walk_bucket(const free_buckets& b, const std::vector<int>& cls, int f,
-                 const std::vector<int>& banned, Take take) {
-  std::vector<std::pair<std::set<int>::const_iterator, std::set<int>::const_iterator>> at;
-  for (const int c : cls) at.emplace_back(b.at(c, f).begin(), b.at(c, f).end());
-  for (;;) {
-    std::size_t low = at.size();
-    for (std::size_t i = 0; i < at.size(); ++i)
-      if (at[i].first != at[i].second && (low == at.size() || *at[i].first < *at[low].first))
-        low = i;
-    if (low == at.size()) return false;
-    const int u = *at[low].first++;
-    if (!listed(banned, u) && take(u)) return true;
-  }
-}
-
 class hadar_policy final : public policy {
  public:
   hadar_policy(std::string name, hadar_params p) : name_(std::move(name)), p_(p) {
@@ -356,11 +338,12 @@ class hadar_policy final : public policy {
         by_rate[in.rates->multi[classes_.first(c)]].push_back(c);
     std::vector<std::vector<int>> groups;
     for (auto& [rate, g] : by_rate) groups.push_back(std::move(g));
+    const auto is_banned = [&](int u) { return listed(banned, u); };
     std::vector<std::vector<server_share>> out;
     for (std::size_t i = 0; i < groups.size(); ++i) {
       int head = -1;  // the group's first open server, fastest-then-most-free order
       for (int f = rd.buckets.max_free(); f >= 1 && head < 0; --f)
-        walk_bucket(rd.buckets, groups[i], f, banned, [&](int u) {
+        rd.buckets.walk(groups[i], f, is_banned, [&](int u) {
           head = u;
           return true;
         });
@@ -374,7 +357,7 @@ class hadar_policy final : public policy {
               cl.servers[classes_.first(c)].type_index == cl.servers[head].type_index)
             g.push_back(c);
         for (int f = rd.buckets.max_free(); f >= 1 && got < k; --f)
-          walk_bucket(rd.buckets, g, f, banned, [&](int u) {
+          rd.buckets.walk(g, f, is_banned, [&](int u) {
             const int take = std::min(f, k - got);
             shares.push_back(server_share{u, take});
             got += take;

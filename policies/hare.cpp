@@ -156,6 +156,8 @@ candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
     const double t = v.single[v.classes.first(cls[i])];
     for (j = i; j < cls.size() && v.single[v.classes.first(cls[j])] == t; ++j) {
     }
+    const std::vector<int> group(cls.begin() + static_cast<std::ptrdiff_t>(i),
+                                 cls.begin() + static_cast<std::ptrdiff_t>(j));
     for (int f = p.relaxed ? 1 : k; f <= v.buckets.max_free(); ++f) {
       int u = -1;
       for (const int w : prev)  // ascending: the first match is the lowest id
@@ -164,10 +166,11 @@ candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
           u = w;
           break;
         }
-      for (std::size_t x = i; u < 0 && x < j; ++x) {
-        const int w = v.buckets.first(cls[x], f, avoided);
-        if (w >= 0 && (u < 0 || w < u)) u = w;
-      }
+      if (u < 0)
+        v.buckets.walk(group, f, avoided, [&](int w) {
+          u = w;
+          return true;
+        });
       if (u < 0) continue;
       candidate c = on_one_server(u, k, v.free, v.single, v.multi, prev);
       if (better(c, best)) best = std::move(c);
@@ -291,7 +294,7 @@ double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
   const job_view& jv = s_.jobs.at(idx);
   const int k = std::max(1, jv.spec->scale_factor);
   const auto& [single, multi] = times_.get(s_, jv);  // may refine the server classes
-  if (times_.classes().version() != buckets_version_ || buckets_.max_free() == 0) {
+  if (times_.classes().version() != buckets_version_) {  // new round, or classes split
     buckets_ = free_buckets(times_.classes(), free_);
     buckets_version_ = times_.classes().version();
   }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -68,6 +69,23 @@ class free_buckets {
     for (const int u : at(c, f))
       if (!skip(u)) return u;
     return -1;
+  }
+  /// Calls take(u) for the servers of the classes `cls` with f free GPUs, ids ascending
+  /// across the classes, skipping those skip(u) rejects, until take returns true; returns
+  /// whether it did.
+  template <class Skip, class Take>
+  bool walk(const std::vector<int>& cls, int f, Skip skip, Take take) const {
+    std::vector<std::pair<std::set<int>::const_iterator, std::set<int>::const_iterator>> it;
+    for (const int c : cls) it.emplace_back(at(c, f).begin(), at(c, f).end());
+    for (;;) {
+      std::size_t low = it.size();
+      for (std::size_t i = 0; i < it.size(); ++i)
+        if (it[i].first != it[i].second && (low == it.size() || *it[i].first < *it[low].first))
+          low = i;
+      if (low == it.size()) return false;
+      const int u = *it[low].first++;
+      if (!skip(u) && take(u)) return true;
+    }
   }
 
  private:

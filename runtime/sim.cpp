@@ -297,8 +297,8 @@ void simulation::retire(const std::vector<bool>& done) {
     ++completed_;
     rec.restarts = exec_.restarts(views_[i].spec->id);
     rec.iso_share_time = iso_share_time(views_[i], live_[i]);
-    const double best = *std::max_element(views_[i].throughput.begin(),
-                                           views_[i].throughput.end());
+    double best = 0;  // the job's fastest GPU type (no types: no expected time)
+    for (const double r : views_[i].throughput) best = std::max(best, r);
     if (best > 0) rec.expected_time = views_[i].spec->total_steps / best;
     if (in_window(views_[i].spec->id)) --window_left_;
   }
