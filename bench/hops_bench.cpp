@@ -9,7 +9,8 @@
 /// runtime/server_throughput. One `hops` policy plans that round `--repeat` times.
 ///
 /// Prints one JSON line per cluster size ("bench": "hops_ilp"):
-///   window_jobs, columns, rows, integers   the ILP's size
+///   window_jobs, groups, columns, rows, integers   the ILP's size (groups: job groups
+///                                          sharing columns, = window_jobs per job)
 ///   outcome                                CBC's outcome of the last repeat
 ///   ilp_s                                  median CBC wall time (seconds)
 ///   plan_s                                 median wall time of the whole plan() call
@@ -21,6 +22,7 @@
 /// columns, outcome, seconds, objective and CBC's bound.
 ///
 /// usage: bench_hops_bench [--repeat R] [--seed S] [--compare] [--time-limit T]
+///                         [--group-tolerance G]   (hops' option group_tolerance)
 
 #include <algorithm>
 #include <chrono>
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   bool compare = false;
   double time_limit = 10;
+  double group_tolerance = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
@@ -113,9 +116,11 @@ int main(int argc, char** argv) {
       compare = true;
     } else if (!std::strcmp(argv[i], "--time-limit") && i + 1 < argc) {
       time_limit = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--group-tolerance") && i + 1 < argc) {
+      group_tolerance = std::atof(argv[++i]);
     } else {
       std::cerr << "usage: bench_hops_bench [--repeat R] [--seed S] [--compare] "
-                   "[--time-limit T]\n";
+                   "[--time-limit T] [--group-tolerance G]\n";
       return 2;
     }
   }
@@ -146,6 +151,7 @@ int main(int argc, char** argv) {
     }
     hops_params hp;
     hp.ilp_time_limit = time_limit;
+    hp.group_tolerance = group_tolerance;
     hops h("hops", hp);
     std::vector<double> ilp, plan;
     int placed = 0;
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
                            {"servers", cl.servers.size()},
                            {"jobs", s.jobs.size()},
                            {"window_jobs", st.window_jobs},
+                           {"groups", st.groups},
                            {"columns", st.columns},
                            {"rows", st.rows},
                            {"integers", st.integers},

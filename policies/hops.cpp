@@ -246,6 +246,7 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
   in.classes = classes_->classes();
   for (std::size_t i = 0; i < window; ++i) in.configs.push_back(st.queue[i].configs);
   in.value = value;
+  in.group_tolerance = p_.group_tolerance;
   milp_settings ms;
   ms.time_limit_s = p_.ilp_time_limit;
   ms.relative_gap = p_.ilp_gap;
@@ -259,6 +260,7 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
     stats_.columns = r->columns;
     stats_.rows = r->rows;
     stats_.integers = r->integers;
+    stats_.groups = r->groups;
   }
   if (!r || !r->solution.has_solution) {
     stats_.ilp_fallback = true;
@@ -368,6 +370,11 @@ std::vector<option_spec> hops_options() {
        "adds this x GPUs to G in each configuration's value, so that who runs is weighed per GPU "
        "(0 = the paper's objective)",
        1.0, 0.0, 1000.0},
+      {"group_tolerance",
+       "0 = one ILP column per window job and configuration; t > 0: jobs with the same "
+       "configurations and weights within a factor 1 + t share integer columns (plan value "
+       "within 1 + t of the per-job ILP's; far fewer columns in large windows)",
+       0.01, 0.0, 1.0},
       {"critical_slack",
        "jobs whose remaining run time is within this fraction of the makespan bound (longest "
        "remaining run time, or the queue's drain time) go first; 0 = off",
@@ -391,6 +398,7 @@ std::unique_ptr<policy> make_hops(const std::string& name, const options& o) {
   p.preempt_margin = o.get("preempt_margin");
   p.critical_slack = o.get("critical_slack");
   p.size_value = o.get("size_value");
+  p.group_tolerance = o.get("group_tolerance");
   return std::make_unique<hops>(name, p);
 }
 

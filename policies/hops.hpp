@@ -44,6 +44,12 @@
 ///     pattern solution packs, so the feasible set is the same as the per-server ILP's,
 ///     without its symmetric copies, which CBC proves optimal far sooner than the per-server
 ///     ILP (bench_hops_bench --compare; docs/benchmarks.md).
+///     Addition (option `group_tolerance` t, see hops_ilp.hpp): window jobs of one shape
+///     (same configurations, values proportional) whose weights lie within a factor 1 + t
+///     share one integer column per configuration; the shape's chosen configurations go to
+///     its highest-weight jobs, best first. The plan's objective stays within 1 + t of the
+///     per-job ILP's, and the model's size follows the window's shapes (about 130 at 10,000
+///     GPUs) instead of its jobs (5,000). t = 0 is the per-job ILP.
 ///  5. Packing: whole-server shares first (on the job's previous servers when possible,
 ///     else consecutive servers), then patterns to servers (a running job's previous server
 ///     gets a pattern holding its share when possible), then shares to pattern slots.
@@ -61,9 +67,10 @@
 /// share.
 ///
 /// Complexity per round, M active jobs, W window jobs, K classes, A acceptable counts, P
-/// patterns per class: O(M log M) queue, O(M K A) throughput look-ups (cached per job type),
-/// an ILP with at most W*K*A*3 binary and K*P integer columns and W + K*(|D|+1) rows, and
-/// O((M + S) S) fragment filling for S servers.
+/// patterns per class, G job groups (G = W when ungrouped): O(M log M) queue, O(M K A)
+/// throughput look-ups (cached per job type), O(W K A log G) grouping, an ILP with at most
+/// G*K*A*3 + K*P integer columns and G + K*(|D|+1) rows, and O((M + S) S) fragment filling
+/// for S servers.
 
 #include <cstddef>
 #include <memory>
@@ -100,6 +107,7 @@ struct hops_params {
   double preempt_margin = 0.0;         ///< LR head start of jobs that ran in the last round
   double critical_slack = 0.1;         ///< makespan-critical jobs go first (0: off)
   double size_value = 1.0;             ///< value += w * size_value * GPUs (0: the paper's)
+  double group_tolerance = 0.01;       ///< hops_ilp_input::group_tolerance (0: per job)
 };
 
 /// Latency ratio of a job at time `now`: wait / expected run time, wait = now - arrival - run
@@ -123,6 +131,7 @@ struct hops_round_stats {
   double ilp_seconds = 0;        ///< CBC wall time
   double plan_seconds = 0;       ///< whole plan() wall time
   int columns = 0, rows = 0, integers = 0;
+  int groups = 0;                ///< the ILP's job groups (window jobs when not grouped)
   int placed_by_ilp = 0;         ///< jobs placed by the ILP (or the greedy pass)
   int placed_by_filling = 0;     ///< jobs placed by fragment filling
   int idle_gpus = 0;             ///< GPUs left idle by the plan

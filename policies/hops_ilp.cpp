@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace tessera {
@@ -34,31 +36,86 @@ void fill_patterns_rec(const std::vector<int>& sizes, std::size_t idx, int left,
   }
 }
 
+/// Jobs that share the model's columns: one job, or (grouped) jobs of one shape whose
+/// weights fall in one bin.
+struct job_group {
+  std::vector<int> members;  ///< job indices, ascending
+  int rep = 0;               ///< the member whose configurations stand for the group's
+  int shape = 0;             ///< jobs of one shape have the same configurations and u
+  std::vector<double> unit;  ///< objective of one member on each configuration
+};
+
+/// Per job: its weight w = max_c value (the scale of its value vector).
+double job_weight(const std::vector<double>& v) {
+  double w = 0;
+  for (double x : v) w = std::max(w, x);
+  return w;
+}
+
+/// A job's shape: its configurations and its value vector over its weight.
+std::string shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v,
+                      double w) {
+  std::string key;
+  for (std::size_t c = 0; c < cfs.size(); ++c) {
+    const auto& cf = cfs[c];
+    key += std::to_string(cf.cls) + ',' + std::to_string(cf.gpus) + ',' +
+           std::to_string(cf.whole_servers) + ',' + (cf.stay ? 's' : '-');
+    for (int d : cf.pieces) key += ',' + std::to_string(d);
+    key += ':' + std::to_string(std::llround(v[c] / w * 1e9)) + ';';
+  }
+  return key;
+}
+
+/// The groups of `in`: one per job when its tolerance is 0 (in job order), else one per
+/// (shape, weight bin), valued at the bin's mean weight.
+std::vector<job_group> group_jobs(const hops_ilp_input& in) {
+  const std::size_t n = in.configs.size();
+  std::vector<job_group> out;
+  const double t = in.group_tolerance;
+  std::unordered_map<std::string, int> shapes;
+  std::map<std::pair<int, long long>, int> bins;
+  std::vector<double> weight_sum;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = job_weight(in.value[i]);
+    if (!(t > 0) || !(w > 0)) {
+      out.push_back({{static_cast<int>(i)}, static_cast<int>(i), -1 - static_cast<int>(i),
+                     in.value[i]});
+      weight_sum.push_back(0);
+      continue;
+    }
+    const int shape = shapes.emplace(shape_key(in.configs[i], in.value[i], w),
+                                     static_cast<int>(shapes.size())).first->second;
+    const auto bin = static_cast<long long>(std::floor(std::log(w) / std::log1p(t)));
+    const auto [it, fresh] = bins.emplace(std::make_pair(shape, bin), static_cast<int>(out.size()));
+    if (fresh) {
+      out.push_back({{}, static_cast<int>(i), shape, {}});
+      for (double x : in.value[i]) out.back().unit.push_back(x / w);
+      weight_sum.push_back(0);
+    }
+    out[it->second].members.push_back(static_cast<int>(i));
+    weight_sum[it->second] += w;
+  }
+  for (std::size_t g = 0; g < out.size(); ++g)
+    if (weight_sum[g] > 0)
+      for (double& u : out[g].unit) u *= weight_sum[g] / out[g].members.size();
+  return out;
+}
+
 /// The model's configuration columns and what the capacity rows need to know of them.
 struct config_columns {
-  std::vector<std::vector<int>> col;  ///< per job and configuration: its binary column
+  std::vector<job_group> groups;
+  std::vector<std::vector<int>> col;  ///< per group and configuration: its column
   std::vector<std::set<int>> sizes;   ///< per class: the partial-share sizes in use
   std::vector<bool> used_class;       ///< per class: some configuration uses it
 };
 
-/// Where one class's fill patterns sit in the model.
-struct class_patterns {
-  std::vector<std::vector<int>> patterns;  ///< the maximal multisets of the class's sizes
-  std::vector<int> col;                    ///< the integer column counting each pattern
-};
-
-/// Checks every configuration against its class and adds one binary column per
-/// configuration, job by job, with the configuration's value (at least 0) as its objective.
-status add_config_columns(const hops_ilp_input& in, milp_model& m, config_columns& out) {
-  const std::size_t n_jobs = in.configs.size(), n_classes = in.classes.size();
-  out.col.assign(n_jobs, {});
-  out.sizes.assign(n_classes, {});
-  out.used_class.assign(n_classes, false);
-  for (std::size_t i = 0; i < n_jobs; ++i) {
+/// Checks every job's configurations against its class.
+status check_configs(const hops_ilp_input& in) {
+  const std::size_t n_classes = in.classes.size();
+  for (std::size_t i = 0; i < in.configs.size(); ++i) {
     if (in.value[i].size() != in.configs[i].size())
       return error{error_kind::invalid_input, "Hops ILP: one value per configuration expected"};
-    for (std::size_t c = 0; c < in.configs[i].size(); ++c) {
-      const auto& cf = in.configs[i][c];
+    for (const auto& cf : in.configs[i]) {
       if (cf.cls < 0 || cf.cls >= static_cast<int>(n_classes))
         return error{error_kind::invalid_input, "Hops ILP: configuration names no class"};
       const auto& k = in.classes[cf.cls];
@@ -66,27 +123,49 @@ status add_config_columns(const hops_ilp_input& in, milp_model& m, config_column
       for (int d : cf.pieces) {
         if (d <= 0 || d > k.capacity)
           return error{error_kind::invalid_input, "Hops ILP: share size outside the server"};
-        out.sizes[cf.cls].insert(d);
         gpus += d;
       }
       if (gpus != cf.gpus || cf.whole_servers < 0)
         return error{error_kind::invalid_input, "Hops ILP: configuration GPUs do not add up"};
-      out.used_class[cf.cls] = true;
-      out.col[i].push_back(m.add_binary(std::max(0.0, in.value[i][c])));
     }
   }
   return {};
 }
 
-/// One configuration per job: sum_c y[i][c] <= 1.
-void add_one_config_rows(const config_columns& cc, milp_model& m) {
-  for (const auto& cols : cc.col) {
-    if (cols.empty()) continue;
-    std::vector<std::pair<int, double>> row;
-    for (int c : cols) row.emplace_back(c, 1.0);
-    m.add_row(-lp_inf, 1.0, row);
+/// One column per group and configuration, counting the group's members on it (binary for
+/// a one-job group), with the configuration's unit value (at least 0) as its objective.
+void add_config_columns(const hops_ilp_input& in, milp_model& m, config_columns& out) {
+  out.groups = group_jobs(in);
+  out.col.assign(out.groups.size(), {});
+  out.sizes.assign(in.classes.size(), {});
+  out.used_class.assign(in.classes.size(), false);
+  for (std::size_t g = 0; g < out.groups.size(); ++g) {
+    const auto& gr = out.groups[g];
+    const double size = static_cast<double>(gr.members.size());
+    for (std::size_t c = 0; c < in.configs[gr.rep].size(); ++c) {
+      const auto& cf = in.configs[gr.rep][c];
+      for (int d : cf.pieces) out.sizes[cf.cls].insert(d);
+      out.used_class[cf.cls] = true;
+      out.col[g].push_back(m.add_column(0, size, std::max(0.0, gr.unit[c]), true));
+    }
   }
 }
+
+/// One configuration per job: sum_c n[g][c] <= members of g.
+void add_one_config_rows(const config_columns& cc, milp_model& m) {
+  for (std::size_t g = 0; g < cc.col.size(); ++g) {
+    if (cc.col[g].empty()) continue;
+    std::vector<std::pair<int, double>> row;
+    for (int c : cc.col[g]) row.emplace_back(c, 1.0);
+    m.add_row(-lp_inf, static_cast<double>(cc.groups[g].members.size()), row);
+  }
+}
+
+/// Where one class's fill patterns sit in the model.
+struct class_patterns {
+  std::vector<std::vector<int>> patterns;  ///< the maximal multisets of the class's sizes
+  std::vector<int> col;                    ///< the integer column counting each pattern
+};
 
 /// Class k's server row: its pattern columns (added here) plus whole servers used <= its
 /// servers.
@@ -99,12 +178,12 @@ void add_server_row(const hops_ilp_input& in, std::size_t k, const config_column
     cp.col.push_back(c);
     row.emplace_back(c, 1.0);
   }
-  for (std::size_t i = 0; i < in.configs.size(); ++i)
-    for (std::size_t c = 0; c < in.configs[i].size(); ++c) {
-      const auto& cf = in.configs[i][c];
-      if (cf.cls == static_cast<int>(k) && cf.whole_servers > 0)
-        row.emplace_back(cc.col[i][c], cf.whole_servers);
-    }
+  for (std::size_t g = 0; g < cc.groups.size(); ++g) {
+    const auto& cfs = in.configs[cc.groups[g].rep];
+    for (std::size_t c = 0; c < cfs.size(); ++c)
+      if (cfs[c].cls == static_cast<int>(k) && cfs[c].whole_servers > 0)
+        row.emplace_back(cc.col[g][c], cfs[c].whole_servers);
+  }
   m.add_row(-lp_inf, n_servers, row);
 }
 
@@ -112,13 +191,14 @@ void add_server_row(const hops_ilp_input& in, std::size_t k, const config_column
 void add_share_row(const hops_ilp_input& in, std::size_t k, int d, const config_columns& cc,
                    const class_patterns& cp, milp_model& m) {
   std::vector<std::pair<int, double>> row;
-  for (std::size_t i = 0; i < in.configs.size(); ++i)
-    for (std::size_t c = 0; c < in.configs[i].size(); ++c) {
-      const auto& cf = in.configs[i][c];
-      if (cf.cls != static_cast<int>(k)) continue;
-      const auto n = std::count(cf.pieces.begin(), cf.pieces.end(), d);
-      if (n > 0) row.emplace_back(cc.col[i][c], static_cast<double>(n));
+  for (std::size_t g = 0; g < cc.groups.size(); ++g) {
+    const auto& cfs = in.configs[cc.groups[g].rep];
+    for (std::size_t c = 0; c < cfs.size(); ++c) {
+      if (cfs[c].cls != static_cast<int>(k)) continue;
+      const auto n = std::count(cfs[c].pieces.begin(), cfs[c].pieces.end(), d);
+      if (n > 0) row.emplace_back(cc.col[g][c], static_cast<double>(n));
     }
+  }
   for (std::size_t p = 0; p < cp.patterns.size(); ++p) {
     const auto n = std::count(cp.patterns[p].begin(), cp.patterns[p].end(), d);
     if (n > 0) row.emplace_back(cp.col[p], -static_cast<double>(n));
@@ -149,18 +229,38 @@ result<std::vector<class_patterns>> add_capacity_rows(const hops_ilp_input& in,
   return out;
 }
 
+/// Hands one shape's chosen configurations to its jobs: best unit value first, to the
+/// highest weights first (ties: lower configuration index, lower job index).
+void hand_out(const hops_ilp_input& in, const config_columns& cc, const std::vector<int>& gs,
+              const std::vector<double>& x, std::vector<int>& choice) {
+  const auto& u = cc.groups[gs.front()].unit;
+  std::vector<int> chosen, jobs;
+  for (int g : gs) {
+    for (std::size_t c = 0; c < cc.col[g].size(); ++c)
+      for (long n = std::lround(x[cc.col[g][c]]); n > 0; --n) chosen.push_back(static_cast<int>(c));
+    jobs.insert(jobs.end(), cc.groups[g].members.begin(), cc.groups[g].members.end());
+  }
+  std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) { return u[a] > u[b]; });
+  std::vector<double> w(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) w[j] = job_weight(in.value[jobs[j]]);
+  std::vector<std::size_t> order(jobs.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return w[a] != w[b] ? w[a] > w[b] : jobs[a] < jobs[b];
+  });
+  for (std::size_t r = 0; r < chosen.size() && r < order.size(); ++r)
+    choice[jobs[order[r]]] = chosen[r];
+}
+
 /// Reads CBC's solution: each job's chosen configuration and each class's pattern copies.
-void read_solution(const config_columns& cc, const std::vector<class_patterns>& cps,
-                   hops_ilp_result& res) {
-  res.choice.assign(cc.col.size(), -1);
+void read_solution(const hops_ilp_input& in, const config_columns& cc,
+                   const std::vector<class_patterns>& cps, hops_ilp_result& res) {
+  res.choice.assign(in.configs.size(), -1);
   if (!res.solution.has_solution) return;
   const auto& x = res.solution.x;
-  for (std::size_t i = 0; i < cc.col.size(); ++i)
-    for (std::size_t c = 0; c < cc.col[i].size(); ++c)
-      if (x[cc.col[i][c]] > 0.5) {
-        res.choice[i] = static_cast<int>(c);
-        break;
-      }
+  std::map<int, std::vector<int>> by_shape;
+  for (std::size_t g = 0; g < cc.groups.size(); ++g) by_shape[cc.groups[g].shape].push_back(g);
+  for (const auto& [shape, gs] : by_shape) hand_out(in, cc, gs, x, res.choice);
   for (std::size_t k = 0; k < cps.size(); ++k)
     for (std::size_t p = 0; p < cps[k].col.size(); ++p) {
       const int copies = static_cast<int>(std::lround(x[cps[k].col[p]]));
@@ -191,8 +291,9 @@ result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_sett
     return error{error_kind::invalid_input, "Hops ILP: one value row per job expected"};
   milp_model m;
   m.set_sense(lp_sense::maximize);
+  if (auto st = check_configs(in); !st) return st.err();
   config_columns cc;
-  if (auto st = add_config_columns(in, m, cc); !st) return st.err();
+  add_config_columns(in, m, cc);
   add_one_config_rows(cc, m);
   auto cps = add_capacity_rows(in, cc, m);
   if (!cps) return cps.err();
@@ -201,10 +302,11 @@ result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_sett
   res.columns = m.num_columns();
   res.rows = m.num_rows();
   res.integers = m.num_integers();
+  res.groups = static_cast<int>(cc.groups.size());
   auto sol = solve_milp(m, s);
   if (!sol) return sol.err();
   res.solution = std::move(sol.value());
-  read_solution(cc, cps.value(), res);
+  read_solution(in, cc, cps.value(), res);
   return res;
 }
 

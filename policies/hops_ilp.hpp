@@ -40,6 +40,11 @@ struct hops_ilp_input {
   std::vector<hops_class> classes;
   std::vector<std::vector<hops_config>> configs;  ///< per job
   std::vector<std::vector<double>> value;         ///< per job and configuration, > 0
+  /// 0: one binary column per (job, configuration). > 0: jobs with the same configurations
+  /// and proportional values (value[i][c] = w_i u[c]) whose weights w_i = max_c value[i][c]
+  /// fall in the same bin [(1+t)^b, (1+t)^(b+1)) share one integer column per configuration,
+  /// valued at the bin's mean weight; see `solve_hops_ilp`.
+  double group_tolerance = 0;
 };
 
 /// An ILP answer.
@@ -49,6 +54,7 @@ struct hops_ilp_result {
   std::vector<std::vector<std::vector<int>>> patterns;
   milp_solution solution;                           ///< CBC's outcome and figures
   int columns = 0, rows = 0, integers = 0;          ///< model size
+  int groups = 0;                                   ///< job groups (jobs when not grouped)
 };
 
 /// Maximal multisets of `sizes` (distinct, positive) summing to at most `capacity`, each
@@ -58,6 +64,15 @@ std::vector<std::vector<int>> fill_patterns(const std::vector<int>& sizes, int c
 
 /// Builds and solves the ILP. An error when the instance is inconsistent, CBC fails or a
 /// class needs too many patterns.
+///
+/// Grouped (`group_tolerance` t > 0): the model holds one row and one integer column per
+/// configuration per group, so its size follows the distinct job shapes (about 130 in a
+/// 5,000-job window at 10,000 GPUs) rather than the jobs. The counts it chooses are handed to
+/// jobs shape by shape: the shape's chosen configurations, best unit value first, to its
+/// jobs, highest weight first (the best matching, by the rearrangement inequality, since
+/// jobs of one shape are interchangeable for capacity). That plan's value is at least the
+/// grouped optimum, which is at least the per-job optimum / (1 + t), since a bin's weights
+/// are within 1 + t of its mean.
 result<hops_ilp_result> solve_hops_ilp(const hops_ilp_input& in, const milp_settings& s);
 
 }  // namespace tessera

@@ -259,6 +259,101 @@ TEST_CASE("hops: larger random ILPs respect capacity and one configuration per j
   }
 }
 
+/// Copies of `base`'s jobs (1-3 each, at most `max_jobs` in all), each copy's values scaled
+/// by a weight in [1, 1.3): jobs of one shape with different weights.
+hops_ilp_input replicate_shapes(std::mt19937& rng, const hops_ilp_input& base,
+                                std::size_t max_jobs) {
+  hops_ilp_input in;
+  in.classes = base.classes;
+  std::uniform_real_distribution<double> weight(1.0, 1.3);
+  for (std::size_t i = 0; i < base.configs.size(); ++i)
+    for (int n = 1 + static_cast<int>(rng() % 3); n > 0 && in.configs.size() < max_jobs; --n) {
+      const double w = weight(rng);
+      in.configs.push_back(base.configs[i]);
+      in.value.push_back(base.value[i]);
+      for (double& v : in.value.back()) v *= w;
+    }
+  return in;
+}
+
+TEST_CASE("hops: the grouped ILP is within its tolerance of brute force and fits",
+          "[policies]") {
+  std::mt19937 rng(23);
+  milp_settings ms;
+  ms.relative_gap = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    INFO("trial " << trial);
+    auto in = replicate_shapes(rng, random_ilp(rng, 3), 7);
+    in.group_tolerance = trial % 3 == 0 ? 0.05 : 0.5;  // some bins split a shape, some not
+    auto r = solve_hops_ilp(in, ms);
+    REQUIRE(r);
+    REQUIRE(r->solution.optimal());
+    REQUIRE(r->choice.size() == in.configs.size());
+    CHECK(r->groups <= static_cast<int>(in.configs.size()));
+    double value = 0;
+    for (std::size_t i = 0; i < in.configs.size(); ++i) {
+      REQUIRE(r->choice[i] < static_cast<int>(in.configs[i].size()));
+      if (r->choice[i] >= 0) value += in.value[i][r->choice[i]];
+    }
+    // The handed-out plan is worth at least the grouped optimum, and that is within 1 + t of
+    // the per-job optimum.
+    CHECK(value >= r->solution.objective - 1e-6);
+    CHECK(value * (1 + in.group_tolerance) >= brute_force(in) - 1e-6);
+    check_packing(in, *r, pack_hops_solution(in, *r, {}));
+    // Within a shape (same configurations, proportional values) a heavier job never gets a
+    // worse configuration than a lighter one, nor waits while it runs.
+    for (std::size_t a = 0; a < in.configs.size(); ++a)
+      for (std::size_t b = 0; b < in.configs.size(); ++b) {
+        if (in.configs[a].size() != in.configs[b].size() || in.value[a][0] <= in.value[b][0])
+          continue;
+        const double ratio = in.value[a][0] / in.value[b][0];
+        bool same = true;
+        for (std::size_t c = 0; c < in.configs[a].size(); ++c) {
+          const auto &x = in.configs[a][c], &y = in.configs[b][c];
+          same = same && x.cls == y.cls && x.gpus == y.gpus && x.pieces == y.pieces &&
+                 x.whole_servers == y.whole_servers &&
+                 std::abs(in.value[a][c] / in.value[b][c] - ratio) < 1e-9 * ratio;
+        }
+        if (!same || r->choice[b] < 0) continue;
+        INFO("jobs " << a << " and " << b);
+        REQUIRE(r->choice[a] >= 0);
+        CHECK(in.value[a][r->choice[a]] / ratio >= in.value[b][r->choice[b]] - 1e-9);
+      }
+  }
+}
+
+TEST_CASE("hops: grouping shrinks the ILP to one group per shape and weight bin", "[policies]") {
+  // Three shapes, 30 jobs each, weights within 1.3x: one group per shape at t = 0.5; one
+  // per job at t = 0, with the per-job model's optimum.
+  std::mt19937 rng(5);
+  hops_ilp_input base;
+  while (base.configs.size() != 3) base = random_ilp(rng, 3);
+  base.configs.resize(3);
+  for (auto& v : base.value) {  // weight (max value) 1, so that t = 0.5 bins [1, 1.5) together
+    const double w = *std::max_element(v.begin(), v.end());
+    for (double& x : v) x /= w;
+  }
+  hops_ilp_input in;
+  in.classes = base.classes;
+  for (int copy = 0; copy < 30; ++copy)
+    for (std::size_t i = 0; i < 3; ++i) {
+      in.configs.push_back(base.configs[i]);
+      in.value.push_back(base.value[i]);
+      for (double& v : in.value.back()) v *= 1.0 + 0.01 * copy;
+    }
+  milp_settings ms;
+  in.group_tolerance = 0.5;
+  auto grouped = solve_hops_ilp(in, ms);
+  in.group_tolerance = 0;
+  auto per_job = solve_hops_ilp(in, ms);
+  REQUIRE(grouped);
+  REQUIRE(per_job);
+  CHECK(grouped->groups == 3);
+  CHECK(per_job->groups == 90);
+  CHECK(grouped->columns < per_job->columns);
+  CHECK(grouped->solution.objective * 1.5 >= per_job->solution.objective);
+}
+
 TEST_CASE("hops: latency ratio and placement sensitivity by hand", "[policies]") {
   // Arrived at 100 s, now 1000 s, held GPUs for 300 s: waited 1000 - 100 - 300 = 600 s.
   // Expected run time 1200 steps / 2 steps/s = 600 s, so LR = 600 / 600 = 1.
