@@ -14,10 +14,26 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <mutex>
 #include <numeric>
 #include <string>
 
 namespace tessera {
+
+namespace {
+
+/// CBC's command-line driver (CbcMain0 / CbcMain1) reads its arguments through process-wide
+/// statics (CbcOrClpParam.cpp's read position and argument list), so two solves in different
+/// threads scramble each other's settings: under `tessera sweep -j 2` with hops in two cells
+/// CBC printed "String of -sec is illegal for integer parameter slogLevel" and ran with
+/// whatever options survived (time limit, gap, the pump and probing that abort this build).
+/// Every solve holds this lock from CbcMain0 to the end of CbcMain1.
+std::mutex& cbc_driver_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
 
 const char* to_string(milp_outcome o) {
   switch (o) {
@@ -173,8 +189,9 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     model.setLogLevel(0);
     model.messageHandler()->setLogLevel(0);
     // CBC's standard cuts and heuristics, as its command-line solver runs them; the parameter
-    // store is local to this call.
+    // store is local to this call, the driver's argument reader is not (see the lock).
     CbcSolverUsefulData data;
+    std::unique_lock<std::mutex> driver(cbc_driver_mutex());
     CbcMain0(model, data);
     data.noPrinting_ = true;
     data.useSignalHandler_ = false;
@@ -215,6 +232,7 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     CbcMain1(static_cast<int>(argv.size()), argv.data(), model, no_callback, data);
+    driver.unlock();
 
     out.nodes = model.getNodeCount();
     const int st = model.status(), sec = model.secondaryStatus();

@@ -14,6 +14,9 @@
 ///
 /// Determinism: for a given model and settings CBC is deterministic unless the time limit
 /// stops it, since where it stops then depends on the machine's speed.
+///
+/// Threads: solves from several threads are serialised (CBC's command-line driver keeps its
+/// argument reader in process-wide statics); `milp_solution::seconds` includes the wait.
 
 #include <vector>
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "runtime/solver/milp.hpp"
 
@@ -150,6 +152,49 @@ TEST_CASE("milp: a node limit with a solution is feasible-not-proven", "[solver]
   CHECK(ok);
   if (r->outcome == milp_outcome::feasible) CHECK(r->has_solution);
   if (r->outcome == milp_outcome::node_limit) CHECK_FALSE(r->has_solution);
+}
+
+TEST_CASE("milp: solves from several threads get their own settings", "[solver]") {
+  // CBC's driver reads its arguments through process-wide statics; without the adapter's
+  // lock, concurrent solves lost or swapped options (node limit, gap, preprocessing). Each
+  // thread alternates settings whose answers differ, and every answer must equal the one the
+  // same solve gives alone.
+  std::vector<milp_model> models;
+  for (unsigned seed = 1; seed <= 3; ++seed) models.push_back(symmetric_gap(30, 6, seed));
+  std::vector<milp_settings> settings(3);
+  settings[0].node_limit = 1;
+  settings[0].relative_gap = 0;
+  settings[1].relative_gap = 0.2;
+  settings[2].preprocess = false;
+  settings[2].relative_gap = 0;
+  auto key = [](const milp_solution& r) {
+    return std::to_string(static_cast<int>(r.outcome)) + " " + std::to_string(r.nodes) + " " +
+           std::to_string(std::lround(r.objective * 1000));
+  };
+  std::vector<std::string> alone;
+  for (const auto& m : models)
+    for (const auto& st : settings) {
+      auto r = solve_milp(m, st);
+      REQUIRE(r.ok());
+      alone.push_back(key(*r));
+    }
+  const int n_threads = 4, rounds = 6;
+  std::vector<std::vector<std::string>> got(n_threads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n_threads; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < rounds * 9; ++k) {
+        const int i = (k + t) % 9;
+        auto r = solve_milp(models[i / 3], settings[i % 3]);
+        got[t].push_back(r.ok() ? std::to_string(i) + ": " + key(*r) : "error");
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < n_threads; ++t)
+    for (int k = 0; k < rounds * 9; ++k) {
+      const int i = (k + t) % 9;
+      CHECK(got[t][k] == std::to_string(i) + ": " + alone[i]);
+    }
 }
 
 TEST_CASE("milp: bad input is an error naming the column or row", "[solver]") {
