@@ -298,7 +298,8 @@ result<round_plan> hops::plan(const snapshot& s) {
     if (builder.build(m, it == prev.end() ? nullptr : it->second, c))
       st.queue.push_back(std::move(c));
   }
-  for (const auto& c : st.queue) stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
+  for (const auto& c : st.queue)
+    stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
   mark_critical(st.queue, cl.total_gpus(), p_.critical_slack);
   sort_queue(s, st.queue);
 
