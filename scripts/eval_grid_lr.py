@@ -6,9 +6,12 @@ Hops defines it over the *expected* run time. For each cell of an eval_grid summ
 reruns the chosen policy, the three policies best on the worst LR, and hops, hadare and hare
 (where the cell has them) with `tessera compare --json` on the cell's traces, and prints per
 cell the best policy on each definition and the chosen policy's ratio to it (means over the
-seeds). Results are kept in OUT, so a rerun only runs what is missing.
+seeds), and the cell's verdict under eval_grid's rule with the expected-time LR in place of
+the grid's (JCT, makespan and FTF over every policy of the cell, that LR over the policies
+rerun). Results are kept in OUT, so a rerun only runs what is missing.
 
-usage: scripts/eval_grid_lr.py --grid DIR [--out DIR] [--chosen tessera] [--tessera BIN]"""
+usage: scripts/eval_grid_lr.py --grid DIR [--out DIR] [--chosen tessera] [--tessera BIN]
+                               [--clusters gavel_108,hops_512]"""
 
 import argparse
 import collections
@@ -16,6 +19,9 @@ import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eval_grid import judge_cell  # noqa: E402  (the grid's own pass rule)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTERS = {"gavel_108": ("config/gavel_108.toml", 360), "hops_512": ("config/hops_512.toml", 30)}
@@ -43,6 +49,14 @@ def seed_results(a, cell, seed, pols):
     return json.load(open(out))
 
 
+def expected_lr_verdict(cell, mean, chosen):
+    """eval_grid's verdict for the cell with the worst LR over the expected run time: the
+    policies that were not rerun cannot be best on it."""
+    means = {p: dict(v, lr_max=mean[p][KEYS[1]] if p in mean else float("inf"))
+             for p, v in cell["policies"].items()}
+    return judge_cell(means, chosen)[1]["pass"]
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,12 +64,18 @@ def main(argv):
     ap.add_argument("--out", help="where the reruns go (default: GRID/lr)")
     ap.add_argument("--chosen", default="tessera", help="the policy compared (default: tessera)")
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"))
+    ap.add_argument("--clusters", help="only these clusters' cells (comma-separated)")
     a = ap.parse_args(argv)
+    clusters = set(a.clusters.split(",")) if a.clusters else None
     a.out = a.out or os.path.join(a.grid, "lr")
     os.makedirs(a.out, exist_ok=True)
-    print("| cell | LR over run time taken: best, chosen's ratio | over expected: best, ratio |")
-    print("|---|---|---|")
+    print("| cell | LR over run time taken: best, chosen's ratio | over expected: best, ratio "
+          "| verdict with the expected LR |")
+    print("|---|---|---|---|")
+    passed = 0
     for cell in json.load(open(os.path.join(a.grid, "summary.json")))["cells"]:
+        if clusters is not None and cell["cluster"] not in clusters:
+            continue
         pols = cell_policies(cell, a.chosen)
         acc = collections.defaultdict(lambda: collections.defaultdict(list))
         for seed in cell["seeds"]:
@@ -67,8 +87,11 @@ def main(argv):
         for k in KEYS:
             best = min(mean, key=lambda p: mean[p][k])
             cols.append(f"{best} {mean[best][k]:.3g}, {mean[a.chosen][k] / mean[best][k]:.3f}")
-        print(f"| {cell['cluster']} {cell['kind']} {cell['load']:g} | {cols[0]} | {cols[1]} |",
-              flush=True)
+        ok = expected_lr_verdict(cell, mean, a.chosen)
+        passed += ok
+        print(f"| {cell['cluster']} {cell['kind']} {cell['load']:g} | {cols[0]} | {cols[1]} | "
+              f"{'pass' if ok else 'fail'} |", flush=True)
+    print(f"\ncells passed with the expected LR: {passed}")
     return 0
 
 

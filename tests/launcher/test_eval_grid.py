@@ -83,8 +83,17 @@ def tiny_grid(binary, d):
     assert r.returncode == 0, (r.stdout, r.stderr)
     row = [l for l in r.stdout.splitlines() if l.startswith("| gavel_108 single 4 |")]
     assert len(row) == 1, r.stdout
-    ratios = [float(col.rsplit(",", 1)[1]) for col in row[0].strip("| ").split(" | ")[1:]]
+    cols = row[0].strip("| ").split(" | ")
+    ratios = [float(col.rsplit(",", 1)[1]) for col in cols[1:3]]
     assert len(ratios) == 2 and all(x >= 1.0 for x in ratios), row
+    # The verdict with the expected LR cannot pass where the grid's JCT, makespan or FTF
+    # ratio is above the limit.
+    assert cols[3] in ("pass", "fail"), row
+    grid_cell = json.load(open(f"{out}/summary.json"))["cells"][0]
+    if any(grid_cell["metrics"][m]["ratio"] > 1.05 for m in ("avg_jct_h", "makespan_h",
+                                                               "ftf_max")):
+        assert cols[3] == "fail", row
+    assert "cells passed with the expected LR: " in r.stdout
     assert len(os.listdir(f"{out}/lr")) == 1  # one seed's rerun kept
 
 
