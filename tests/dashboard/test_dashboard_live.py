@@ -85,8 +85,15 @@ def check(serve, state, d, shot):
         time.sleep(0.2)
     address = open(f"{state}/address").read().split()[0]
     token = open(f"{state}/token").read().split()[0]
-    # Let a few rounds run so the timeline has columns and the short jobs finish.
-    while api(address, token, "/v1/cluster")["round"] < 4 and time.time() < deadline:
+    # Let a few rounds run so the timeline has columns, and wait for the short jobs to end:
+    # on a loaded host they may still be queued at round 4, and the check below expects
+    # only long jobs to run.
+    def settled():
+        if api(address, token, "/v1/cluster")["round"] < 4:
+            return False
+        return all(j["state"] == "finished" for j in api(address, token, "/v1/jobs")["jobs"]
+                   if j["total_steps"] <= 1000)
+    while not settled() and time.time() < deadline:
         time.sleep(0.5)
     url = f"http://{address}/#token={token}"
     common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
