@@ -45,6 +45,16 @@ struct job_group {
   std::vector<double> unit;  ///< objective of one member on each configuration
 };
 
+/// The model's configuration columns and what the capacity rows need to know of them.
+struct config_columns {
+  std::vector<job_group> groups;
+  std::vector<double> weight;         ///< per job: max_c value
+  int shapes = 0;                     ///< shape ids are 0 .. shapes - 1
+  std::vector<std::vector<int>> col;  ///< per group and configuration: its column
+  std::vector<std::set<int>> sizes;   ///< per class: the partial-share sizes in use
+  std::vector<bool> used_class;       ///< per class: some configuration uses it
+};
+
 /// Per job: its weight w = max_c value (the scale of its value vector).
 double job_weight(const std::vector<double>& v) {
   double w = 0;
@@ -66,25 +76,28 @@ std::string shape_key(const std::vector<hops_config>& cfs, const std::vector<dou
   return key;
 }
 
-/// The groups of `in`: one per job when its tolerance is 0 (in job order), else one per
-/// (shape, weight bin), valued at the bin's mean weight.
-std::vector<job_group> group_jobs(const hops_ilp_input& in) {
+/// The groups of `in` into `cc` (with each job's weight): one per job when its tolerance is
+/// 0 (in job order, each its own shape), else one per (shape, weight bin), valued at the
+/// bin's mean weight.
+void group_jobs(const hops_ilp_input& in, config_columns& cc) {
   const std::size_t n = in.configs.size();
-  std::vector<job_group> out;
   const double t = in.group_tolerance;
   std::unordered_map<std::string, int> shapes;
   std::map<std::pair<int, long long>, int> bins;
   std::vector<double> weight_sum;
+  auto& out = cc.groups;
+  cc.weight.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const double w = job_weight(in.value[i]);
+    const double w = cc.weight[i] = job_weight(in.value[i]);
     if (!(t > 0) || !(w > 0)) {
-      out.push_back({{static_cast<int>(i)}, static_cast<int>(i), -1 - static_cast<int>(i),
-                     in.value[i]});
+      out.push_back({{static_cast<int>(i)}, static_cast<int>(i), cc.shapes++, in.value[i]});
       weight_sum.push_back(0);
       continue;
     }
-    const int shape = shapes.emplace(shape_key(in.configs[i], in.value[i], w),
-                                     static_cast<int>(shapes.size())).first->second;
+    const auto [shape_it, new_shape] =
+        shapes.emplace(shape_key(in.configs[i], in.value[i], w), cc.shapes);
+    if (new_shape) ++cc.shapes;
+    const int shape = shape_it->second;
     const auto bin = static_cast<long long>(std::floor(std::log(w) / std::log1p(t)));
     const auto [it, fresh] = bins.emplace(std::make_pair(shape, bin), static_cast<int>(out.size()));
     if (fresh) {
@@ -98,16 +111,7 @@ std::vector<job_group> group_jobs(const hops_ilp_input& in) {
   for (std::size_t g = 0; g < out.size(); ++g)
     if (weight_sum[g] > 0)
       for (double& u : out[g].unit) u *= weight_sum[g] / out[g].members.size();
-  return out;
 }
-
-/// The model's configuration columns and what the capacity rows need to know of them.
-struct config_columns {
-  std::vector<job_group> groups;
-  std::vector<std::vector<int>> col;  ///< per group and configuration: its column
-  std::vector<std::set<int>> sizes;   ///< per class: the partial-share sizes in use
-  std::vector<bool> used_class;       ///< per class: some configuration uses it
-};
 
 /// Checks every job's configurations against its class.
 status check_configs(const hops_ilp_input& in) {
@@ -135,7 +139,7 @@ status check_configs(const hops_ilp_input& in) {
 /// One column per group and configuration, counting the group's members on it (binary for
 /// a one-job group), with the configuration's unit value (at least 0) as its objective.
 void add_config_columns(const hops_ilp_input& in, milp_model& m, config_columns& out) {
-  out.groups = group_jobs(in);
+  group_jobs(in, out);
   out.col.assign(out.groups.size(), {});
   out.sizes.assign(in.classes.size(), {});
   out.used_class.assign(in.classes.size(), false);
@@ -231,8 +235,8 @@ result<std::vector<class_patterns>> add_capacity_rows(const hops_ilp_input& in,
 
 /// Hands one shape's chosen configurations to its jobs: best unit value first, to the
 /// highest weights first (ties: lower configuration index, lower job index).
-void hand_out(const hops_ilp_input& in, const config_columns& cc, const std::vector<int>& gs,
-              const std::vector<double>& x, std::vector<int>& choice) {
+void hand_out(const config_columns& cc, const std::vector<int>& gs, const std::vector<double>& x,
+              std::vector<int>& choice) {
   const auto& u = cc.groups[gs.front()].unit;
   std::vector<int> chosen, jobs;
   for (int g : gs) {
@@ -241,15 +245,10 @@ void hand_out(const hops_ilp_input& in, const config_columns& cc, const std::vec
     jobs.insert(jobs.end(), cc.groups[g].members.begin(), cc.groups[g].members.end());
   }
   std::stable_sort(chosen.begin(), chosen.end(), [&](int a, int b) { return u[a] > u[b]; });
-  std::vector<double> w(jobs.size());
-  for (std::size_t j = 0; j < jobs.size(); ++j) w[j] = job_weight(in.value[jobs[j]]);
-  std::vector<std::size_t> order(jobs.size());
-  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return w[a] != w[b] ? w[a] > w[b] : jobs[a] < jobs[b];
-  });
-  for (std::size_t r = 0; r < chosen.size() && r < order.size(); ++r)
-    choice[jobs[order[r]]] = chosen[r];
+  const auto& w = cc.weight;
+  std::stable_sort(jobs.begin(), jobs.end(),
+                   [&](int a, int b) { return w[a] != w[b] ? w[a] > w[b] : a < b; });
+  for (std::size_t r = 0; r < chosen.size() && r < jobs.size(); ++r) choice[jobs[r]] = chosen[r];
 }
 
 /// Reads CBC's solution: each job's chosen configuration and each class's pattern copies.
@@ -258,9 +257,11 @@ void read_solution(const hops_ilp_input& in, const config_columns& cc,
   res.choice.assign(in.configs.size(), -1);
   if (!res.solution.has_solution) return;
   const auto& x = res.solution.x;
-  std::map<int, std::vector<int>> by_shape;
-  for (std::size_t g = 0; g < cc.groups.size(); ++g) by_shape[cc.groups[g].shape].push_back(g);
-  for (const auto& [shape, gs] : by_shape) hand_out(in, cc, gs, x, res.choice);
+  std::vector<std::vector<int>> by_shape(cc.shapes);
+  for (std::size_t g = 0; g < cc.groups.size(); ++g)
+    by_shape[cc.groups[g].shape].push_back(static_cast<int>(g));
+  for (const auto& gs : by_shape)
+    if (!gs.empty()) hand_out(cc, gs, x, res.choice);
   for (std::size_t k = 0; k < cps.size(); ++k)
     for (std::size_t p = 0; p < cps[k].col.size(); ++p) {
       const int copies = static_cast<int>(std::lround(x[cps[k].col[p]]));
