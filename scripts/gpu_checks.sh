@@ -11,14 +11,27 @@
 #      shared) and the NCCL backend's with one rank per GPU;
 #   6. `tessera run --local 1` of two mlp_cuda jobs on one GPU under the default policy (the
 #      cluster file declares one 1-GPU server of the first GPU's type, read from its model
-#      name as the node's discovery does, so discovery accepts it; CUDA_VISIBLE_DEVICES=0).
+#      name as the node's discovery does, so discovery accepts it; CUDA_VISIBLE_DEVICES=0),
+#      printing each job's measured steps/s;
+#   7. the same cluster file declaring another GPU type: the node must refuse it (exit 2).
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
+#        scripts/gpu_checks.sh --prebuilt DIR   (no build: DIR holds tessera, tessera_tests,
+#                                                tessera_mpi_aggregator_tests and
+#                                                bench_cuda_trainable_bench, as
+#                                                scripts/gpu_bundle.sh packs them)
+# GPU_CHECKS_OUT=DIR keeps the run's cluster, jobs and summary files there.
 # Exit: 0 all passed; 1 a check failed; 77 no GPU here (nothing ran; it says what it skipped).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-gpu}
+prebuilt=""
+if [ "${1:-}" = "--prebuilt" ]; then
+  prebuilt=$(cd "${2:?--prebuilt needs a directory}" && pwd)
+  build=$prebuilt
+else
+  build=${1:-$root/build-gpu}
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
@@ -64,52 +77,89 @@ check() {
 }
 
 # ---- 2. build -------------------------------------------------------------------------------
-jobs=$(nproc)
-echo
-echo "==== build in $build (-j$jobs)"
-mkdir -p "$build"
-if ! cmake -S "$root" -B "$build" -G Ninja -DTESSERA_WERROR=ON \
-     > "$build/gpu_checks.configure.log" 2>&1; then
-  tail -n 30 "$build/gpu_checks.configure.log"
-  echo "gpu_checks: FAILED to configure (log: $build/gpu_checks.configure.log)"
-  exit 1
+build_all() {
+  jobs=$(nproc)
+  echo
+  echo "==== build in $build (-j$jobs)"
+  mkdir -p "$build"
+  if ! cmake -S "$root" -B "$build" -G Ninja -DTESSERA_WERROR=ON \
+       > "$build/gpu_checks.configure.log" 2>&1; then
+    tail -n 30 "$build/gpu_checks.configure.log"
+    echo "gpu_checks: FAILED to configure (log: $build/gpu_checks.configure.log)"
+    exit 1
+  fi
+  grep "tessera: " "$build/gpu_checks.configure.log"
+  if ! grep -q "CUDA=ON, NCCL=ON" "$build/gpu_checks.configure.log"; then
+    echo "gpu_checks: FAILED: the build has no CUDA or no NCCL (see the line above)"
+    exit 1
+  fi
+  if ! cmake --build "$build" -j "$jobs" --target tessera_tests tessera_mpi_aggregator_tests \
+       bench_cuda_trainable_bench tessera > "$build/gpu_checks.build.log" 2>&1; then
+    grep -E "error|FAILED" "$build/gpu_checks.build.log" | head -n 30
+    echo "gpu_checks: FAILED to build (log: $build/gpu_checks.build.log)"
+    exit 1
+  fi
+  echo "built."
+}
+if [ -n "$prebuilt" ]; then
+  echo
+  echo "==== prebuilt programs in $prebuilt (no build)"
+  tests_bin=$prebuilt/tessera_tests mpi_tests_bin=$prebuilt/tessera_mpi_aggregator_tests
+  bench_bin=$prebuilt/bench_cuda_trainable_bench tessera_bin=$prebuilt/tessera
+  export TESSERA_TEST_BINARY=$tessera_bin  # the CLI tests run this one, not the build's path
+else
+  build_all || exit 1
+  tests_bin=$build/tests/tessera_tests mpi_tests_bin=$build/tests/tessera_mpi_aggregator_tests
+  bench_bin=$build/bench_cuda_trainable_bench tessera_bin=$build/tessera
 fi
-grep "tessera: " "$build/gpu_checks.configure.log"
-if ! grep -q "CUDA=ON, NCCL=ON" "$build/gpu_checks.configure.log"; then
-  echo "gpu_checks: FAILED: the build has no CUDA or no NCCL (see the line above)"
-  exit 1
-fi
-if ! cmake --build "$build" -j "$jobs" --target tessera_tests tessera_mpi_aggregator_tests \
-     bench_cuda_trainable_bench tessera > "$build/gpu_checks.build.log" 2>&1; then
-  grep -E "error|FAILED" "$build/gpu_checks.build.log" | head -n 30
-  echo "gpu_checks: FAILED to build (log: $build/gpu_checks.build.log)"
-  exit 1
-fi
-echo "built."
 
 # ---- 3. to 5. the checks --------------------------------------------------------------------
-check "unit tests on the GPU" "$build/tests/tessera_tests" "[gpu],[cuda],[comm]"
-check "CUDA MLP against the CPU" "$build/bench_cuda_trainable_bench" --seconds 2
+check "unit tests on the GPU" "$tests_bin" "[gpu],[cuda],[comm]"
+check "CUDA MLP against the CPU, K = 1" "$bench_bin" --seconds 1
+check "CUDA MLP against the CPU, K = 4" "$bench_bin" --seconds 1 --k 4
 check "MPI backend, device buffers (2 ranks)" \
-  mpirun -np 2 "$build/tests/tessera_mpi_aggregator_tests" "[gpu]"
+  mpirun -np 2 "$mpi_tests_bin" "[gpu]"
 check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
-  mpirun -np "$ngpu" "$build/tests/tessera_mpi_aggregator_tests" "[nccl]"
+  mpirun -np "$ngpu" "$mpi_tests_bin" "[nccl]"
 
-run_dir=$(mktemp -d)
+run_dir=${GPU_CHECKS_OUT:-$(mktemp -d)}
+mkdir -p "$run_dir"
 # The first GPU's type from its model name (runtime/gpu/devices.cpp's table, the common part).
 gpu_type=$(printf '%s\n' "$gpus" | head -1 | tr 'A-Z' 'a-z' |
   grep -oE 'gh200|h100|h200|h800|a100|a800|a6000|a40|l40s|l40|l4|v100|p100|k80|t4' | head -1)
 gpu_type=${gpu_type:-h100}
 printf '[cluster]\nname = "one-gpu"\n[[cluster.server]]\nname = "gpu0"\ngpu_type = "%s"\n'\
 'gpus = 1\n' "$gpu_type" > "$run_dir/cluster.toml"
+# Long enough to span several 1 s rounds on an H100 (about 2,500 steps/s each, measured).
 for seed in 1 2; do
-  printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 300\nstep_time = 0.01\nseed = %s\n'\
+  printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 6000\nstep_time = 0.01\nseed = %s\n'\
 '[job.config]\nhidden = 256\ndim = 64\ntrain_size = 4096\n\n' "$seed"
 done > "$run_dir/jobs.toml"
 check "tessera run: two mlp_cuda jobs on one $gpu_type GPU" \
-  env CUDA_VISIBLE_DEVICES=0 "$build/tessera" run --local 1 --cluster "$run_dir/cluster.toml" --jobs "$run_dir/jobs.toml" \
-  --json "$run_dir/summary.json" --timeout 300
-[ -f "$run_dir/summary.json" ] && echo "summary: $run_dir/summary.json"
+  env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 1 --cluster "$run_dir/cluster.toml" \
+  --jobs "$run_dir/jobs.toml" --json "$run_dir/summary.json" --timeline "$run_dir/timeline.csv" \
+  --timeout 300 -v
+if [ -f "$run_dir/summary.json" ]; then
+  echo "summary: $run_dir/summary.json; measured steps/s per job (the declared model: 100):"
+  python3 -c 'import json,sys
+for j in json.load(open(sys.argv[1]))["jobs"]:
+    print("  job %d: %s steps in %d rounds, throughput %s" % (j["id"], j["steps"], j["rounds"],
+          ", ".join("%.0f" % t for t in j["throughput"])))' "$run_dir/summary.json"
+fi
+
+# A real GPU that disagrees with its server entry: the node must refuse (exit 2) and name it.
+wrong=v100
+[ "$gpu_type" = v100 ] && wrong=k80
+sed "s/gpu_type = \"$gpu_type\"/gpu_type = \"$wrong\"/" "$run_dir/cluster.toml" > "$run_dir/wrong.toml"
+echo
+echo "==== a node whose real GPU is not the declared $wrong is refused"
+out=$(env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 1 --cluster "$run_dir/wrong.toml" \
+      --jobs "$run_dir/jobs.toml" --timeout 60 2>&1)
+rc=$?
+printf '%s\n' "$out"
+if [ $rc -ne 2 ] || ! printf '%s\n' "$out" | grep -q "but its node found"; then
+  failures+=("refusal of a mismatched real GPU (exit $rc, expected 2 and the devices named)")
+fi
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

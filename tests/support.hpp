@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -417,9 +418,16 @@ inline command_result run_shell(const std::string& cmd) {
 }
 
 #ifdef TESSERA_BINARY
+/// The tessera binary under test: the build's, or TESSERA_TEST_BINARY's when set (the tests
+/// run from a bundle on another machine, scripts/gpu_bundle.sh, where the build path is absent).
+inline std::string tessera_binary() {
+  const char* env = std::getenv("TESSERA_TEST_BINARY");
+  return env && *env ? std::string(env) : std::string(TESSERA_BINARY);
+}
+
 /// Runs `tessera <args>` (the binary under test).
 inline command_result run_tessera(const std::string& args) {
-  return run_shell(std::string(TESSERA_BINARY) + " " + args);
+  return run_shell(tessera_binary() + " " + args);
 }
 #endif
 

@@ -167,6 +167,13 @@ __global__ void scale(float* a, std::size_t count, float f) {
   if (i < count) a[i] = __fmul_rn(a[i], f);
 }
 
+/// a[i] += b[i]: one shard's gradient into the running shard-order sum (sum_shard_gradients'
+/// float additions, element by element, so the sum has the host's bits).
+__global__ void add_into(float* a, const float* b, std::size_t count) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) a[i] = __fadd_rn(a[i], b[i]);
+}
+
 /// v = mu * v + g / k; p = p - lr * v: the CPU mlp's update, rounded step by step (no FMA).
 __global__ void momentum_update(float* p, float* v, const float* g, std::size_t count, float kf,
                                 float lr, float mu) {
@@ -321,6 +328,30 @@ class cuda_mlp final : public device_trainable {
     return update_locked(grad_.get(), k);
   }
 
+  /// The whole step on the GPU: the K shard gradients summed in shard order on the device
+  /// (add_into), then the update; no gradient crosses to the host. Bitwise equal to the default
+  /// path (compute_gradient to the host, sum_shard_gradients, apply_gradient), whose host copies
+  /// cost up to 22x its steps/s (docs/benchmarks.md, "Issue 17 — on a real GPU").
+  status train_step_on(int k, std::int64_t data_step) override {
+    if (k < 1)
+      return error{error_kind::invalid_input,
+                   kind() + ": train_step: k must be >= 1, got " + std::to_string(k)};
+    std::lock_guard<std::mutex> g(mu_);
+    const std::size_t np = net_.params();
+    float* sum = grad_.get();
+    if (k > 1) {
+      if (auto st = sum_.resize(np); !st) return st;
+      sum = sum_.get();
+    }
+    if (auto st = gradient_locked(0, k, data_step, sum); !st) return st;
+    for (int i = 1; i < k; ++i) {
+      if (auto st = gradient_locked(i, k, data_step, grad_.get()); !st) return st;
+      add_into<<<blocks_for(np), block_threads, 0, stream_>>>(sum, grad_.get(), np);
+      if (auto st = check_cuda("sum kernel", cudaGetLastError()); !st) return st;
+    }
+    return update_locked(sum, k);
+  }
+
   status apply_gradient_device(const float* summed_grad, std::size_t count, int k) override {
     if (auto st = check_apply(count, k); !st) return st;
     std::lock_guard<std::mutex> g(mu_);
@@ -436,6 +467,7 @@ class cuda_mlp final : public device_trainable {
   mutable bool host_stale_ = false;  // the device's arrays are newer than the twin's
   device_array<float> params_, velocity_, workspace_;
   mutable device_array<float> grad_, xb_, hpre_, h_, dh_, z_;
+  device_array<float> sum_;  // train_step_on's shard sum when K > 1 (made on first use)
   mutable device_array<std::uint32_t> rows_;
 };
 

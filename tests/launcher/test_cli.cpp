@@ -8,6 +8,7 @@
 #include "tests/support.hpp"
 
 using tessera::test::run_tessera;
+using tessera::test::tessera_binary;
 using tessera::test::temp_file;
 
 namespace {
@@ -117,7 +118,7 @@ namespace {
 /// made it buffer or loop without end fails the test instead of the machine.
 tessera::test::command_result run_bounded(const std::string& args) {
   return tessera::test::run_shell(tessera::test::memory_bound_prefix() + "timeout 30 " +
-                                  std::string(TESSERA_BINARY) + " " + args);
+                                  tessera_binary() + " " + args);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 using tessera::test::run_shell;
 using tessera::test::run_tessera;
+using tessera::test::tessera_binary;
 using tessera::test::temp_file;
 
 namespace {
@@ -80,7 +81,7 @@ TEST_CASE("cli run: GPUs that disagree with the node's server entry refuse the n
   const auto jobs = temp_file("j_gpu.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
   const std::string env = "TESSERA_GPU_DISCOVERY='fake:2*NVIDIA H100 80GB HBM3' ";
   // Node 0 of a local run (this process): server 0 declares one v100.
-  auto r = run_shell(env + TESSERA_BINARY + " run --local 2 --launcher fork --cluster " + cl +
+  auto r = run_shell(env + tessera_binary() + " run --local 2 --launcher fork --cluster " + cl +
                      " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("node rank 0: " + cl + ": field 'gpus': server "));
@@ -89,13 +90,13 @@ TEST_CASE("cli run: GPUs that disagree with the node's server entry refuse the n
   CHECK_THAT(r.out, Catch::Contains("1: NVIDIA H100 80GB HBM3 (type h100)"));
   // A node process refuses before it tries to reach its scheduler (port 1: none there).
   const auto secret = temp_file("c_gpu.secret", "") + ".key";
-  auto n = run_shell(env + TESSERA_BINARY + " run --rank 1 --scheduler 127.0.0.1:1 --cluster " +
+  auto n = run_shell(env + tessera_binary() + " run --rank 1 --scheduler 127.0.0.1:1 --cluster " +
                      cl + " --jobs " + jobs + " --secret-file " + secret);
   CHECK(n.code == 2);
   CHECK_THAT(n.out, Catch::Contains("node rank 1: " + cl + ": field 'gpus': server "));
   CHECK_THAT(n.out, Catch::Contains("of type k80"));
   // A setting it does not know.
-  auto bad = run_shell(std::string("TESSERA_GPU_DISCOVERY=on ") + TESSERA_BINARY +
+  auto bad = run_shell("TESSERA_GPU_DISCOVERY=on " + tessera_binary() +
                        " run --local 2 --cluster " + cl + " --jobs " + jobs);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out, Catch::Contains("TESSERA_GPU_DISCOVERY: expected auto, off or "
@@ -180,7 +181,7 @@ TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run
   for (const auto& r : rows) {
     INFO(r.args);
     const auto res = tessera::test::run_shell(tessera::test::memory_bound_prefix() +
-                                              "timeout 30 " + std::string(TESSERA_BINARY) + " " +
+                                              "timeout 30 " + tessera_binary() + " " +
                                               r.args);
     CHECK(res.code == 2);
     CHECK_THAT(res.out, Catch::Contains(r.part));

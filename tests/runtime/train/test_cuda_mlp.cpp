@@ -217,6 +217,35 @@ TEST_CASE("mlp_cuda on a GPU: shard gradients are deterministic, close to the CP
   CHECK(test::same_bits(*gpu->optimizer_state(), *cpu->optimizer_state()));
 }
 
+TEST_CASE("mlp_cuda on a GPU: a step summed on the device has the host path's bits",
+          "[train][cuda][gpu]") {
+  if (skip_without_gpu("the device-step check")) return;
+  for (int k : {1, 2, 3}) {
+    INFO("K = " << k);
+    auto dev = made(make_cuda_mlp(14, small));
+    auto host = made(make_cuda_mlp(14, small));
+    for (int step = 0; step < 6; ++step) {
+      // The device step on a forked copy's kind of batch (data step != step counter).
+      const std::int64_t data_step = 3 * step + 1;
+      REQUIRE(dev->train_step_on(k, data_step));
+      std::vector<std::vector<float>> shards(static_cast<std::size_t>(k));
+      for (int i = 0; i < k; ++i)
+        REQUIRE(host->compute_gradient(i, k, data_step, shards[static_cast<std::size_t>(i)]));
+      std::vector<float> sum;
+      REQUIRE(sum_shard_gradients(shards, sum));
+      REQUIRE(host->apply_gradient(sum, k));
+    }
+    CHECK(dev->step() == 6);
+    CHECK(test::same_bits(dev->params(), host->params()));
+    CHECK(test::same_bits(*dev->optimizer_state(), *host->optimizer_state()));
+  }
+  auto m = made(make_cuda_mlp(14, small));
+  auto bad = m->train_step_on(0, 0);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().kind == error_kind::invalid_input);
+  CHECK(m->step() == 0);
+}
+
 TEST_CASE("mlp_cuda on a GPU: a checkpoint moves to a CPU mlp and back", "[train][cuda][gpu]") {
   if (skip_without_gpu("the CPU-GPU checkpoint exchange")) return;
   test::scratch_dir dir("cuda_exchange");
