@@ -4,14 +4,16 @@
 The grid judges the worst latency ratio over the run time *taken* (the simulator's metric);
 Hops defines it over the *expected* run time. For each cell of an eval_grid summary, this
 reruns the chosen policy, the three policies best on the worst LR, and hops, hadare and hare
-(where the cell has them) with `tessera compare --json` on the cell's traces, and prints per
+(where the cell has them), or with --all-policies every policy of the cell, with
+`tessera compare --json` on the cell's traces, and prints per
 cell the best policy on each definition and the chosen policy's ratio to it (means over the
 seeds), and the cell's verdict under eval_grid's rule with the expected-time LR in place of
 the grid's (JCT, makespan and FTF over every policy of the cell, that LR over the policies
-rerun). Results are kept in OUT, so a rerun only runs what is missing.
+rerun; every policy found in OUT's files for the cell counts). Results are kept in OUT, one
+file per trace, so a rerun only runs the policies missing from it.
 
 usage: scripts/eval_grid_lr.py --grid DIR [--out DIR] [--chosen tessera] [--tessera BIN]
-                               [--clusters gavel_108,hops_512]"""
+                               [--clusters gavel_108,hops_512] [--all-policies]"""
 
 import argparse
 import collections
@@ -28,7 +30,9 @@ CLUSTERS = {"gavel_108": ("config/gavel_108.toml", 360), "hops_512": ("config/ho
 KEYS = ("latency_ratio_max", "latency_ratio_expected_max")
 
 
-def cell_policies(cell, chosen):
+def cell_policies(cell, chosen, every=False):
+    if every:
+        return sorted(cell["policies"])
     pols = sorted(cell["policies"], key=lambda p: cell["policies"][p]["lr_max"])[:3]
     return pols + [p for p in ("hops", "hadare", "hare", chosen)
                    if p in cell["policies"] and p not in pols]
@@ -40,13 +44,19 @@ def seed_results(a, cell, seed, pols):
     trace = os.path.join(a.grid, f"{cell['cluster']}_{cell['kind']}", "traces",
                          f"r{rate}_s{seed}.trace")
     out = os.path.join(a.out, f"{cell['cluster']}_{cell['kind']}_r{rate}_s{seed}.json")
-    have = {m["policy"] for m in json.load(open(out))} if os.path.exists(out) else set()
-    if not set(pols) <= have:
+    kept = json.load(open(out)) if os.path.exists(out) else []
+    missing = [p for p in pols if p not in {m["policy"] for m in kept}]
+    if missing:
+        part = out + ".part"
         subprocess.run([a.tessera, "compare", "-q", "--parallel", "1", "--trace", trace,
                         "--cluster", os.path.join(ROOT, cfile), "--round-length", str(round_s),
-                        "--policies", ",".join(pols), "--json", out],
+                        "--policies", ",".join(missing), "--json", part],
                        check=True, stdout=subprocess.DEVNULL)
-    return json.load(open(out))
+        kept += json.load(open(part))
+        with open(part, "w") as f:
+            json.dump(kept, f, indent=1)
+        os.replace(part, out)  # whole or not at all, should this be killed
+    return kept
 
 
 def expected_lr_verdict(cell, mean, chosen):
@@ -65,6 +75,8 @@ def main(argv):
     ap.add_argument("--chosen", default="tessera", help="the policy compared (default: tessera)")
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"))
     ap.add_argument("--clusters", help="only these clusters' cells (comma-separated)")
+    ap.add_argument("--all-policies", action="store_true",
+                    help="rerun every policy of each cell, not only the candidates")
     a = ap.parse_args(argv)
     clusters = set(a.clusters.split(",")) if a.clusters else None
     a.out = a.out or os.path.join(a.grid, "lr")
@@ -76,7 +88,7 @@ def main(argv):
     for cell in json.load(open(os.path.join(a.grid, "summary.json")))["cells"]:
         if clusters is not None and cell["cluster"] not in clusters:
             continue
-        pols = cell_policies(cell, a.chosen)
+        pols = cell_policies(cell, a.chosen, a.all_policies)
         acc = collections.defaultdict(lambda: collections.defaultdict(list))
         for seed in cell["seeds"]:
             for m in seed_results(a, cell, seed, pols):

@@ -13,7 +13,9 @@
 #      cluster file declares one 1-GPU server of the first GPU's type, read from its model
 #      name as the node's discovery does, so discovery accepts it; CUDA_VISIBLE_DEVICES=0),
 #      printing each job's measured steps/s;
-#   7. the same cluster file declaring another GPU type: the node must refuse it (exit 2).
+#   7. the same cluster file declaring another GPU type: the node must refuse it (exit 2);
+#   8. `tessera run --local 2 --policy hadare` of one mlp_cuda job on two 1-GPU servers whose
+#      node processes share GPU 0: it must run as two copies at least once and finish.
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
@@ -159,6 +161,30 @@ rc=$?
 printf '%s\n' "$out"
 if [ $rc -ne 2 ] || ! printf '%s\n' "$out" | grep -q "but its node found"; then
   failures+=("refusal of a mismatched real GPU (exit $rc, expected 2 and the devices named)")
+fi
+
+# A job forked into copies on two node processes that share the first GPU (hadare forks a lone
+# job over every free GPU); the copies' parameters are averaged between rounds.
+fork_dir=$run_dir/fork
+mkdir -p "$fork_dir"
+printf '[cluster]\nname = "two-nodes-one-gpu"\n' > "$fork_dir/cluster.toml"
+for s in 0 1; do
+  printf '[[cluster.server]]\nname = "gpu%s"\ngpu_type = "%s"\ngpus = 1\n' "$s" "$gpu_type"
+done >> "$fork_dir/cluster.toml"
+printf '[[job]]\nkind = "mlp_cuda"\ntotal_steps = 30000\nstep_time = 0.01\nseed = 3\n'\
+'[job.config]\nhidden = 256\ndim = 64\ntrain_size = 4096\n' > "$fork_dir/jobs.toml"
+check "tessera run: one mlp_cuda job forked over two node processes on GPU 0 (hadare)" \
+  env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 2 --policy hadare \
+  --cluster "$fork_dir/cluster.toml" --jobs "$fork_dir/jobs.toml" \
+  --json "$fork_dir/summary.json" --timeout 300
+if [ -f "$fork_dir/summary.json" ]; then
+  python3 -c 'import json,sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+print("  forked job: %s steps, %d rounds, up to %d copies, throughput per rank %s, loss %.3g" % (
+      j["steps"], j["rounds"], j["max_copies"],
+      ", ".join("%.0f" % t for t in j["throughput"]), j["loss"]))
+sys.exit(0 if j["finished"] and j["max_copies"] >= 2 else 1)' "$fork_dir/summary.json" ||
+    failures+=("forked job: not finished, or never ran as two copies")
 fi
 
 echo

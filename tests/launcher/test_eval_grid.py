@@ -95,6 +95,26 @@ def tiny_grid(binary, d):
         assert cols[3] == "fail", row
     assert "cells passed with the expected LR: " in r.stdout
     assert len(os.listdir(f"{out}/lr")) == 1  # one seed's rerun kept
+    # A rerun runs only the policies missing from the kept file and keeps the others as they
+    # were; --all-policies asks for every policy of the cell.
+    kept_file = os.path.join(out, "lr", os.listdir(f"{out}/lr")[0])
+    kept = json.load(open(kept_file))
+    assert {m["policy"] for m in kept} == set(s["policies"]), kept
+    marked = [dict(m, marker=1) if m["policy"] != "fifo_perf" else m for m in kept]
+    json.dump([m for m in marked if m["policy"] != "fifo_perf"], open(kept_file, "w"))
+    r2 = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "scripts",
+                                                      "eval_grid_lr.py"),
+                         "--grid", out, "--chosen", "fifo", "--tessera", binary,
+                         "--all-policies"], capture_output=True, text=True)
+    assert r2.returncode == 0, (r2.stdout, r2.stderr)
+    again = json.load(open(kept_file))
+    assert sorted(m["policy"] for m in again) == sorted(s["policies"]), again
+    assert all(m.get("marker") == 1 for m in again if m["policy"] != "fifo_perf"), again
+    redone = [m for m in again if m["policy"] == "fifo_perf"][0]
+    assert "marker" not in redone
+    assert redone["latency_ratio_expected_max"] == \
+        [m for m in kept if m["policy"] == "fifo_perf"][0]["latency_ratio_expected_max"]
+    assert row[0] in r2.stdout, (row, r2.stdout)  # the same figures give the same row
 
 
 # (policy, load, seed, avg JCT, makespan, worst FTF, worst LR, complete)
