@@ -15,7 +15,10 @@
 #      printing each job's measured steps/s;
 #   7. the same cluster file declaring another GPU type: the node must refuse it (exit 2);
 #   8. `tessera run --local 2 --policy hadare` of one mlp_cuda job on two 1-GPU servers whose
-#      node processes share GPU 0: it must run as two copies at least once and finish.
+#      node processes share GPU 0: it must run as two copies at least once and finish;
+#   9. the PyTorch example (examples/pytorch_elastic) told --device cuda, first on its own, then
+#      as a program job: it must finish and report that it trained on cuda:0 (python3 on PATH
+#      needs torch with CUDA and scikit-learn).
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
@@ -185,6 +188,32 @@ print("  forked job: %s steps, %d rounds, up to %d copies, throughput per rank %
       ", ".join("%.0f" % t for t in j["throughput"]), j["loss"]))
 sys.exit(0 if j["finished"] and j["max_copies"] >= 2 else 1)' "$fork_dir/summary.json" ||
     failures+=("forked job: not finished, or never ran as two copies")
+fi
+
+# A user's program on the GPU: the PyTorch example as a program job, told --device cuda (an
+# error without a usable GPU), on the GPU its node hands it through CUDA_VISIBLE_DEVICES.
+py=$(command -v python3)
+prog_dir=$run_dir/program
+mkdir -p "$prog_dir"
+printf '[[job]]\nkind = "program"\ncommand = ["%s", "%s", "--steps", "1500", "--device", "cuda"]\n'\
+'workdir = "%s"\nenv = { OMP_NUM_THREADS = "1" }\ntotal_steps = 1500\nstep_time = 0.004\n'\
+'max_restarts = 1\ngrace_seconds = 60\n' "$py" "$root/examples/pytorch_elastic/train.py" \
+  "$prog_dir" > "$prog_dir/jobs.toml"
+# First on its own (no lease, no node), so a failure below says whether PyTorch on this GPU
+# or the program's lease under tessera is at fault.
+check "the PyTorch example alone on GPU 0 (200 steps, no tessera)" \
+  env CUDA_VISIBLE_DEVICES=0 OMP_NUM_THREADS=1 timeout 120 "$py" \
+  "$root/examples/pytorch_elastic/train.py" --steps 200 --device cuda \
+  --checkpoint-dir "$prog_dir/alone"
+echo
+echo "==== tessera run: the PyTorch example as a program job on GPU 0 ($py)"
+out=$(env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 1 --cluster "$run_dir/cluster.toml" \
+      --jobs "$prog_dir/jobs.toml" --json "$prog_dir/summary.json" --round-length 3 \
+      --timeout 300 2>&1)
+rc=$?
+printf '%s\n' "$out"
+if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q '"device": "cuda:0"'; then
+  failures+=("the PyTorch program job on the GPU (exit $rc; it must finish and report cuda:0)")
 fi
 
 echo

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""A small CNN on scikit-learn's 8x8 digits with PyTorch (CPU): an elastic tessera job.
+"""A small CNN on scikit-learn's 8x8 digits with PyTorch: an elastic tessera job.
 
-A copy of scale K is K processes training with DistributedDataParallel over gloo (RANK,
-WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the node); forked copies (TESSERA_COPIES > 1)
+It trains on the GPU the node gave it (CUDA_VISIBLE_DEVICES, set by a node with real GPUs)
+when PyTorch can use it, else on the CPU (--device). A copy of scale K is K processes
+training with DistributedDataParallel (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the
+node; gloo on the CPU, NCCL on GPUs, process r on the r-th GPU it was given); forked copies (TESSERA_COPIES > 1)
 average their parameters through the lease at every lease end. Completes at --steps, or as
 soon as the held-out accuracy reaches --target-accuracy. Runs on its own too (no
 TESSERA_LEASE): `python3 train.py --checkpoint-dir /tmp/ckpt`.
@@ -61,11 +63,27 @@ def accuracy(model, x, y):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
-def agree(flags):
+def pick_device(choice, rank):
+    """auto: the GPU the node handed this job (CUDA_VISIBLE_DEVICES) when PyTorch can use one,
+    else the CPU. cuda without a usable GPU is an error, not a silent fall back."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if choice == "auto":
+        choice = "cuda" if given not in ("", "-1") and torch.cuda.is_available() else "cpu"
+    if choice == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        sys.exit(f"train.py: --device cuda, but PyTorch finds no usable GPU "
+                 f"(CUDA_VISIBLE_DEVICES={given!r})")
+    return torch.device("cuda", rank % torch.cuda.device_count())
+
+
+def agree_on(device):
     """The element-wise maximum of the lease flags over the copy's processes."""
-    t = torch.tensor(flags)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
+    def agree(flags):
+        t = torch.tensor(flags, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+    return agree
 
 
 def parse_args():
@@ -79,6 +97,8 @@ def parse_args():
     ap.add_argument("--eval-every", type=int, default=50,
                     help="steps between accuracy checks of an unforked job (forked: at lease ends)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
+    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                    help="auto (default): the GPU the node gave the job, else the CPU")
     ap.add_argument("--checkpoint-dir", default="checkpoints",
                     help="used when TESSERA_CHECKPOINT_DIR is not set")
     return ap.parse_args()
@@ -88,29 +108,33 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    device = pick_device(args.device, rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if world > 1:
-        dist.init_process_group("gloo", init_method="env://")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://")
     ckpt_dir = os.environ.get("TESSERA_CHECKPOINT_DIR") or args.checkpoint_dir
     os.makedirs(ckpt_dir, exist_ok=True)
     ckpt = os.path.join(ckpt_dir, "model.pt")
 
     torch.manual_seed(args.seed)  # every copy and process starts from the same parameters
-    model = Net()
+    model = Net().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     start = 0
     if os.path.exists(ckpt):
         state = torch.load(ckpt, map_location="cpu")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        model.load_state_dict(state["model"])  # onto the model's device
+        opt.load_state_dict(state["optimizer"])  # momentum follows its parameters' device
         start = state["step"]
     net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    x, y, x_test, y_test = load_data()
+    x, y, x_test, y_test = (t.to(device) for t in load_data())
 
-    lease = Lease(range(start, args.steps), step=start, agree=agree if world > 1 else None)
+    lease = Lease(range(start, args.steps), step=start,
+                  agree=agree_on(device) if world > 1 else None)
     loss, reached = None, False
     for step in lease:
         idx = batch_indices(step, lease.copy * world + rank, lease.copies * world, len(x),
-                            args.batch_size, args.seed)
+                            args.batch_size, args.seed).to(device)
         opt.zero_grad()
         loss_t = F.cross_entropy(net(x[idx]), y[idx])
         loss_t.backward()
@@ -138,7 +162,8 @@ def main():
         lease.close()
         return
     if rank == 0:
-        print(json.dumps({"step": at, "loss": loss, "accuracy": acc}), flush=True)
+        print(json.dumps({"step": at, "loss": loss, "accuracy": acc, "device": str(device)}),
+              flush=True)
     lease.complete(loss=loss, accuracy=acc)
 
 
