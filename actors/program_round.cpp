@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -318,6 +319,16 @@ void program_run::finish() {
   if (tasks_.empty()) return;
   const auto v = tasks_[0].lease->view();
   if (v.said_hello) slot_.startup_seconds = seconds_between(t0_, v.hello_at);
+  if (o_.scale == 1 && v.said_hello && v.hello_at >= deadline_ && v.steps == 0 && !v.complete)
+    // It restarts every round, so a start-up longer than the round would repeat for ever
+    // without a step: a failure (counted against max_restarts), saying what to change.
+    fail("said hello " +
+             detail::format_shortest(std::round(slot_.startup_seconds * 100) / 100) +
+             " s after it started, after its " +
+             detail::format_shortest(seconds_between(t0_, deadline_)) +
+             " s round had ended, so it could make no step (a program restarts every round: "
+             "a --round-length longer than its start-up lets it train)",
+         &tasks_[0]);
   const std::int64_t from = v.own_step.value_or(o_.resume_step);
   slot_.start_step = from;
   slot_.steps = v.steps;

@@ -208,7 +208,7 @@ check "the PyTorch example alone on GPU 0 (200 steps, no tessera)" \
 echo
 echo "==== tessera run: the PyTorch example as a program job on GPU 0 ($py)"
 out=$(env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 1 --cluster "$run_dir/cluster.toml" \
-      --jobs "$prog_dir/jobs.toml" --json "$prog_dir/summary.json" --round-length 3 \
+      --jobs "$prog_dir/jobs.toml" --json "$prog_dir/summary.json" --round-length 30 \
       --timeout 300 2>&1)
 rc=$?
 printf '%s\n' "$out"

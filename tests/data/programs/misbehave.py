@@ -4,7 +4,7 @@ misbehaves on request: tests/mpi/test_program_run.cpp runs it under `tessera run
 
 usage: misbehave.py MODE [STEP_SECONDS]
 MODE: ok | crash | crash_once | silent | garbage | oversized | version | never | orphan |
-      hang_after_lease | stubborn
+      hang_after_lease | stubborn | slow_start (as ok after MISBEHAVE_START seconds, 2 if unset)
 Every mode but `never` says hello; `ok` steps until its lease ends, writes its step to the
 checkpoint directory and exits 0 (complete once the job's total is reached).
 """
@@ -37,6 +37,9 @@ def ask(s, f, msg):
 if mode == "never":
     time.sleep(600)
     sys.exit(0)
+
+if mode == "slow_start":
+    time.sleep(float(os.environ.get("MISBEHAVE_START", "2")))
 
 own = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
 s, f = connect()
@@ -82,7 +85,7 @@ while (cap < 0 or done < cap) and (seconds < 0 or time.monotonic() - start + ste
         lease = ask(s, f, {"v": 1, "op": "report", "steps": done, "loss": 1.0 / (own + done)})
         cap = lease["steps"]
         last_report = time.monotonic()
-ask(s, f, {"v": 1, "op": "report", "steps": done, "loss": 1.0 / (own + done), "final": True})
+ask(s, f, {"v": 1, "op": "report", "steps": done, "loss": 1.0 / max(1, own + done), "final": True})
 if mode == "hang_after_lease":
     time.sleep(600)
 step = own + done
