@@ -138,12 +138,13 @@ class tessera_policy final : public policy {
         if (jv.remaining_steps <= now_eff * rate[i] * s.round_length) continue;
         const double next_eff = eff(s, jv, copy + 1);
         const double wait = std::max(0.0, s.now - jv.spec->arrival - jv.run_time);
+        const double cap = p_.fork_lr_cap * s.round_length / 3600.0;  // in LR, as lr_guard
         const auto pays = [&](double step) {
           if (!(step > 0) ||
               !tessera_fork_pays(rate[i], 1.0 / step, copy, p_.fork_gain, now_eff, next_eff))
             return false;
           const double run = jv.run_time + jv.remaining_steps / (next_eff * (rate[i] + 1 / step));
-          return p_.fork_lr_cap <= 0 || wait <= p_.fork_lr_cap * run;
+          return cap <= 0 || wait <= cap * run;
         };
         const double step = filler.place(i, copy, filler.servers_of(jv.spec->id), pays);
         if (step < std::numeric_limits<double>::infinity()) {
@@ -183,8 +184,9 @@ std::vector<option_spec> tessera_policy_options() {
                   "1: the jobs under the guards go by least remaining work (Hare's clairvoyant "
                   "order); 0: by least attained service",
                   false),
-      {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this; 0: "
-                      "no cap", 0.02, 0, 1e6},
+      {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this x "
+                      "round length / 3600 s (rounds waited per hour of run); 0: no cap",
+       2.4, 0, 1e6},
   };
 }
 

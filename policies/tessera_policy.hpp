@@ -55,12 +55,16 @@
 ///     runtime/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
 ///     it pays after the efficiency loss, and only on GPUs that every job in the order before
 ///     it has passed up.
-///     Latency-ratio cap (option `fork_lr_cap`, 0 = none): a copy is not added when the job's
-///     projected latency ratio with it, wait_m / (run time_m + remaining_m / its effective
-///     rate with the copy), would exceed the cap. Forking shortens a job's run but not the
+///     Latency-ratio cap (option `fork_lr_cap` c, default 2.4, 0 = none): a copy is not added
+///     when the job's projected latency ratio with it, wait_m / (run time_m + remaining_m /
+///     its effective rate with the copy), would exceed c x round length / 3600 s: 0.02 at
+///     Hops' 30 s rounds, 0.24 at Gavel's 360 s. Forking shortens a job's run but not the
 ///     time it already waited (at least until the round boundary after its arrival), so
-///     forking a short job that waited raises its latency ratio, the metric Hops bounds
-///     (docs/benchmarks.md, "Issue 18 — tessera's policy").
+///     forking a short job that waited raises its latency ratio, the metric Hops bounds.
+///     The cap scales with the round length as lr_guard does, since waits come in rounds: a
+///     cap of 0.02 at 360 s rounds kept almost every job of Gavel's cluster from forking,
+///     one round boundary's wait being already above it (docs/benchmarks.md, "Issue 18 —
+///     tessera's policy").
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
 /// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
@@ -85,7 +89,8 @@ struct tessera_params {
   double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking
   double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
-  double fork_lr_cap = 0.02;    ///< no copy that would lift the projected LR above; 0 = none
+  double fork_lr_cap = 2.4;     ///< no copy lifting the projected LR above this x round
+                                ///< length / 3600 s; 0 = none
   bool by_remaining = false;    ///< normal class by least remaining work, not least service
 };
 

@@ -267,8 +267,8 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
   REQUIRE(p);
   CHECK(copies_of(p.value(), 0) == 1);
   // A job that waited 1000 s and has 2000 s of work left: two copies (1.536 steps/s) would
-  // end its run after 1302 s, a latency ratio of 0.77 above the cap of 0.02: no copy. Without
-  // the cap it forks.
+  // end its run after 1302 s, a latency ratio of 0.77 above the cap (2.4 x 360 s / 3600 s =
+  // 0.24): no copy. Without the cap it forks.
   std::vector<job> waited = {make_job(0, "ResNet-18 (batch size 32)", 1, 2000)};
   s = make_snapshot(cl, waited, {{1}}, 1000);
   p = pol.value()->plan(s);
@@ -279,6 +279,16 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
   p = uncapped.value()->plan(s);
   REQUIRE(p);
   CHECK(copies_of(p.value(), 0) == 3);
+  // The cap is in rounds: after a 130 s wait, two copies give a latency ratio of 0.1, under
+  // the cap at 360 s rounds (0.24), above it at 30 s rounds (0.02).
+  s = make_snapshot(cl, waited, {{1}}, 130);
+  p = pol.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) >= 2);
+  s.round_length = 30;
+  p = pol.value()->plan(s);
+  REQUIRE(p);
+  CHECK(copies_of(p.value(), 0) == 1);
   // A waiting job takes a GPU before anyone forks: two jobs, three GPUs, one fork at most.
   std::vector<job> two = {make_job(0, "m", 1, 1e5), make_job(1, "m", 1, 1e5)};
   s = make_snapshot(cl, two, {{1}, {1}});
