@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -67,6 +66,12 @@ class program_run {
   void fail(const std::string& why, const task_proc* t);
   bool leads() const { return o_.shard_begin == 0; }
   std::int64_t lease_cap() const;
+  /// A one-process lease lasts at least this long after hello: half a round (see start()).
+  double min_lease_seconds() const { return 0.5 * seconds_between(t0_, deadline_); }
+  /// When task view `v`'s lease runs out: the round's end, or later for a late hello.
+  clock_type::time_point lease_end(const program::program_view& v) const {
+    return v.lease_end ? *v.lease_end : deadline_;
+  }
   void check_task(task_proc& t, clock_type::time_point now);
   bool lease_over(const program::program_view& v, clock_type::time_point now) const;
   void maybe_average();
@@ -132,7 +137,8 @@ bool program_run::start() {
     task_proc t;
     t.token = to_hex(*bytes);
     t.lease = std::make_shared<program::lease_slot>(
-        terms, single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt);
+        terms, single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt,
+        min_lease_seconds());
     ctx_.leases->add(t.token, t.lease);
     program::process_spec spec;
     spec.argv = o_.program.command;
@@ -155,7 +161,7 @@ bool program_run::start() {
 
 bool program_run::lease_over(const program::program_view& v, clock_type::time_point now) const {
   if (v.final_report || v.complete) return true;
-  if (o_.scale == 1 && now >= deadline_) return true;
+  if (o_.scale == 1 && now >= lease_end(v)) return true;
   return lease_cap() >= 0 && v.steps >= lease_cap() && v.said_hello;
 }
 
@@ -175,8 +181,8 @@ void program_run::check_task(task_proc& t, clock_type::time_point now) {
   }
   if (v.average_waiting) return;  // it waits for the node, not the other way round
   if (lease_over(v, now)) {
-    const bool by_time = o_.scale == 1 && !v.final_report && !v.complete && now >= deadline_;
-    const auto end = by_time ? deadline_ : v.last_contact;
+    const bool by_time = o_.scale == 1 && !v.final_report && !v.complete && now >= lease_end(v);
+    const auto end = by_time ? lease_end(v) : v.last_contact;
     if (seconds_between(end, now) > grace)
       fail("still ran " + detail::format_shortest(grace) + " s after its lease ended", &t);
     return;
@@ -319,16 +325,6 @@ void program_run::finish() {
   if (tasks_.empty()) return;
   const auto v = tasks_[0].lease->view();
   if (v.said_hello) slot_.startup_seconds = seconds_between(t0_, v.hello_at);
-  if (o_.scale == 1 && v.said_hello && v.hello_at >= deadline_ && v.steps == 0 && !v.complete)
-    // It restarts every round, so a start-up longer than the round would repeat for ever
-    // without a step: a failure (counted against max_restarts), saying what to change.
-    fail("said hello " +
-             detail::format_shortest(std::round(slot_.startup_seconds * 100) / 100) +
-             " s after it started, after its " +
-             detail::format_shortest(seconds_between(t0_, deadline_)) +
-             " s round had ended, so it could make no step (a program restarts every round: "
-             "a --round-length longer than its start-up lets it train)",
-         &tasks_[0]);
   const std::int64_t from = v.own_step.value_or(o_.resume_step);
   slot_.start_step = from;
   slot_.steps = v.steps;

@@ -7,7 +7,8 @@
 /// The node starts one process per task of its part of the copy (RANK = the task's index in
 /// the copy, WORLD_SIZE = the copy's tasks), each in its own process group, with the
 /// environment of docs/lease-protocol.md, and gives each a lease through the node's lease
-/// server: the rest of the round's time for a copy of one process, else the order's
+/// server: the rest of the round's time for a copy of one process (at least half a round from
+/// its hello, so a program whose start-up outlasts the round still trains), else the order's
 /// lease_steps (every process of a copy must stop at the same step). It then watches them:
 /// - a process that has not said hello within the grace, is silent for the grace while its
 ///   lease runs, still runs the grace after its lease ended, breaks the protocol, or exits

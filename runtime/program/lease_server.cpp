@@ -67,8 +67,11 @@ using conn_ptr = std::shared_ptr<connection>;
 
 // ---- lease_slot ---------------------------------------------------------------------------
 
-lease_slot::lease_slot(lease_terms terms, std::optional<lease_clock::time_point> deadline)
-    : terms_(terms), deadline_(deadline) {}
+lease_slot::lease_slot(lease_terms terms, std::optional<lease_clock::time_point> deadline,
+                       double min_after_hello)
+    : terms_(terms), deadline_(deadline), min_after_hello_(min_after_hello) {
+  view_.lease_end = deadline_;
+}
 
 program_view lease_slot::view() const {
   std::lock_guard<std::mutex> lock(m_);
@@ -123,6 +126,10 @@ std::string lease_slot::on_request(lease_request r) {
       view_.pid = r.pid;
       view_.own_step = r.own_step;
       view_.hello_at = now;
+      if (deadline_ && min_after_hello_ > 0)
+        deadline_ = std::max(*deadline_, now + std::chrono::duration_cast<lease_clock::duration>(
+                                                   std::chrono::duration<double>(min_after_hello_)));
+      view_.lease_end = deadline_;
       break;
     case request_op::average:
       avg_sizes_ = std::move(r.sizes);

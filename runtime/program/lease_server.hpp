@@ -44,6 +44,8 @@ struct program_view {
   std::optional<double> accuracy;           ///< from complete
   lease_clock::time_point hello_at{};       ///< when hello arrived
   lease_clock::time_point last_contact{};   ///< when its latest message arrived
+  /// When the lease's time runs out (none: no time cap); may move at hello (min_after_hello).
+  std::optional<lease_clock::time_point> lease_end;
   std::int64_t messages = 0;                ///< messages received
   bool average_waiting = false;             ///< an average request awaits answer_average
 };
@@ -52,9 +54,13 @@ struct program_view {
 /// the server). Thread-safe.
 class lease_slot {
  public:
-  /// `terms.seconds` is ignored: the lease's time is `deadline` (none when unset).
+  /// `terms.seconds` is ignored: the lease's time is `deadline` (none when unset), but at
+  /// least `min_after_hello` seconds from the program's hello, so a program whose start-up
+  /// outlasted its round still trains (it restarts every round, and would otherwise never
+  /// make a step).
   explicit lease_slot(lease_terms terms,
-                      std::optional<lease_clock::time_point> deadline = std::nullopt);
+                      std::optional<lease_clock::time_point> deadline = std::nullopt,
+                      double min_after_hello = 0);
 
   // ---- executor side ----
   /// The current state.
@@ -83,6 +89,7 @@ class lease_slot {
   mutable std::mutex m_;
   lease_terms terms_;
   std::optional<lease_clock::time_point> deadline_;
+  double min_after_hello_ = 0;
   bool stopped_ = false;
   program_view view_;
   std::vector<std::size_t> avg_sizes_;
