@@ -617,6 +617,26 @@ TEST_CASE("lease slot: terms, stop, averages and closing without a socket", "[le
   lease_slot past(t, lease_clock::now() - 1s);
   CHECK(past.terms_now().seconds == 0.0);  // never negative: -1 means "no cap"
 
+  // A hello after the round's end still gets min_after_hello seconds (a program whose start
+  // outlasted the round trains); an early hello keeps the round's end.
+  lease_request hello;
+  hello.op = request_op::hello;
+  hello.pid = 7;
+  lease_slot late(t, lease_clock::now() - 1s, 0.5);
+  CHECK(late.terms_now().seconds == 0.0);
+  late.on_request(hello);
+  const double late_s = late.terms_now().seconds;
+  CHECK(late_s > 0.3);
+  CHECK(late_s <= 0.5);
+  REQUIRE(late.view().lease_end);
+  CHECK(*late.view().lease_end > lease_clock::now());
+  lease_slot early(t, lease_clock::now() + 2s, 0.5);
+  early.on_request(hello);
+  CHECK(early.terms_now().seconds > 1.5);
+  lease_slot no_min(t, lease_clock::now() - 1s);
+  no_min.on_request(hello);
+  CHECK(no_min.terms_now().seconds == 0.0);
+
   // stop(): no more steps than made; an uncapped lease is capped at what was made.
   lease_request r;
   r.op = request_op::report;
