@@ -29,7 +29,11 @@ def run(env, *args):
 def main():
     programs = sys.argv[1:5]
     if shutil.which("nvidia-smi"):
-        print("SKIPPED: this host has nvidia-smi; run scripts/gpu_checks.sh itself")
+        # Why skip: with a real driver the checks below would not see the fake GPU that
+        # CUDA cannot use; they would run the real GPU checks (minutes), which
+        # scripts/gpu_checks.sh itself is for on such a host.
+        print("SKIPPED: this host has nvidia-smi (a real NVIDIA driver); the fake-driver "
+              "plumbing checked here does not apply; run scripts/gpu_checks.sh itself")
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         # 1. No driver: nothing runs.
