@@ -332,10 +332,7 @@ class cuda_mlp final : public device_trainable {
   /// (add_into), then the update; no gradient crosses to the host. Bitwise equal to the default
   /// path (compute_gradient to the host, sum_shard_gradients, apply_gradient), whose host copies
   /// cost up to 22x its steps/s (docs/benchmarks.md, "Issue 17 — on a real GPU").
-  status train_step_on(int k, std::int64_t data_step) override {
-    if (k < 1)
-      return error{error_kind::invalid_input,
-                   kind() + ": train_step: k must be >= 1, got " + std::to_string(k)};
+  status step_on(int k, std::int64_t data_step) override {
     std::lock_guard<std::mutex> g(mu_);
     const std::size_t np = net_.params();
     float* sum = grad_.get();
@@ -467,7 +464,7 @@ class cuda_mlp final : public device_trainable {
   mutable bool host_stale_ = false;  // the device's arrays are newer than the twin's
   device_array<float> params_, velocity_, workspace_;
   mutable device_array<float> grad_, xb_, hpre_, h_, dh_, z_;
-  device_array<float> sum_;  // train_step_on's shard sum when K > 1 (made on first use)
+  device_array<float> sum_;  // step_on's shard sum when K > 1 (made on first use)
   mutable device_array<std::uint32_t> rows_;
 };
 

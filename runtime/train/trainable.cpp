@@ -11,6 +11,10 @@ status trainable::train_step_on(int k, std::int64_t data_step) {
   if (k < 1)
     return error{error_kind::invalid_input,
                  kind() + ": train_step: k must be >= 1, got " + std::to_string(k)};
+  return step_on(k, data_step);
+}
+
+status trainable::step_on(int k, std::int64_t data_step) {
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(k));
   const std::int64_t s = data_step;
   for (int i = 0; i < k; ++i)

@@ -81,10 +81,9 @@ class trainable {
 
   /// As train_step, but on the global batch of step `data_step` (the step counter still
   /// advances by one). A forked job's copies draw disjoint batches this way: copy c of n
-  /// makes its i-th step of a round on batch `start + i * n + c`. The default goes through
-  /// compute_gradient, sum_shard_gradients and apply_gradient; a kind may override it to keep
-  /// the step where its state lives (the CUDA MLP stays on its GPU), with the same bits.
-  virtual status train_step_on(int k, std::int64_t data_step);
+  /// makes its i-th step of a round on batch `start + i * n + c`. Errors (invalid_input) for
+  /// k < 1; the step itself is step_on's.
+  status train_step_on(int k, std::int64_t data_step);
 
   /// Mean training loss (cross-entropy for the built-in models) at the current parameters.
   virtual double loss() const = 0;
@@ -103,6 +102,13 @@ class trainable {
 
   /// An independent copy with the same state (and shared read-only data).
   virtual std::unique_ptr<trainable> clone() const = 0;
+
+ protected:
+  /// One step at scale `k` >= 1 on batch `data_step` (train_step_on checked k). The default
+  /// goes through compute_gradient, sum_shard_gradients and apply_gradient; a kind may
+  /// override it to keep the step where its state lives (the CUDA MLP stays on its GPU), with
+  /// the same bits.
+  virtual status step_on(int k, std::int64_t data_step);
 };
 
 /// Sums shard gradients elementwise in shard order: out = ((g0 + g1) + g2) + ... . The one
