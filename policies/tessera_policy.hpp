@@ -6,25 +6,34 @@
 /// service with relaxed fixed-scale synchronisation has the best average JCT and makespan at
 /// moderate load, but starves a few jobs (worst latency ratio); Hops' latency-ratio queue
 /// bounds starvation; Hadar's critical jobs bound the makespan; HadarE's copies use GPUs that
-/// would idle.
+/// would idle; and Hare's clairvoyant order (least remaining work) has the best average JCT
+/// under overload, which the latency-ratio guard keeps from starving the long jobs.
 ///
 /// Per round, M active jobs:
 ///  1. Classes, in this order:
-///     a. critical (option `critical_share` c; default 0 = off): the job's remaining time alone
-///        at its best rate, rem_m = remaining steps / best_m, is at least c x the cluster's
-///        drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else runs. By
-///        rem_m descending. Off by default: forking already shortens the makespan, and
-///        critical jobs at the head cost average JCT and worst FTF (docs/benchmarks.md).
+///     a. critical (option `critical_share` c; default 5, 0 = off): the job's remaining time
+///        alone at its best rate, rem_m = remaining steps / best_m, is at least c x the
+///        cluster's drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else
+///        runs. By rem_m descending. Needed since the normal class goes by least remaining
+///        work (c below): that order leaves the longest jobs to the end, and the makespan
+///        grew past hadare's by up to 6 % under load; c = 5 keeps the class to a few jobs (at
+///        c = 3 they took the fast GPUs from short jobs on Hops' cluster; docs/benchmarks.md,
+///        "Issue 18 — tessera's policy").
 ///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
 ///        / E_m, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio;
 ///        the metric's is wait over the run time actually taken). The guard g = lr_guard x
-///        round length / 3600 s (option `lr_guard`, default 1, 0 = off): a job is starving
-///        once it has waited lr_guard rounds per hour of its expected run time, g = 0.1 at
-///        Gavel's 360 s rounds and 0.0083 at Hops' 30 s rounds. Waits come in rounds (a job
+///        round length / 3600 s (option `lr_guard`, default 8, 0 = off): a job is starving
+///        once it has waited lr_guard rounds per hour of its expected run time, g = 0.8 at
+///        Gavel's 360 s rounds and 0.067 at Hops' 30 s rounds. Waits come in rounds (a job
 ///        waits for the next round boundary; a preemption costs whole rounds), so a guard
 ///        fixed in LR would let a job be preempted 12x as often at 30 s rounds before it is
-///        guarded: on Hops' cluster a long 8-GPU job preempted about 800 times stayed under a
-///        fixed 0.1 (worst LR 2.5x the best policy's; 1.1x with the scaled guard).
+///        guarded: on Hops' cluster, under least attained service, a long 8-GPU job preempted
+///        about 800 times stayed under a fixed 0.1 (worst LR 2.5x the best policy's; 1.1x
+///        with the scaled guard). Under least remaining work (c) short jobs no longer wait
+///        behind long ones, and the guard only has to catch the long jobs that order leaves
+///        behind: lr_guard 8 instead of 1 cut the average JCT on Gavel's cluster under
+///        overload (4 jobs/h, multi-GPU) from 1.13x to 0.98x the clairvoyant `hare_offline`'s,
+///        with a worst LR over the expected run time still below hops' (0.80 against 0.90).
 ///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
 ///        finish-time fairness the job heads for if it runs at its fair share from now on:
 ///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
@@ -36,11 +45,12 @@
 ///        GPUs); a lower g bounds the worst latency ratio tighter and costs average JCT.
 ///        The defaults are the measured compromise (docs/benchmarks.md, "Issue 18 —
 ///        tessera's policy").
-///     c. the rest by Hare's service (hare.hpp: steps done x K / best / priority weight)
-///        ascending: least attained service first, non-clairvoyant. Option `by_remaining`
-///        (default 0): by least remaining work instead (hare_offline.hpp), which needs job
-///        sizes; measured on the grid it lowers average JCT and worst FTF on single-GPU
-///        traces and costs makespan (docs/benchmarks.md, "How the rule was chosen").
+///     c. the rest by least remaining work (hare_offline.hpp: remaining steps x K / best /
+///        priority weight) ascending, Smith's rule at each job's best speed: it needs job
+///        sizes, which the traces give (Gavel's jobs declare their steps). Option
+///        `by_remaining` 0: by Hare's attained service instead (hare.hpp: steps done x K /
+///        best / weight), non-clairvoyant, for jobs whose sizes are unknown; on the grid that
+///        order lost average JCT and worst FTF (docs/benchmarks.md, "How the rule was chosen").
 ///     Ties: arrival, then id.
 ///  2. Filling: each job in that order gets the placement of its K tasks with the shortest
 ///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
@@ -54,7 +64,9 @@
 ///     executor's statistical efficiency of averaged copies (snapshot::fork_efficiency,
 ///     runtime/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
 ///     it pays after the efficiency loss, and only on GPUs that every job in the order before
-///     it has passed up.
+///     it has passed up. fork_gain defaults to 0.02: a copy on a GPU nobody else wants costs
+///     nothing, and 0.1 left light-load average JCT and makespan to hadare, which forks
+///     freely (single-GPU, 1-3 jobs/h on Gavel's cluster).
 ///     Latency-ratio cap (option `fork_lr_cap` c, default 2.4, 0 = none): a copy is not added
 ///     when the job's projected latency ratio with it, wait_m / (run time_m + remaining_m /
 ///     its effective rate with the copy), would exceed c x round length / 3600 s: 0.02 at
@@ -84,14 +96,14 @@ namespace tessera {
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
   hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 1;          ///< starving when LR >= this x round length / 3600 s; 0 = off
+  double lr_guard = 8;          ///< starving when LR >= this x round length / 3600 s; 0 = off
   double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
-  double critical_share = 0;    ///< critical when rem >= this x drain time; 0 = none
+  double critical_share = 5;    ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;           ///< copies per job; 1 = no forking
-  double fork_gain = 0.1;       ///< least relative gain in effective rate for a new copy
+  double fork_gain = 0.02;      ///< least relative gain in effective rate for a new copy
   double fork_lr_cap = 2.4;     ///< no copy lifting the projected LR above this x round
                                 ///< length / 3600 s; 0 = none
-  bool by_remaining = false;    ///< normal class by least remaining work, not least service
+  bool by_remaining = true;     ///< normal class by least remaining work, not least service
 };
 
 /// The job classes of step 1, highest first.

@@ -188,6 +188,7 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   p.lr_guard = 1;
   p.ftf_guard = 0;
   p.critical_share = 2;
+  p.by_remaining = false;  // the default is by remaining work: checked below
   std::vector<tessera_class> cls;
   CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{4, 2, 3, 1, 0});
   CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::normal,
@@ -239,7 +240,7 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
   // 1.239, no third).
   const auto cl = three_ones();
   copy_efficiency ce;
-  auto pol = make_policy("tessera");
+  auto pol = make_policy("tessera", {{"fork_gain", 0.1}});  // the arithmetic above
   REQUIRE(pol);
   for (const auto& [type, want] : std::vector<std::pair<std::string, int>>{
            {"ResNet-18 (batch size 32)", 3}, {"ResNet-18 (batch size 256)", 2}}) {
@@ -259,6 +260,17 @@ TEST_CASE("tessera: forks as far as the averaging loss allows", "[policies][tess
     p = pol.value()->plan(s);
     REQUIRE(p);
     CHECK(copies_of(p.value(), 0) == 1);
+  }
+  // The default gain, 0.02, takes the third copy at batch 256 too: 1.176 >= 1.02 x 1.126.
+  {
+    auto dflt = make_policy("tessera");
+    REQUIRE(dflt);
+    std::vector<job> jobs = {make_job(0, "ResNet-18 (batch size 256)", 1, 1e5)};
+    auto s = make_snapshot(cl, jobs, {{1}});
+    s.fork_efficiency = &ce;
+    auto p = dflt.value()->plan(s);
+    REQUIRE(p);
+    CHECK(copies_of(p.value(), 0) == 3);
   }
   // A job that one copy finishes within the round (300 steps, 360 s) is not forked.
   std::vector<job> short_job = {make_job(0, "ResNet-18 (batch size 32)", 1, 300)};
@@ -311,6 +323,7 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   p.critical_share = 0;
   p.ftf_guard = 0;
   p.max_copies = 1;
+  p.by_remaining = false;  // least attained service, below
   auto plan = make_tessera_policy("tessera", p)->plan(s);
   REQUIRE(plan);
   CHECK(server_of(plan.value()).at(1) == 0);
@@ -321,6 +334,13 @@ TEST_CASE("tessera: a starving job gets the fast GPU ahead of a less served one"
   REQUIRE(plan);
   CHECK(server_of(plan.value()).at(0) == 0);
   CHECK(server_of(plan.value()).at(1) == 1);
+  // By least remaining work (the default order) job 1, 600 steps left against job 0's 1e6,
+  // goes first without any guard.
+  p.by_remaining = true;
+  plan = make_tessera_policy("tessera", p)->plan(s);
+  REQUIRE(plan);
+  CHECK(server_of(plan.value()).at(1) == 0);
+  CHECK(server_of(plan.value()).at(0) == 1);
 }
 
 TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
@@ -336,6 +356,7 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   tessera_params p;
   p.lr_guard = 0;
   p.max_copies = 1;
+  p.by_remaining = false;  // least attained service, below
   std::vector<tessera_class> cls;
   CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{1, 0});
   CHECK(cls == std::vector<tessera_class>{tessera_class::normal, tessera_class::starving});
