@@ -37,9 +37,14 @@ whole grid is already a few CPU-hours (use -j on a many-core machine).
 
 The summary reads every finished cell in OUT/<cluster>_<kind>/cells/, so policies or loads
 added by later commands into the same OUT join the earlier ones.
+With --latency-ratio expected the fourth metric is Hops' latency ratio, wait / expected run
+time (lre_max: the expected run time is the job's steps at its best throughput), instead of
+the simulator's wait / run time taken; the two part where a policy runs a job faster or
+slower than one copy at its best rate (docs/benchmarks.md, "The worst latency ratio").
 Outputs: OUT/<cluster>_<kind>/ (the sweep), OUT/eval_grid.log (the sweeps' own output,
-solver logs included), OUT/summary.md (a table per cluster and kind), OUT/summary.json,
-and a last line `cells passed: P / T`.
+solver logs included), OUT/summary.md (a table per cluster and kind), OUT/summary.json
+(summary_expected.md/.json with --latency-ratio expected), and a last line
+`cells passed: P / T`.
 Exit status: 0, or 1 when a sweep failed (its finished cells are still summarised), 2 on
 bad usage.
 """
@@ -63,8 +68,16 @@ KINDS = {"single": [], "multi": ["--multi-gpu"]}
 # sweep.csv column -> label in the summary
 METRICS = [("avg_jct_h", "avg JCT (h)"), ("makespan_h", "makespan (h)"),
            ("ftf_max", "worst FTF"), ("lr_max", "worst LR")]
+# --latency-ratio expected: Hops' definition, wait / expected run time (the cells' lre_max)
+EXPECTED_LR = ("lre_max", "worst LR over expected run time")
 RATIO_LIMIT = 1.05
 MIN_STRICTLY_BEST = 2
+
+
+def metrics_for(latency_ratio):
+    """The four metrics judged: the grid's latency ratio (wait / run time taken, "taken") or
+    Hops' (wait / expected run time, "expected") as the fourth."""
+    return METRICS[:3] + [EXPECTED_LR] if latency_ratio == "expected" else list(METRICS)
 
 
 def csv_list(text, kind=str):
@@ -97,6 +110,11 @@ def parse_args(argv):
     ap.add_argument("--summarise-only", action="store_true",
                     help="run nothing: summarise OUT's existing sweeps (every policy, load and "
                          "seed in them unless --policies/--rates/--seeds narrow it)")
+    ap.add_argument("--latency-ratio", choices=("taken", "expected"), default="taken",
+                    help="the worst latency ratio judged: wait / run time taken (the "
+                         "simulator's, default) or wait / expected run time (Hops'; cells "
+                         "written before it was recorded leave their policy out); 'expected' "
+                         "writes summary_expected.json/.md instead of summary.json/.md")
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"),
                     help="the tessera binary (default: build/tessera of this checkout)")
     a = ap.parse_args(argv)
@@ -106,6 +124,7 @@ def parse_args(argv):
             ap.error(f"{name}: unknown or empty {bad} (valid: {', '.join(known)})")
     if a.jobs < 1 or a.parallel < 1:
         ap.error("--jobs and -j must be at least 1")
+    a.metrics = metrics_for(a.latency_ratio)
     return a
 
 
@@ -165,7 +184,8 @@ def sweep_rows(path):
         with open(path, newline="") as f:
             yield from csv.DictReader(f)
         return
-    needed = ["policy", "rate_per_hour", "seed", "jobs", "finished"] + [m for m, _ in METRICS]
+    # the judged metrics may be absent from older cells: read_sweep names them unrecorded
+    needed = ["policy", "rate_per_hour", "seed", "jobs", "finished"]
     for name in sorted(os.listdir(cells)):
         if not name.endswith(".json"):
             continue
@@ -178,30 +198,35 @@ def sweep_rows(path):
             yield {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in cell.items()}
 
 
-def read_sweep(path, scale):
-    """A sweep (sweep_rows) -> {load: {policy: {seed: row}}} with the metrics as floats."""
+def read_sweep(path, scale, metrics):
+    """A sweep (sweep_rows) -> {load: {policy: {seed: row}}} with the metrics as floats; a
+    metric left empty (not recorded when the cell ran) is named in the row's "unrecorded"."""
     grid = {}
     for row in sweep_rows(path):
         load = round(float(row["rate_per_hour"]) / scale, 3)
-        rec = {m: float(row[m]) for m, _ in METRICS}
+        blank = [m for m, _ in metrics if row.get(m) in (None, "", "None")]
+        rec = {m: float(row[m]) for m, _ in metrics if m not in blank}
+        rec["unrecorded"] = blank
         rec["ok"] = (row.get("complete", "true") == "true"
                      and row.get("finished") == row.get("jobs"))
         grid.setdefault(load, {}).setdefault(row["policy"], {})[int(row["seed"])] = rec
     return grid
 
 
-def policy_means(by_policy, seeds):
+def policy_means(by_policy, seeds, metrics):
     """Mean of each metric over `seeds` per policy; policies lacking a finished seed are
     returned apart with the reason."""
     means, left_out = {}, {}
     for pol, runs in sorted(by_policy.items()):
         missing = [s for s in seeds if s not in runs]
         unfinished = [s for s in seeds if s in runs and not runs[s]["ok"]]
-        if missing or unfinished:
+        blank = sorted({m for s in seeds if s in runs for m in runs[s]["unrecorded"]})
+        if missing or unfinished or blank:
             left_out[pol] = (f"seeds missing {missing}" if missing else "") + \
-                            (f" seeds unfinished {unfinished}" if unfinished else "")
+                            (f" seeds unfinished {unfinished}" if unfinished else "") + \
+                            (f" {', '.join(blank)} not recorded" if blank else "")
             continue
-        means[pol] = {m: sum(runs[s][m] for s in seeds) / len(seeds) for m, _ in METRICS}
+        means[pol] = {m: sum(runs[s][m] for s in seeds) / len(seeds) for m, _ in metrics}
     return means, left_out
 
 
@@ -211,11 +236,11 @@ def ratio(value, best):
     return 1.0 if value == best else None  # None: the best is 0 and the chosen is not
 
 
-def judge_cell(means, chosen):
+def judge_cell(means, chosen, metrics=METRICS):
     """Per metric: the best policies, its value, the chosen's ratio and whether it is
     strictly best; and the cell's verdict."""
     out, strict, within = {}, 0, True
-    for m, _ in METRICS:
+    for m, _ in metrics:
         best_value = min(v[m] for v in means.values())
         best = sorted(p for p, v in means.items() if v[m] == best_value)
         entry = {"best": best, "best_value": best_value}
@@ -235,17 +260,17 @@ def judge_cell(means, chosen):
 def summarise_sweep(path, cluster, kind, a):
     """The cells of one sweep's CSV, narrowed to the asked policies, loads and seeds."""
     cells = []
-    for load, by_policy in sorted(read_sweep(path, CLUSTERS[cluster][2]).items()):
+    for load, by_policy in sorted(read_sweep(path, CLUSTERS[cluster][2], a.metrics).items()):
         if a.rates is not None and not any(abs(load - r) < 1e-6 for r in a.rates):
             continue
         if a.policies is not None:
             by_policy = {p: v for p, v in by_policy.items() if p in a.policies}
         seeds = sorted(a.seeds if a.seeds is not None
                        else {s for runs in by_policy.values() for s in runs})
-        means, left_out = policy_means(by_policy, seeds)
+        means, left_out = policy_means(by_policy, seeds, a.metrics)
         if not means:
             continue
-        metrics, verdict = judge_cell(means, a.chosen)
+        metrics, verdict = judge_cell(means, a.chosen, a.metrics)
         cells.append(dict(cluster=cluster, kind=kind, load=load,
                           rate_per_hour=load * CLUSTERS[cluster][2], seeds=seeds,
                           policies=means, left_out=left_out, metrics=metrics, **verdict))
@@ -256,9 +281,9 @@ def fmt_ratio(r):
     return "n/a" if r is None else f"{r:.3f}"
 
 
-def table_row(c):
+def table_row(c, metrics):
     row = [f"{c['load']:g}"]
-    for m, _ in METRICS:
+    for m, _ in metrics:
         e = c["metrics"][m]
         mine = fmt_ratio(e.get("ratio")) if c["chosen_present"] else "absent"
         star = "*" if e.get("strictly_best") else ""
@@ -267,7 +292,7 @@ def table_row(c):
     return "| " + " | ".join(row) + " |"
 
 
-def markdown(cells, chosen):
+def markdown(cells, chosen, metrics):
     lines = [f"# Evaluation grid: `{chosen}` against the best policy per metric", "",
              f"Per cell: each metric's best policy (mean over seeds) and `{chosen}`'s ratio to it "
              f"(* = `{chosen}` strictly best). Pass: every ratio <= {RATIO_LIMIT} and strictly "
@@ -275,13 +300,13 @@ def markdown(cells, chosen):
     groups = {}
     for c in cells:
         groups.setdefault((c["cluster"], c["kind"]), []).append(c)
-    head = "| load (jobs/h) | " + " | ".join(f"{lab}: best, value, ratio" for _, lab in METRICS) \
+    head = "| load (jobs/h) | " + " | ".join(f"{lab}: best, value, ratio" for _, lab in metrics) \
         + " | pass |"
     for (cluster, kind), group in groups.items():
         seeds = ",".join(map(str, group[0]["seeds"]))
         lines += ["", f"## {cluster}, {kind}-GPU jobs (seeds {seeds})", "", head,
-                  "|" + "---|" * (len(METRICS) + 2)]
-        lines += [table_row(c) for c in group]
+                  "|" + "---|" * (len(metrics) + 2)]
+        lines += [table_row(c, metrics) for c in group]
         notes = [f"- load {c['load']:g}: {p} left out ({why.strip()})"
                  for c in group for p, why in c["left_out"].items()]
         lines += [""] + notes if notes else []
@@ -303,13 +328,14 @@ def summarise(a):
     seen = sorted({p for c in cells for p in c["policies"]})
     absent = bool(cells) and not any(c["chosen_present"] for c in cells)
     summary = dict(chosen=a.chosen, chosen_absent=absent, policies=seen,
-                   metrics=[m for m, _ in METRICS], ratio_limit=RATIO_LIMIT,
+                   metrics=[m for m, _ in a.metrics], ratio_limit=RATIO_LIMIT,
                    min_strictly_best=MIN_STRICTLY_BEST, cells=cells, passed=passed,
                    total=len(cells))
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
+    stem = "summary_expected" if a.latency_ratio == "expected" else "summary"
+    with open(os.path.join(a.out, stem + ".json"), "w") as f:
         json.dump(summary, f, indent=1)
-    text = markdown(cells, a.chosen)
-    with open(os.path.join(a.out, "summary.md"), "w") as f:
+    text = markdown(cells, a.chosen, a.metrics)
+    with open(os.path.join(a.out, stem + ".md"), "w") as f:
         f.write(text)
     print(text)
     if absent or any(not c["chosen_present"] for c in cells):
