@@ -72,7 +72,7 @@ std::vector<policy_entry> build_registry() {
   r.push_back({"hadare", "HadarE: Hadar plus forking each job into up to max_copies copies on distinct servers", hadare_options(), make_hadare});
   r.push_back({"hare", "Hare HLAS: least attained service (work done) first, each job's K tasks on its fastest free GPUs, several per GPU when that is faster", hare_options(), make_hare});
   r.push_back({"hare_offline", "Hare offline (clairvoyant): shortest remaining work at the job's best speed first, same task filling as hare", hare_offline_options(), make_hare_offline});
-  r.push_back({"tessera", "tessera: Hare's task filling under makespan and latency-ratio guards, plus forked copies on idle GPUs where they pay after the averaging loss", tessera_policy_options(), make_tessera});
+  r.push_back({"tessera", "tessera: least remaining work first under makespan, latency-ratio and fairness guards, Hare's task filling, forked copies on idle GPUs where they pay after the averaging loss", tessera_policy_options(), make_tessera});
   // clang-format on
   return r;
 }
