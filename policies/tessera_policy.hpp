@@ -15,8 +15,8 @@
 ///        alone at its best rate, rem_m = remaining steps / best_m, is at least c x the
 ///        cluster's drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else
 ///        runs. By rem_m descending. Needed since the normal class goes by least remaining
-///        work (c below): that order leaves the longest jobs to the end, and the makespan
-///        grew past hadare's by up to 6 % under load; c = 5 keeps the class to a few jobs (at
+///        work (c below): that order leaves the longest jobs to the end, which costs makespan
+///        under load; c = 5 keeps the class to a few jobs (at
 ///        c = 3 they took the fast GPUs from short jobs on Hops' cluster; docs/benchmarks.md,
 ///        "Issue 18 — tessera's policy").
 ///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
@@ -31,9 +31,9 @@
 ///        about 800 times stayed under a fixed 0.1 (worst LR 2.5x the best policy's; 1.1x
 ///        with the scaled guard). Under least remaining work (c) short jobs no longer wait
 ///        behind long ones, and the guard only has to catch the long jobs that order leaves
-///        behind: lr_guard 8 instead of 1 cut the average JCT on Gavel's cluster under
-///        overload (4 jobs/h, multi-GPU) from 1.13x to 0.98x the clairvoyant `hare_offline`'s,
-///        with a worst LR over the expected run time still below hops' (0.80 against 0.90).
+///        behind: lr_guard 8 keeps most of that order's average JCT under overload while the
+///        worst LR over the expected run time stays below hops' (lr_guard 1 gave the order
+///        back to the guard; docs/benchmarks.md, "The order revised").
 ///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
 ///        finish-time fairness the job heads for if it runs at its fair share from now on:
 ///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
