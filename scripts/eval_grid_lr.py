@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_grid import judge_cell  # noqa: E402  (the grid's own pass rule)
+from eval_grid import judge_cell, metrics_for  # noqa: E402  (the grid's own pass rule)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTERS = {"gavel_108": ("config/gavel_108.toml", 360), "hops_512": ("config/hops_512.toml", 30)}
@@ -62,9 +62,9 @@ def seed_results(a, cell, seed, pols):
 def expected_lr_verdict(cell, mean, chosen):
     """eval_grid's verdict for the cell with the worst LR over the expected run time: the
     policies that were not rerun cannot be best on it."""
-    means = {p: dict(v, lr_max=mean[p][KEYS[1]] if p in mean else float("inf"))
+    means = {p: dict(v, lre_max=mean[p][KEYS[1]] if p in mean else float("inf"))
              for p, v in cell["policies"].items()}
-    return judge_cell(means, chosen)[1]["pass"]
+    return judge_cell(means, chosen, metrics_for("expected"))[1]["pass"]
 
 
 def main(argv):
