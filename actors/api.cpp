@@ -7,7 +7,7 @@
 
 #include "actors/api_json.hpp"
 #include "actors/protocol.hpp"
-#include "runtime/http/dashboard.hpp"
+#include "runtime/service/http/dashboard.hpp"
 
 namespace tessera::actors {
 

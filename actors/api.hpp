@@ -1,12 +1,12 @@
 #pragma once
 /// @file api.hpp
-/// The control API's routes (docs/api.md) between the HTTP server (runtime/http/server.hpp,
+/// The control API's routes (docs/api.md) between the HTTP server (runtime/service/http/server.hpp,
 /// its own thread) and the scheduler actor. The server's handler only posts each request to
 /// the API actor; the actor asks the scheduler (request/response, never shared state) and
 /// answers through the request's responder when the scheduler replies, so neither the
 /// server's thread nor a CAF thread ever blocks.
 ///
-/// Submissions are read by runtime/job_file.hpp's parse_run_jobs, exactly as `--jobs` files
+/// Submissions are read by runtime/core/job_file.hpp's parse_run_jobs, exactly as `--jobs` files
 /// are (TOML, or JSON of the same shape by Content-Type), so a bad body gets 400 naming the
 /// field before the scheduler sees it.
 
@@ -17,8 +17,8 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/http/server.hpp"
-#include "runtime/job_file.hpp"
+#include "runtime/service/http/server.hpp"
+#include "runtime/core/job_file.hpp"
 
 namespace tessera::actors {
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/protocol.hpp"
-#include "runtime/http/server.hpp"
+#include "runtime/service/http/server.hpp"
 
 namespace tessera::actors {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::actors {
 

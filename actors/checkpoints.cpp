@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 namespace tessera::actors {
 

@@ -35,7 +35,7 @@ std::string checkpoint_file_path(const std::string& dir, std::int64_t job, std::
 /// "<dir>/job-<id>" (never taken for a stray file: it has no ".r<round>.ckpt" tail).
 std::string program_checkpoint_dir(const std::string& dir, std::int64_t job);
 
-/// The fence file of job `job` in `dir` (runtime/train/checkpoint.hpp, check_fence).
+/// The fence file of job `job` in `dir` (runtime/node/train/checkpoint.hpp, check_fence).
 std::string fence_file_path(const std::string& dir, std::int64_t job);
 
 /// A checkpoint the scheduler confirmed.

@@ -1,7 +1,7 @@
 #pragma once
 /// @file cluster_journal.hpp
 /// A served cluster's journal as the scheduler uses it: the records of
-/// actors/journal_records.hpp written to runtime/journal.hpp's file. Thread-safe (the journal
+/// actors/journal_records.hpp written to runtime/service/journal.hpp's file. Thread-safe (the journal
 /// is), so any actor of the scheduler's process may note what it owns.
 ///
 /// A submission is acknowledged only once its record is on disk: `submitted` calls back
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "actors/journal_records.hpp"
-#include "runtime/journal.hpp"
+#include "runtime/service/journal.hpp"
 
 namespace tessera::actors {
 

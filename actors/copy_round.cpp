@@ -4,9 +4,9 @@
 #include <chrono>
 #include <iostream>
 
-#include "runtime/train/checkpoint.hpp"
-#include "runtime/train/cuda_mlp.hpp"
-#include "runtime/train/fork_merge.hpp"
+#include "runtime/node/train/checkpoint.hpp"
+#include "runtime/node/train/cuda_mlp.hpp"
+#include "runtime/node/train/fork_merge.hpp"
 
 namespace tessera::actors {
 

@@ -7,7 +7,7 @@
 /// K shard gradients computed here, summed in shard order, applied. On a node without real
 /// GPUs the speed factor throttles it: a step takes task_times x step_time / speed seconds
 /// (task_times = the tasks its busiest GPU runs back to back per step, 1 for a gang). On a
-/// node with real GPUs (runtime/gpu/discovery.hpp) nothing throttles it: a step takes what it
+/// node with real GPUs (runtime/node/gpu/discovery.hpp) nothing throttles it: a step takes what it
 /// takes, and the rate reported is what was measured.
 ///
 /// Copy spread over nodes (several part_ranks; Hare's relaxed fixed-scale synchronisation, or
@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "actors/protocol.hpp"
-#include "runtime/comm/aggregator.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/comm/aggregator.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace tessera::actors {
 
@@ -64,7 +64,7 @@ struct copy_slot {
   std::thread worker;                        ///< runs the round
   std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
   std::atomic<bool> abort{false};            ///< a program's processes are ended now (shutdown)
-  /// The node's GPUs this copy holds in the current round (runtime/gpu/devices.hpp's
+  /// The node's GPUs this copy holds in the current round (runtime/node/gpu/devices.hpp's
   /// assign_devices, CUDA ordinals of the node process); empty on a node without real GPUs.
   std::vector<int> devices;
   /// The device a CUDA trainable of this copy runs on: the first it holds; -1 = none.

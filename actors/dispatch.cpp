@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "runtime/task_layout.hpp"
+#include "actors/task_layout.hpp"
 
 namespace tessera::actors {
 

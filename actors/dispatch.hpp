@@ -3,7 +3,7 @@
 /// From a round plan to what each node is told: a plain function, no actors, so the
 /// scheduler actor only sends what it returns and the rules are unit-tested on their own.
 ///
-/// Each job copy's placement becomes one part per node (runtime/task_layout.hpp); a part's
+/// Each job copy's placement becomes one part per node (actors/task_layout.hpp); a part's
 /// shards are renumbered in rank order so the parts' gradients concatenate in shard order.
 /// Rules:
 /// - copies of a job must be numbered 0..n-1; forked copies (n > 1) need aggregators
@@ -30,11 +30,11 @@
 
 #include "actors/checkpoints.hpp"
 #include "actors/protocol.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/model.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/result.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera::actors {
 

@@ -24,7 +24,7 @@
 
 #include <caf/node_id.hpp>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::actors {
 

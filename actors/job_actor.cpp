@@ -117,7 +117,7 @@ job_summary summary_of(const job_data& j) {
 
 namespace {
 
-/// Moves a job through its life (runtime/job_life.hpp); an illegal event is logged and
+/// Moves a job through its life (actors/job_life.hpp); an illegal event is logged and
 /// changes nothing (false).
 bool advance(job_data& j, job_event e, std::ostream& log) {
   auto to = next_state(j.life, e);

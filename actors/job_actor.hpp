@@ -1,7 +1,7 @@
 #pragma once
 /// @file job_actor.hpp
 /// The job actor: one per job, spawned by the scheduler when the job is added (a job of the job
-/// set, or a client's submission). It owns the job's truth: its life (runtime/job_life.hpp's
+/// set, or a client's submission). It owns the job's truth: its life (actors/job_life.hpp's
 /// state machine: an illegal transition is refused and logged), its copies in the current
 /// round, its checkpoint book (actors/checkpoints.hpp), restarts, lost rounds, its program's
 /// failures, measured rates, GPU time, loss and placement history.
@@ -49,8 +49,8 @@
 #include "actors/checkpoints.hpp"
 #include "actors/journal_records.hpp"
 #include "actors/protocol.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/job_life.hpp"
+#include "runtime/core/job_file.hpp"
+#include "actors/job_life.hpp"
 
 namespace tessera::actors {
 
@@ -108,7 +108,7 @@ struct job_assignment {
 /// need, and what clients are shown.
 struct job_snapshot {
   std::int64_t id = 0;                      ///< job id
-  job_state life = job_state::queued;       ///< runtime/job_life.hpp
+  job_state life = job_state::queued;       ///< actors/job_life.hpp
   /// As clients see it, without its placements: the scheduler keeps those from the
   /// assignments it sends (note_placement), so an assignment needs no push.
   job_status status;
@@ -141,7 +141,7 @@ struct rate_sample {
 /// What a job actor knows of its job.
 struct job_data {
   run_job spec;                             ///< as submitted
-  job_state life = job_state::queued;       ///< runtime/job_life.hpp
+  job_state life = job_state::queued;       ///< actors/job_life.hpp
   bool cancel_requested = false;            ///< takes effect at the next round boundary
   std::string failure;                      ///< the last failure of its program
   int program_failures = 0;                 ///< rounds its program failed in

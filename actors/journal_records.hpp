@@ -1,16 +1,16 @@
 #pragma once
 /// @file journal_records.hpp
-/// What a served cluster writes to its journal (runtime/journal.hpp), one JSON object per
+/// What a served cluster writes to its journal (runtime/service/journal.hpp), one JSON object per
 /// record, and how `tessera serve --resume` reads its jobs back. Plain functions: the
 /// scheduler calls them, the tests call them without actors.
 ///
 /// Records ("t" is the type):
 ///   {"t":"submit","jobs":{"job":[...]}}   an accepted submission, in the job file's own
-///                                          shape (runtime/job_file.hpp reads it back), every
+///                                          shape (runtime/core/job_file.hpp reads it back), every
 ///                                          id given; acknowledged to the client only once
 ///                                          on disk
 ///   {"t":"state","id":3,"state":"finished","step":400,"round":12}
-///                                          a job's life changed (runtime/job_life.hpp)
+///                                          a job's life changed (actors/job_life.hpp)
 ///   {"t":"cancel","id":3}                  a client's cancel, before its round boundary
 ///   {"t":"ckpt","id":3,"path":"...","round":12,"step":400}
 ///                                          a checkpoint the scheduler confirmed
@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "actors/checkpoints.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/job_life.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/job_file.hpp"
+#include "actors/job_life.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::actors {
 

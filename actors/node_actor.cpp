@@ -10,8 +10,8 @@
 
 #include "actors/admission.hpp"
 #include "actors/program_round.hpp"
-#include "runtime/gpu/devices.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/gpu/devices.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 namespace tessera::actors {
 

@@ -8,7 +8,7 @@
 /// scheduler to let it go after the current round; `fenced_atom` from the scheduler (it was
 /// declared lost) stops its copies and ends it with a run_errc::fenced error.
 ///
-/// Each copy of a round is given its share of the node's GPU indices (runtime/gpu/devices.hpp;
+/// Each copy of a round is given its share of the node's GPU indices (runtime/node/gpu/devices.hpp;
 /// a round asking for more GPUs than the node has fails its copies) and runs on its own
 /// worker thread (never on a CAF scheduler thread) through
 /// run_copy_round (actors/copy_round.hpp): it brings the job's state to the step the
@@ -32,11 +32,11 @@
 #include "actors/auth.hpp"
 #include "actors/copy_round.hpp"
 #include "actors/protocol.hpp"
-#include "runtime/comm/aggregator.hpp"
-#include "runtime/gpu/discovery.hpp"
-#include "runtime/model.hpp"
-#include "runtime/program/lease_server.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/comm/aggregator.hpp"
+#include "runtime/node/gpu/discovery.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/node/program/lease_server.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace tessera::actors {
 

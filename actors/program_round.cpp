@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "actors/auth.hpp"
-#include "runtime/detail/text.hpp"
-#include "runtime/gpu/devices.hpp"
-#include "runtime/program/process.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/core/detail/text.hpp"
+#include "runtime/node/gpu/devices.hpp"
+#include "runtime/node/program/process.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 namespace tessera::actors {
 

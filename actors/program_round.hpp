@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "actors/copy_round.hpp"
-#include "runtime/comm/aggregator.hpp"
-#include "runtime/program/lease_server.hpp"
+#include "runtime/node/comm/aggregator.hpp"
+#include "runtime/node/program/lease_server.hpp"
 
 namespace tessera::actors {
 

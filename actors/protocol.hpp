@@ -33,7 +33,7 @@
 ///   scheduler -> job:    summary_atom, at_boundary   -> job_final (the run ends)
 ///   scheduler -> job:    cancel_job (a client's, delegated) -> cancel_outcome
 ///   job -> scheduler:    job_snapshot                pushed when the job's state changes
-///   job -> scheduler:    rate_sample                 a measured rate (runtime/run_rates.hpp)
+///   job -> scheduler:    rate_sample                 a measured rate (actors/run_rates.hpp)
 ///   job -> scheduler:    write_failed_atom, job, why its checkpoint write failed
 ///   client -> scheduler: submit_job                  -> job ids | error      (in-process only)
 ///   client -> scheduler: cancel_job                  -> cancel_outcome       (in-process only)
@@ -56,14 +56,14 @@
 #include <caf/all.hpp>
 
 #include "actors/wire.hpp"
-#include "runtime/histogram.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/records.hpp"
+#include "actors/histogram.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/records.hpp"
 
 namespace tessera {
 
-/// Serialises round_record (runtime/records.hpp), carried in run_summary.
+/// Serialises round_record (runtime/core/records.hpp), carried in run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_record& x) {
   return actors::wire::fields(f, "round_record", x.start, x.busy_gpus, x.idle_gpus,
@@ -123,7 +123,7 @@ struct heartbeat {
   std::int64_t seq = 0;   ///< counts up from 0
 };
 
-/// How a node runs a copy of a job of kind "program" (runtime/job_file.hpp program_spec,
+/// How a node runs a copy of a job of kind "program" (runtime/core/job_file.hpp program_spec,
 /// docs/lease-protocol.md): one process per task of the part it runs here.
 struct program_order {
   std::vector<std::string> command;          ///< argv
@@ -159,12 +159,12 @@ struct start_copy {
   /// Leader rank of every copy of the job this round, indexed by copy; empty (or one rank) when
   /// the job is not forked. Forked copies draw disjoint batches and at the round end merge their
   /// states under `merge` through the node's aggregator (channel = job id,
-  /// runtime/train/fork_merge.hpp); copy 0 writes the merged checkpoint.
+  /// runtime/node/train/fork_merge.hpp); copy 0 writes the merged checkpoint.
   std::vector<std::int32_t> fork_ranks;
   double aggregate_timeout = 10;          ///< seconds a copy waits for the others to merge
   double target_loss = 0;                 ///< done when the round-end loss is this low (0 = off)
   std::string merge = "mean";             ///< forked copies' merge rule (train::fork_merge_rule)
-  /// Ranks holding a part of this copy (increasing; runtime/task_layout.hpp), empty or one rank
+  /// Ranks holding a part of this copy (increasing; actors/task_layout.hpp), empty or one rank
   /// when the copy runs on this node alone. Parts step together: each computes its shards,
   /// the parts gather all K shard gradients through the aggregator and each applies their
   /// sum in shard order, so every part holds the same state. The first rank is the copy's
@@ -284,7 +284,7 @@ struct round_done {
 /// not given (run_job::id_given) gets the next free one; a given id must be free. Arrivals
 /// count from the submission.
 struct submit_job {
-  std::vector<run_job> jobs;  ///< as runtime/job_file.hpp reads them
+  std::vector<run_job> jobs;  ///< as runtime/core/job_file.hpp reads them
 };
 
 /// Cancel a job at the next round boundary, its checkpoint kept (reply: a cancel_reply).
@@ -313,7 +313,7 @@ struct job_status {
   std::int64_t id = 0;
   std::string kind, job_type;
   std::int32_t scale = 1;
-  std::string state;               ///< runtime/job_life.hpp state_name, or "cancelling"
+  std::string state;               ///< actors/job_life.hpp state_name, or "cancelling"
   std::int64_t total_steps = 0, steps = 0;
   double steps_per_second = 0;     ///< measured, over its parts, in its latest round
   double loss = 0, accuracy = 0;
@@ -412,7 +412,7 @@ struct job_summary {
   std::string failure;                      ///< why (the last failure, with stderr's tail)
   std::int32_t program_failures = 0;        ///< rounds its program failed in
   double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
-  std::string state;                        ///< runtime/job_life.hpp state at the end
+  std::string state;                        ///< actors/job_life.hpp state at the end
 };
 
 /// The end of a run.

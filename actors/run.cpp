@@ -33,12 +33,12 @@
 #include "actors/service.hpp"
 #include "actors/summary.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/comm/mpi_aggregator.hpp"
-#include "runtime/gpu/cuda_probe.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/round_loop.hpp"
-#include "runtime/timeline.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/node/comm/mpi_aggregator.hpp"
+#include "runtime/node/gpu/cuda_probe.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/round_loop.hpp"
+#include "runtime/core/timeline.hpp"
 
 namespace tessera::actors {
 
@@ -124,7 +124,7 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
   return in;
 }
 
-/// Discovers this process's GPUs for node `rank` (runtime/gpu/discovery.hpp) into `in.gpus`;
+/// Discovers this process's GPUs for node `rank` (runtime/node/gpu/discovery.hpp) into `in.gpus`;
 /// the check's error when they disagree with its server entry. Says what the node runs on
 /// when it found GPUs (or, verbose, why it found none).
 status find_node_gpus(const run_settings& o, run_inputs& in, int rank) {

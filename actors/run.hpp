@@ -21,7 +21,7 @@
 /// that disagree with its server entry end the run (or that node) with bad input, naming the
 /// server and both sides; without any it runs on its declared GPUs, throttled.
 /// Rank 0 prints a summary (per-job JCT, final loss and accuracy). Every function returns an
-/// exit code (runtime/result.hpp): ok when every job finished, failed when the run failed,
+/// exit code (runtime/core/result.hpp): ok when every job finished, failed when the run failed,
 /// bad_input when the inputs are wrong.
 
 #include <functional>
@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gpu/discovery.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/gpu/discovery.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace tessera::actors {
 
@@ -73,11 +73,11 @@ struct run_settings {
   /// A served cluster carries on with the jobs of its state directory's journal (the same
   /// cluster file); without it a journal holding jobs is refused.
   bool resume = false;
-  /// How each node process finds its GPUs (runtime/gpu/discovery.hpp); the launcher reads
+  /// How each node process finds its GPUs (runtime/node/gpu/discovery.hpp); the launcher reads
   /// it from TESSERA_GPU_DISCOVERY and CUDA_VISIBLE_DEVICES. GPUs found must agree with the
   /// node's server entry, else the node refuses to start (bad input).
   gpu::discovery gpu;
-  /// File for the run's timeline (runtime/timeline.hpp: who ran where in each round, from
+  /// File for the run's timeline (runtime/core/timeline.hpp: who ran where in each round, from
   /// the round plans), written by the scheduler's process; "" = none.
   std::string timeline_file;
 };

@@ -9,7 +9,7 @@
 
 #include "actors/dispatch.hpp"
 #include "actors/status_views.hpp"
-#include "runtime/input_limits.hpp"
+#include "runtime/core/input_limits.hpp"
 
 namespace tessera::actors {
 
@@ -425,7 +425,7 @@ void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
 }
 
 /// With every asked job's view in (or its time up): plans the round exactly as the simulator
-/// does (runtime/round_loop.hpp), tells every job its assignment and the nodes their orders;
+/// does (runtime/core/round_loop.hpp), tells every job its assignment and the nodes their orders;
 /// or waits for the next arrival when no job is active, or ends the run when none is left.
 void plan_and_dispatch(self_ptr self) {
   auto& st = self->state;
@@ -708,12 +708,12 @@ void check_heartbeats(self_ptr self) {
 }
 
 /// Why a client's job cannot be accepted ("" when it can): the scheduler's own checks, for
-/// clients that did not read it through runtime/job_file.hpp.
+/// clients that did not read it through runtime/core/job_file.hpp.
 std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
   if (!rj.is_program() && std::find(cfg.known_kinds.begin(), cfg.known_kinds.end(), rj.kind) ==
                               cfg.known_kinds.end())
     return "unknown job kind '" + rj.kind + "'";
-  // The job-file bound (runtime/input_limits.hpp) also keeps total_steps exact through the
+  // The job-file bound (runtime/core/input_limits.hpp) also keeps total_steps exact through the
   // double the job spec holds and back to int64 (summarise, dispatch).
   if (!(rj.spec.total_steps > 0) || rj.spec.total_steps > limits::max_total_steps ||
       rj.spec.scale_factor < 1 || !(rj.step_time > 0))

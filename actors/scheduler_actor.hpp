@@ -1,7 +1,7 @@
 #pragma once
 /// @file scheduler_actor.hpp
 /// The scheduler actor: registers the nodes, then runs rounds on a timer. Each round goes
-/// through the shared round loop (runtime/round_loop.hpp: admission, the policy's snapshot,
+/// through the shared round loop (runtime/core/round_loop.hpp: admission, the policy's snapshot,
 /// plan validation, exactly as in the simulator), then actors/dispatch.hpp turns the plan
 /// into each live node's round_orders.
 ///
@@ -17,7 +17,7 @@
 /// or the run's time-out.
 ///
 /// Jobs are owned by job actors (actors/job_actor.hpp), one per job, spawned here when a job
-/// is added: each keeps its job's life (runtime/job_life.hpp's state machine), copies,
+/// is added: each keeps its job's life (actors/job_life.hpp's state machine), copies,
 /// checkpoint book, restarts and measured rates, and takes its copies' reports from the nodes
 /// directly (start_copy::job_actor). At a round's start the scheduler asks every active job
 /// for its view (a job that does not answer within `job_timeout` is left out of the round,
@@ -72,15 +72,15 @@
 #include "actors/cluster_journal.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/protocol.hpp"
-#include "runtime/policy.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/job_life.hpp"
-#include "runtime/records.hpp"
-#include "runtime/round_loop.hpp"
-#include "runtime/model.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/run_rates.hpp"
+#include "runtime/core/policy.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/job_file.hpp"
+#include "actors/job_life.hpp"
+#include "runtime/core/records.hpp"
+#include "runtime/core/round_loop.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/plan.hpp"
+#include "actors/run_rates.hpp"
 
 namespace tessera::actors {
 
@@ -130,7 +130,7 @@ struct scheduler_config {
   /// Seconds a job actor has to answer a view or summary request; a job that does not is
   /// left out of that round (logged).
   double job_timeout = 1.0;
-  /// Records every round's plan (runtime/timeline.hpp); null: none.
+  /// Records every round's plan (runtime/core/timeline.hpp); null: none.
   std::shared_ptr<timeline_recorder> timeline;
   scheduler_hooks hooks;  ///< tests only
 };
@@ -214,7 +214,7 @@ struct scheduler_state {
   bool have_last = false;                   ///< last_plan is valid for `live`
   std::vector<std::int32_t> failed_ranks;   ///< lost nodes
   std::vector<double> dispatch_latency;     ///< per round, seconds
-  std::vector<round_record> round_records;  ///< per round, as runtime/metrics.hpp reads them
+  std::vector<round_record> round_records;  ///< per round, as runtime/core/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
   std::int64_t dropped = 0;                 ///< messages from actors not live nodes
   int refused = 0;                          ///< registrations refused

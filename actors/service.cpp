@@ -11,7 +11,7 @@
 
 #include "actors/api.hpp"
 #include "actors/auth.hpp"
-#include "runtime/http/client.hpp"
+#include "runtime/service/http/client.hpp"
 
 namespace tessera::actors {
 

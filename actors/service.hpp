@@ -9,7 +9,7 @@
 ///            and kept by `--resume` (a client configured once keeps working)
 ///   address  HOST:PORT the API listens on, one line, written once it listens (clients read
 ///            it, so --listen HOST:0 works)
-///   journal  (runtime/journal.hpp) accepted submissions and state changes
+///   journal  (runtime/service/journal.hpp) accepted submissions and state changes
 
 #include <atomic>
 #include <memory>
@@ -18,9 +18,9 @@
 
 #include <caf/all.hpp>
 
-#include "runtime/http/server.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/result.hpp"
+#include "runtime/service/http/server.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::actors {
 

@@ -1,15 +1,15 @@
 #pragma once
 /// @file summary.hpp
 /// A run's outcome in the simulator's terms: the run_summary the scheduler sends becomes a
-/// schedule_result, so runtime/metrics.hpp computes a run's figures of merit (JCT, makespan,
+/// schedule_result, so runtime/core/metrics.hpp computes a run's figures of merit (JCT, makespan,
 /// waiting, utilisation, latency ratio, fragmentation) with the very code that computes a
 /// simulation's.
 
 #include <string>
 
 #include "actors/protocol.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/records.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/core/records.hpp"
 
 namespace tessera::actors {
 

@@ -40,8 +40,8 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "runtime/comm/mpi_aggregator.hpp"
-#include "runtime/comm/work_queue.hpp"
+#include "runtime/node/comm/mpi_aggregator.hpp"
+#include "runtime/node/comm/work_queue.hpp"
 
 using namespace tessera::comm;
 

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/http/client.hpp"
+#include "runtime/service/http/client.hpp"
 
 using namespace tessera;
 using clock_type = std::chrono::steady_clock;

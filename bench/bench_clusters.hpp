@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cluster_config.hpp"
-#include "runtime/model.hpp"
-#include "runtime/throughput.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/throughput.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 namespace tessera::bench {
 

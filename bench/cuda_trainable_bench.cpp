@@ -1,4 +1,4 @@
-// Steps per second of the CUDA MLP (mlp_cuda, runtime/train/cuda_mlp.hpp) against the same
+// Steps per second of the CUDA MLP (mlp_cuda, runtime/node/train/cuda_mlp.hpp) against the same
 // model on the CPU (mlp), same seed and configuration, for a few widths. Built where CMake
 // finds CUDA; on a machine without a GPU it says why and exits with 77 (skipped).
 //
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/comm/device_memory.hpp"
-#include "runtime/train/cuda_mlp.hpp"
-#include "runtime/train/models.hpp"
+#include "runtime/node/comm/device_memory.hpp"
+#include "runtime/node/train/cuda_mlp.hpp"
+#include "runtime/node/train/models.hpp"
 
 using namespace tessera;
 using namespace tessera::train;

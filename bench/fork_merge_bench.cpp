@@ -1,7 +1,7 @@
 // Statistical side of forking (HadarE), in one process and without the runtime's clock: how
 // many rounds a job needs to reach a target training loss when forked into copies that make
 // different numbers of steps per round (nodes of different speeds) and merge at every round
-// end, under each merge rule (runtime/train/fork_merge.hpp), against the same job unforked on
+// end, under each merge rule (runtime/node/train/fork_merge.hpp), against the same job unforked on
 // the fastest node, and against the ideal of running all the copies' steps one after another.
 //
 //   build/bench_fork_merge_bench [--kind mlp] [--config hidden=16,lr=0.05] [--seeds 7,8,9]
@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/comm/local_aggregator.hpp"
-#include "runtime/train/fork_merge.hpp"
-#include "runtime/train/models.hpp"
+#include "runtime/node/comm/local_aggregator.hpp"
+#include "runtime/node/train/fork_merge.hpp"
+#include "runtime/node/train/models.hpp"
 
 using namespace tessera;
 using namespace tessera::train;

@@ -18,9 +18,9 @@
 #include "bench/bench_cli.hpp"
 #include "policies/hare_offline.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 using namespace tessera;
 

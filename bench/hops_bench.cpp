@@ -6,7 +6,7 @@
 /// copies of it. Queue: Hops' trace setting (tessera trace generate --preset hops --seed 1:
 /// 500 jobs, Poisson 100 jobs/h, Gavel's multi-GPU recipe), every job active and waiting at
 /// the last arrival (no progress yet), throughputs from the bundled Gavel table through
-/// runtime/server_throughput. One `hops` policy plans that round `--repeat` times.
+/// runtime/core/server_throughput. One `hops` policy plans that round `--repeat` times.
 ///
 /// Prints one JSON line per cluster size ("bench": "hops_ilp"):
 ///   window_jobs, groups, columns, rows, integers   the ILP's size (groups: job groups
@@ -36,10 +36,10 @@
 
 #include "bench/bench_clusters.hpp"
 #include "policies/hops.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/server_throughput.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/server_throughput.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 using namespace tessera;
 

@@ -1,4 +1,4 @@
-// The control API's HTTP layer under polling (runtime/http/server.hpp, client.hpp): a server
+// The control API's HTTP layer under polling (runtime/service/http/server.hpp, client.hpp): a server
 // whose handler hands each request to a worker thread that answers it (as the bridge to the
 // actors will), and N pollers, each a thread with its own keep-alive client, doing GET
 // /v1/cluster in a loop for --seconds. Prints, for each N, the requests answered per second
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/http/client.hpp"
-#include "runtime/http/server.hpp"
+#include "runtime/service/http/client.hpp"
+#include "runtime/service/http/server.hpp"
 
 using namespace tessera;
 using bench_clock = std::chrono::steady_clock;

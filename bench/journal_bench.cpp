@@ -1,4 +1,4 @@
-// Acknowledged journal appends per second (runtime/journal.hpp) with 1, 8, 64 and 256
+// Acknowledged journal appends per second (runtime/service/journal.hpp) with 1, 8, 64 and 256
 // concurrent submitters. Each submitter is a thread that appends one ~300-byte JSON record
 // (a job's submission) and waits for its acknowledgement before the next, as an HTTP client
 // of `tessera serve` waits for its 201; the journal's writer batches what queues during each
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/journal.hpp"
+#include "runtime/service/journal.hpp"
 
 using namespace tessera;
 using bench_clock = std::chrono::steady_clock;

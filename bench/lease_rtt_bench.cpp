@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
-#include "runtime/program/lease_server.hpp"
+#include "runtime/node/program/lease_server.hpp"
 
 using namespace tessera;
 using namespace tessera::program;

@@ -41,8 +41,8 @@
 #include "policies/finish_time_fairness.hpp"
 #include "policies/max_min_fairness.hpp"
 #include "policies/min_total_duration.hpp"
-#include "runtime/throughput.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/throughput.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 using namespace tessera;
 

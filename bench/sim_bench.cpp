@@ -20,10 +20,10 @@
 #include <sys/resource.h>
 
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 using namespace tessera;
 

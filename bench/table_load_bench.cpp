@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/throughput.hpp"
+#include "runtime/core/throughput.hpp"
 
 int main(int argc, char** argv) {
   int repeat = 50;

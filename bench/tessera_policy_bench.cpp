@@ -7,7 +7,7 @@
 /// (Gavel's multi-GPU recipe, seed `--seed`), all active at the last arrival, each with a
 /// random share (0-90%) of its steps done and its run time in proportion, so services,
 /// latency ratios and critical jobs differ; throughputs from the bundled Gavel table through
-/// runtime/server_throughput; the simulator's copy-efficiency model. Each repeat plans the
+/// runtime/core/server_throughput; the simulator's copy-efficiency model. Each repeat plans the
 /// round twice, the second time with the first plan as the previous round (leases), and times
 /// the second.
 ///
@@ -29,11 +29,11 @@
 
 #include "bench/bench_clusters.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/copy_efficiency.hpp"
-#include "runtime/server_throughput.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/copy_efficiency.hpp"
+#include "runtime/core/server_throughput.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 using namespace tessera;
 

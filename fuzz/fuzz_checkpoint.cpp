@@ -1,4 +1,4 @@
-// libFuzzer target: checkpoint files (runtime/train/checkpoint.hpp) and the trainable state
+// libFuzzer target: checkpoint files (runtime/node/train/checkpoint.hpp) and the trainable state
 // they carry. The first byte picks what the rest is:
 //   even: a whole checkpoint file, read by read_checkpoint_header and read_checkpoint (which
 //         must agree on the header);
@@ -6,8 +6,8 @@
 //         (write_checkpoint) and loaded by load_trainable_checkpoint into each built-in
 //         trainable, whose load_state parses it behind checksums the fuzzer cannot forge.
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/train/checkpoint.hpp"
-#include "runtime/train/cuda_mlp.hpp"
+#include "runtime/node/train/checkpoint.hpp"
+#include "runtime/node/train/cuda_mlp.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the HTTP request reader (runtime/http/request_reader.hpp) as the control
+// libFuzzer target: the HTTP request reader (runtime/service/http/request_reader.hpp) as the control
 // API's server runs it on a connection's bytes: feed, check the token when the header is done
 // (check_access), go on with the body, take each complete request and start on the next
 // (keep-alive, pipelining), until a refusal or the end of the input. The input is fed whole,
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/http/request_reader.hpp"
+#include "runtime/service/http/request_reader.hpp"
 
 namespace {
 

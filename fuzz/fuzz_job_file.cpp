@@ -1,9 +1,9 @@
-// libFuzzer target: job-set TOML files (runtime/job_file.hpp), as a simulation reads them
+// libFuzzer target: job-set TOML files (runtime/core/job_file.hpp), as a simulation reads them
 // (load_jobs, with and without the bundled throughput table) and as a real run does
 // (load_run_jobs, with the built-in trainable kinds).
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static tessera::fuzz::scratch_file file(".toml");

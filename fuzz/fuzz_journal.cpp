@@ -1,4 +1,4 @@
-// libFuzzer target: journal files (runtime/journal.hpp). The input is written as a journal
+// libFuzzer target: journal files (runtime/service/journal.hpp). The input is written as a journal
 // file and opened as `tessera serve --resume` would, then (when refused as corrupt) with
 // drop_corrupt. Properties:
 // - a record read back is one whose checksum held: the file header and the records, encoded
@@ -9,7 +9,7 @@
 #include <iterator>
 
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/journal.hpp"
+#include "runtime/service/journal.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the lease channel (runtime/program/lease_protocol.hpp, lease_server.hpp).
+// libFuzzer target: the lease channel (runtime/node/program/lease_protocol.hpp, lease_server.hpp).
 // The input is parsed as one line by parse_request, and base64_decode reads it as text; then it
 // is cut at '\n' and played line by line into a lease_slot after a valid hello, as the server
 // does (parse, order_error, on_request; a refused line ends the connection). Properties: an
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/program/lease_server.hpp"
+#include "runtime/node/program/lease_server.hpp"
 
 namespace {
 

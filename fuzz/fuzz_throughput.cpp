@@ -1,7 +1,7 @@
-// libFuzzer target: throughput-table JSON (runtime/throughput.hpp) and Gavel's job-key form
+// libFuzzer target: throughput-table JSON (runtime/core/throughput.hpp) and Gavel's job-key form
 // "('ResNet-18 (batch size 64)', 2)". A table that loads is queried for every key it lists.
 #include "fuzz/fuzz_support.hpp"
-#include "runtime/throughput.hpp"
+#include "runtime/core/throughput.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static tessera::fuzz::scratch_file file(".json");

@@ -9,9 +9,9 @@
 
 #include "fuzz/fuzz_support.hpp"
 #include "fuzz/protocol_system.hpp"
-#include "runtime/journal.hpp"
-#include "runtime/train/checkpoint.hpp"
-#include "runtime/train/cuda_mlp.hpp"
+#include "runtime/service/journal.hpp"
+#include "runtime/node/train/checkpoint.hpp"
+#include "runtime/node/train/cuda_mlp.hpp"
 
 namespace {
 

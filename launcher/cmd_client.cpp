@@ -21,7 +21,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
 #include "launcher/watch_view.hpp"
-#include "runtime/http/client.hpp"
+#include "runtime/service/http/client.hpp"
 
 namespace po = boost::program_options;
 

@@ -19,7 +19,7 @@
 
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::cli {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "launcher/commands.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera::cli {
 

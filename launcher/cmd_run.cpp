@@ -15,8 +15,8 @@
 #include "launcher/common.hpp"
 #include "actors/service.hpp"
 #include "launcher/run_command.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/gpu/discovery.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/node/gpu/discovery.hpp"
 
 namespace po = boost::program_options;
 
@@ -71,7 +71,7 @@ void add_options(po::options_description& d, run_options& o) {
      "shared directory for job checkpoints (default: a new one under the temp directory)")
     ("json", po::value(&s.json_out), "write the summary as JSON to this file")
     ("timeline", po::value(&s.timeline_file),
-     "write who ran where in each round (JSON Lines, runtime/timeline.hpp) to this file")
+     "write who ran where in each round (JSON Lines, runtime/core/timeline.hpp) to this file")
     ("connect-timeout", po::value(&s.connect_timeout)->default_value(20.0),
      "seconds for nodes to reach the scheduler and register")
     ("timeout", po::value(&s.timeout)->default_value(600.0),
@@ -144,7 +144,7 @@ status check_numbers(const run_options& o) {
 
 /// Checks the numbers, parses the policy options and prepares the checkpoint directory.
 /// The GPU discovery setting from this process's environment, its edge: TESSERA_GPU_DISCOVERY
-/// (auto, off, fake:<devices>; runtime/gpu/discovery.hpp) and CUDA_VISIBLE_DEVICES.
+/// (auto, off, fake:<devices>; runtime/node/gpu/discovery.hpp) and CUDA_VISIBLE_DEVICES.
 result<gpu::discovery> gpu_discovery_from_environment() {
   const char* v = std::getenv("TESSERA_GPU_DISCOVERY");
   auto d = gpu::parse_discovery(v ? v : "", "TESSERA_GPU_DISCOVERY");

@@ -15,11 +15,11 @@
 #include "launcher/progress.hpp"
 #include "launcher/sim_run.hpp"
 #include "policies/registry.hpp"
-#include "runtime/cluster_config.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/timeline.hpp"
-#include "runtime/trace.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/core/timeline.hpp"
+#include "runtime/workload/trace.hpp"
 
 namespace po = boost::program_options;
 

@@ -28,9 +28,9 @@
 #include "launcher/sweep_cells.hpp"
 #include "launcher/trace_out.hpp"
 #include "policies/registry.hpp"
-#include "runtime/input_limits.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/trace.hpp"
+#include "runtime/core/input_limits.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/workload/trace.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

@@ -12,9 +12,9 @@
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
 #include "launcher/trace_out.hpp"
-#include "runtime/input_limits.hpp"
-#include "runtime/trace.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/input_limits.hpp"
+#include "runtime/workload/trace.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 namespace po = boost::program_options;
 
@@ -22,7 +22,7 @@ namespace tessera::cli {
 
 namespace {
 
-/// Checks --jobs and --rate (bounds: runtime/input_limits.hpp, shared with the trace reader).
+/// Checks --jobs and --rate (bounds: runtime/core/input_limits.hpp, shared with the trace reader).
 status check_numbers(const trace_gen_config& cfg) {
   if (auto st = check_option("--jobs", cfg.num_jobs, 1,
                              static_cast<double>(limits::max_trace_jobs), "jobs");

@@ -1,7 +1,7 @@
 #pragma once
 /// @file commands.hpp
 /// The `tessera` sub-commands. Each takes the arguments after its name and returns the exit
-/// code (runtime/result.hpp's exit_code: 0 ok, 1 run failed, 2 bad input).
+/// code (runtime/core/result.hpp's exit_code: 0 ok, 1 run failed, 2 bad input).
 
 #include <string>
 #include <vector>

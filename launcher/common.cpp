@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "runtime/cluster_config.hpp"
-#include "runtime/input_limits.hpp"
+#include "runtime/core/cluster_config.hpp"
+#include "runtime/core/input_limits.hpp"
 
 namespace tessera::cli {
 

@@ -2,7 +2,7 @@
 /// @file common.hpp
 /// Helpers shared by the CLI commands: parsing options, loading inputs named on the command
 /// line and parsing "key=value" policy arguments (progress: launcher/progress.hpp). Exit codes are
-/// runtime/result.hpp's exit_code.
+/// runtime/core/result.hpp's exit_code.
 
 #include <iosfwd>
 #include <map>
@@ -11,16 +11,16 @@
 
 #include <boost/program_options.hpp>
 
-#include "runtime/copy_efficiency.hpp"
-#include "runtime/model.hpp"
-#include "runtime/result.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/throughput.hpp"
+#include "runtime/core/copy_efficiency.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/core/throughput.hpp"
 
 namespace tessera::cli {
 
 /// Bounds of the numbers the commands take on their command lines, each with why; the
-/// input files' bounds are in runtime/input_limits.hpp. NaN and infinities are always refused.
+/// input files' bounds are in runtime/core/input_limits.hpp. NaN and infinities are always refused.
 namespace option_bounds {
 /// Simulated round length, in seconds: [1, 86400]. Gavel's rounds are 360 s; under 1 s a
 /// simulated week takes more than 600 000 rounds (and 1e-9 s never got past the first job);
@@ -90,7 +90,7 @@ result<std::pair<job_id, job_id>> parse_window(const std::string& text);
 
 /// Help text of --copy-efficiency (simulate, compare, sweep).
 inline constexpr const char* copy_efficiency_help =
-    "statistical efficiency of a forked job's averaged copies (runtime/copy_efficiency.hpp): "
+    "statistical efficiency of a forked job's averaged copies (runtime/core/copy_efficiency.hpp): "
     "'on' (default: gradient-noise model, calibrated B_noise = 74 samples), 'off' (count "
     "every copy's steps in full: the upper bound), or B_noise in samples, e.g. 200";
 

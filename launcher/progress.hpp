@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/sim.hpp"
+#include "runtime/sim/sim.hpp"
 
 namespace tessera::cli {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "actors/run.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace tessera::cli {
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "launcher/progress.hpp"
-#include "runtime/model.hpp"
-#include "runtime/records.hpp"
-#include "runtime/result.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/throughput.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/records.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/core/throughput.hpp"
 
 namespace tessera {
 class timeline_recorder;

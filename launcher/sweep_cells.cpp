@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "launcher/trace_out.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/trace.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/workload/trace.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

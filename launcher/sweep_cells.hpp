@@ -20,8 +20,8 @@
 
 #include "launcher/progress.hpp"
 #include "launcher/sim_run.hpp"
-#include "runtime/result.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 namespace tessera::cli {
 
@@ -96,7 +96,7 @@ sweep_run run_cells(const sweep_plan& p, std::map<std::string, nlohmann::json>& 
 const std::vector<std::string>& sweep_csv_columns();
 /// Columns a finished cell may lack (cells written before the column existed): such a cell
 /// still counts as finished and its CSV field is empty. lre_avg / lre_max: the expected
-/// latency ratio (runtime/metrics.hpp).
+/// latency ratio (runtime/core/metrics.hpp).
 bool sweep_csv_optional(const std::string& column);
 
 /// Writes sweep.csv and sweep.json from the finished cells, in the plan's order.

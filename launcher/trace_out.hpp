@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/result.hpp"
-#include "runtime/throughput.hpp"
-#include "runtime/trace_gen.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/core/throughput.hpp"
+#include "runtime/workload/trace_gen.hpp"
 
 namespace tessera::cli {
 

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-// The job states in the order the header lists them (runtime/job_life.hpp, and `cancelling`
+// The job states in the order the header lists them (actors/job_life.hpp, and `cancelling`
 // from the API); others a newer server may add come after, by name.
 const char* const state_order[] = {"queued",   "running", "preempted", "cancelling",
                                    "finished", "failed",  "cancelled"};

@@ -1,6 +1,6 @@
 #include "policies/allocation_lp.hpp"
 
-#include "runtime/job_index.hpp"
+#include "runtime/core/job_index.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -64,9 +64,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/result.hpp"
 #include "runtime/solver/lp.hpp"
 
 namespace tessera {

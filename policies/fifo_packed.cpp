@@ -4,7 +4,7 @@
 
 #include "policies/fifo.hpp"
 #include "policies/gavel_family.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera {
 

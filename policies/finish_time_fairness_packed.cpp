@@ -5,7 +5,7 @@
 #include "policies/finish_time_fairness.hpp"
 #include "policies/ftf_round.hpp"
 #include "policies/packed_lp.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -10,7 +10,7 @@
 
 #include "policies/allocation_lp.hpp"
 #include "policies/gavel_family.hpp"
-#include "runtime/plan.hpp"
+#include "runtime/core/plan.hpp"
 
 namespace tessera::detail {
 

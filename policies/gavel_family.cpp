@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "runtime/mechanism.hpp"
+#include "policies/mechanism.hpp"
 
 namespace tessera {
 

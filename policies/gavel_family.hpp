@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "policies/server_index.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera {
 

@@ -24,7 +24,7 @@
 /// GPU types. Synchronous data parallelism makes every step wait for the slowest task, so a
 /// placement runs at k_m x the slowest per-GPU rate among its servers (multi-server entries
 /// of the table when it spans servers). This is the simulator's rule
-/// (runtime/server_throughput.hpp: `server_throughput::rate`); the policy applies it to
+/// (runtime/core/server_throughput.hpp: `server_throughput::rate`); the policy applies it to
 /// per-server rates it reads from `snapshot::rates` (cached per job type and scale factor).
 ///
 /// Prices (the dual variables): a resource is one pool of interchangeable GPUs in one round,
@@ -69,7 +69,7 @@
 /// servers none of the job's other copies use, by the same dual subroutine and admission
 /// rule, while the job's copies placed so far could not finish its remaining steps within the
 /// round. Progress of a job is the sum of its copies' (the simulator adds them and charges
-/// one parameter averaging per round; see runtime/sim_executor.hpp `copy_aggregation`).
+/// one parameter averaging per round; see runtime/sim/sim_executor.hpp `copy_aggregation`).
 ///
 /// Complexity per round, M active jobs, S servers, C server classes (pools split until every
 /// cached rate is equal within one; policies/server_index.hpp), F GPUs per server, K
@@ -82,7 +82,7 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

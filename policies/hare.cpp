@@ -8,8 +8,8 @@
 #include <numeric>
 #include <set>
 
-#include "runtime/server_throughput.hpp"
-#include "runtime/task_split.hpp"
+#include "runtime/core/server_throughput.hpp"
+#include "runtime/core/task_split.hpp"
 
 namespace tessera {
 

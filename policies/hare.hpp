@@ -9,7 +9,7 @@
 /// Relaxed fixed-scale synchronisation. A job of scale K runs each step as K independent tasks
 /// and synchronises when all K are done, so within a round its K tasks may go on any GPUs:
 /// several back to back on one fast GPU, some on a slower type. The simulator's time model
-/// (runtime/task_split.hpp) is: one task on server u takes tau_u = 1 / rate_at(u, job type,
+/// (runtime/core/task_split.hpp) is: one task on server u takes tau_u = 1 / rate_at(u, job type,
 /// K, multi) seconds (the table's whole-job rate at scale K there, `multi` when the job's
 /// tasks span servers), and the step takes max over the job's GPUs of (tasks on it x tau).
 ///
@@ -70,7 +70,7 @@
 
 #include "policies/options.hpp"
 #include "policies/server_index.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

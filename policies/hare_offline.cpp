@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "policies/hare.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera {
 

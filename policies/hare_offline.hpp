@@ -22,7 +22,7 @@
 ///    not yet arrived is not done.
 ///
 /// What is proven (and what is not):
-///  1. Lower bound, for any schedule in tessera's time model (runtime/task_split.hpp) that runs
+///  1. Lower bound, for any schedule in tessera's time model (runtime/core/task_split.hpp) that runs
 ///     one copy of each job with its K tasks per step (a gang or a task split; not HadarE's
 ///     forked copies, nor Hops' other GPU counts): a step of job m takes at least the
 ///     shortest per-task time of any server, since some GPU runs at least one of its tasks
@@ -49,9 +49,9 @@
 #include <vector>
 
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
-#include "runtime/model.hpp"
-#include "runtime/throughput.hpp"
+#include "runtime/core/policy.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/throughput.hpp"
 
 namespace tessera {
 

@@ -7,7 +7,7 @@
 /// docs/hops.md.
 ///
 /// Each round:
-///  1. Throughputs per server entity (runtime/server_throughput.hpp, `snapshot::rates`):
+///  1. Throughputs per server entity (runtime/core/server_throughput.hpp, `snapshot::rates`):
 ///     server table, GPU-type table, analytic model. Servers with the same GPU type, speed
 ///     factor and size, and no measurements of their own, form a server class.
 ///  2. Latency ratio LR_i = wait_i / E_i, wait_i = now - arrival - run time, E_i = total steps
@@ -80,8 +80,8 @@
 #include "policies/hops_ilp.hpp"
 #include "policies/hops_packing.hpp"
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/policy.hpp"
+#include "runtime/core/server_throughput.hpp"
 #include "runtime/solver/milp.hpp"
 
 namespace tessera {

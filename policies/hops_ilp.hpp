@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 #include "runtime/solver/milp.hpp"
 
 namespace tessera {

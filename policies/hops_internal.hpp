@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "policies/hops_ilp.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/server_throughput.hpp"
 
 namespace tessera::detail {
 

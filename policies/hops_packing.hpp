@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "policies/hops_ilp.hpp"
-#include "runtime/plan.hpp"
+#include "runtime/core/plan.hpp"
 
 namespace tessera {
 

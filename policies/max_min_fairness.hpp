@@ -43,7 +43,7 @@
 
 #include "policies/allocation_lp.hpp"
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 /// Max-min fairness (LAS) with space sharing: Gavel's `max_min_fairness_packed` (OSDI'20,
 /// section 3.1 "Space sharing" with the max-min objective of section 4.1). Two jobs of one
 /// scale factor may share every GPU of a placement, each at its co-located throughput from the
-/// throughput table; the shared mechanism (runtime/mechanism.hpp) runs a pair as one unit.
+/// throughput table; the shared mechanism (policies/mechanism.hpp) runs a pair as one unit.
 ///
 /// Rule: maximise min_m e_m / (w_m T_equal_m) over the packed allocation (policies/
 /// packed_lp.hpp), where e_m is job m's effective throughput alone and in pairs, T_equal_m its
@@ -24,7 +24,7 @@
 
 #include "policies/options.hpp"
 #include "policies/packed_lp.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -27,7 +27,7 @@
 
 #include "policies/allocation_lp.hpp"
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 /// Makespan minimisation with space sharing: Gavel's `min_total_duration_packed` (OSDI'20,
 /// section 3.1 "Space sharing" with the makespan objective of section 4.2). Two jobs of one
 /// scale factor may share every GPU of a placement, each at its co-located throughput from the
-/// throughput table; the shared mechanism (runtime/mechanism.hpp) runs a pair as one unit.
+/// throughput table; the shared mechanism (policies/mechanism.hpp) runs a pair as one unit.
 ///
 /// Rule: the smallest C such that every active job finishes its remaining steps rem_m by
 /// now + C at its effective throughput e_m (alone and in pairs): as in min_total_duration.hpp
@@ -25,7 +25,7 @@
 
 #include "policies/options.hpp"
 #include "policies/packed_lp.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

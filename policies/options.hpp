@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera {
 

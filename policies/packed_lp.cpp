@@ -7,7 +7,7 @@
 #include <tuple>
 #include <utility>
 
-#include "runtime/server_throughput.hpp"
+#include "runtime/core/server_throughput.hpp"
 #include "runtime/solver/lp.hpp"
 
 namespace tessera {

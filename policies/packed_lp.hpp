@@ -31,8 +31,8 @@
 
 #include <vector>
 
-#include "runtime/plan.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera {
 

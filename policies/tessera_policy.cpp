@@ -6,7 +6,7 @@
 
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
-#include "runtime/copy_efficiency.hpp"
+#include "runtime/core/copy_efficiency.hpp"
 
 namespace tessera {
 

@@ -62,7 +62,7 @@
 ///     grows by at least the fraction `fork_gain`: with copy step rates r_c (1 / step time),
 ///     eff(C + 1) (sum r_c + r_new) >= (1 + fork_gain) eff(C) sum r_c, where eff is the
 ///     executor's statistical efficiency of averaged copies (snapshot::fork_efficiency,
-///     runtime/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
+///     runtime/core/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
 ///     it pays after the efficiency loss, and only on GPUs that every job in the order before
 ///     it has passed up. fork_gain defaults to 0.02: a copy on a GPU nobody else wants costs
 ///     nothing, and 0.1 left light-load average JCT and makespan to hadare, which forks
@@ -89,7 +89,7 @@
 
 #include "policies/hare.hpp"
 #include "policies/options.hpp"
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

@@ -20,7 +20,7 @@
 
 #include <memory>
 
-#include "runtime/policy.hpp"
+#include "runtime/core/policy.hpp"
 
 namespace tessera {
 

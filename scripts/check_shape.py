@@ -23,32 +23,43 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Folder -> folders its files may include (itself always allowed). Bottom to top. detail/
 # folders hold their parent's private helpers: one layer with it.
+CORE = ["runtime/core", "runtime/core/detail"]
+NODE = ["runtime/node/comm", "runtime/node/train", "runtime/node/program", "runtime/node/gpu"]
 ALLOWED = {
-    "runtime/detail": ["runtime"],
-    "runtime": ["runtime/detail"],
-    "runtime/solver": ["runtime", "runtime/detail"],
-    "runtime/comm": ["runtime", "runtime/detail"],
-    "runtime/train": ["runtime", "runtime/detail", "runtime/comm", "runtime/train/detail"],
-    "runtime/train/detail": ["runtime/detail"],
-    "runtime/program": ["runtime", "runtime/detail"],
-    "runtime/http": ["runtime", "runtime/detail"],
-    "runtime/gpu": ["runtime", "runtime/detail"],
-    "policies": ["runtime", "runtime/detail", "runtime/solver"],
-    "actors": ["runtime", "runtime/detail", "runtime/comm", "runtime/train", "runtime/program",
-               "runtime/http", "runtime/gpu", "policies"],
-    "launcher": ["runtime", "runtime/detail", "runtime/train", "runtime/http", "runtime/gpu",
-                 "policies", "actors"],
+    "runtime/core/detail": ["runtime/core"],
+    "runtime/core": ["runtime/core/detail"],
+    "runtime/workload": CORE,
+    "runtime/solver": CORE,
+    "runtime/sim": CORE,
+    "runtime/node/comm": CORE,
+    "runtime/node/train/detail": ["runtime/core/detail"],
+    "runtime/node/train": CORE + ["runtime/node/comm", "runtime/node/train/detail"],
+    "runtime/node/program": CORE,
+    "runtime/node/gpu": CORE,
+    "runtime/service": CORE,
+    "runtime/service/http": CORE,
+    "policies": CORE + ["runtime/solver"],
+    "actors": CORE + NODE + ["runtime/service", "runtime/service/http", "policies"],
+    "launcher": CORE + ["runtime/workload", "runtime/sim", "runtime/node/train", "runtime/node/gpu",
+                        "runtime/service/http", "policies", "actors"],
+    # The header-only client a user's C++ program includes: it stands alone.
+    "clients/cpp": [],
 }
 # Folders whose includes are not checked: consumers of every layer.
-CONSUMERS = ("tests", "bench", "examples", "build")
+CONSUMERS = ("tests", "bench", "examples", "fuzz", "build")
+# No source file outside tests/ longer than this; no folder (its own files) holding more than
+# this share of the code outside tests/.
+MAX_FILE_LINES = 600
+MAX_FOLDER_SHARE = 0.25
+ENFORCE_SIZES = False  # on once the files over the limit are split
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # Headers of the optional dependencies (CAF, MPI, CUDA/NCCL) and the only files of the plain
 # layers allowed to include them, so the simulator builds without them.
 OPTIONAL = re.compile(r"^(caf/|mpi\.h|mpi-ext\.h|nccl\.h|cuda|cublas)")
-OPTIONAL_OK = re.compile(r"^runtime/comm/((mpi|nccl)_aggregator\.(hpp|cpp)|device_memory_cuda\.cu)$"
-                         r"|^runtime/train/cuda_mlp\.cu$|^runtime/gpu/cuda_probe\.cpp$")
+OPTIONAL_OK = re.compile(r"^runtime/node/comm/((mpi|nccl)_aggregator\.(hpp|cpp)|device_memory_cuda\.cu)$"
+                         r"|^runtime/node/train/cuda_mlp\.cu$|^runtime/node/gpu/cuda_probe\.cpp$")
 
 
 def sources(top):
@@ -64,7 +75,10 @@ def check_layers():
     for path in sources(ROOT):
         rel = os.path.relpath(path, ROOT)
         folder = os.path.dirname(rel)
-        if folder.split("/")[0] in CONSUMERS or folder not in ALLOWED:
+        if folder.split("/")[0] in CONSUMERS:
+            continue
+        if folder not in ALLOWED:
+            bad.append(f"{rel}: folder {folder}/ is not in check_shape.py's layer table (ALLOWED)")
             continue
         plain = rel.startswith(("runtime/", "policies/")) and not OPTIONAL_OK.match(rel)
         with open(path, encoding="utf-8") as f:
@@ -162,6 +176,32 @@ def check_lengths(limit, report):
     return [text for lines, text in long if lines > limit]
 
 
+def code_lines():
+    """(path, lines) of every source file outside tests/ and the consumers' build trees."""
+    for path in sources(ROOT):
+        rel = os.path.relpath(path, ROOT)
+        if rel.split("/")[0] in ("tests", "build"):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield rel, sum(1 for _ in f)
+
+
+def check_sizes(report):
+    """Files over MAX_FILE_LINES; folders (their own files) over MAX_FOLDER_SHARE of the code."""
+    files = list(code_lines())
+    total = sum(n for _, n in files)
+    by_folder = {}
+    for rel, n in files:
+        by_folder[os.path.dirname(rel) or "."] = by_folder.get(os.path.dirname(rel) or ".", 0) + n
+    bad = [f"{rel}: {n} lines (over {MAX_FILE_LINES})" for rel, n in files if n > MAX_FILE_LINES]
+    ranked = sorted(by_folder.items(), key=lambda kv: -kv[1])
+    for folder, n in ranked[:report]:
+        print(f"  {folder}/: {n} lines, {100.0 * n / total:.1f}% of {total}")
+    bad += [f"{folder}/: {n} lines, {100.0 * n / total:.1f}% of the code (over "
+            f"{100 * MAX_FOLDER_SHARE:.0f}%)" for folder, n in ranked if n > MAX_FOLDER_SHARE * total]
+    return bad
+
+
 TEST_NAME = re.compile(r'TEST_CASE\(\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -189,11 +229,12 @@ def main():
     layers = check_layers()
     lengths = check_lengths(a.max_lines, a.report)
     names = check_test_names()
-    for v in layers + lengths + names:
+    sizes = check_sizes(a.report) if ENFORCE_SIZES else (check_sizes(a.report), [])[1]
+    for v in layers + lengths + names + sizes:
         print("check_shape: " + v, file=sys.stderr)
     print(f"check_shape: {len(layers)} upward includes, {len(lengths)} functions over "
-          f"{a.max_lines} lines outside tests/")
-    return 1 if layers or lengths or names else 0
+          f"{a.max_lines} lines outside tests/, {len(sizes)} files or folders over their size")
+    return 1 if layers or lengths or names or sizes else 0
 
 
 if __name__ == "__main__":

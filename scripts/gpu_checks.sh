@@ -129,7 +129,7 @@ check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
 
 run_dir=${GPU_CHECKS_OUT:-$(mktemp -d)}
 mkdir -p "$run_dir"
-# The first GPU's type from its model name (runtime/gpu/devices.cpp's table, the common part).
+# The first GPU's type from its model name (runtime/node/gpu/devices.cpp's table, the common part).
 gpu_type=$(printf '%s\n' "$gpus" | head -1 | tr 'A-Z' 'a-z' |
   grep -oE 'gh200|h100|h200|h800|a100|a800|a6000|a40|l40s|l40|l4|v100|p100|k80|t4' | head -1)
 gpu_type=${gpu_type:-h100}

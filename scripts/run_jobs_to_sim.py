@@ -5,7 +5,7 @@ simulation of the same jobs can be compared (docs/benchmarks.md, issue 16: Gantt
 usage: run_jobs_to_sim.py CLUSTER.toml JOBS.toml OUT_DIR
 Writes OUT_DIR/jobs.toml (job_type, scale_factor, total_steps, arrival, id per [[job]]) and
 OUT_DIR/throughputs.json (Gavel's table layout). The rates follow the run's model
-(runtime/run_rates.hpp): a job of step_time s does 1/s steps/s on a speed-1.0 GPU of every
+(actors/run_rates.hpp): a job of step_time s does 1/s steps/s on a speed-1.0 GPU of every
 type of the cluster; the cluster's speed factors then scale it in the simulator as they do
 in the run. Each job gets its own job type "<kind> @<step_time>s #<id>"."""
 

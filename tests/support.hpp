@@ -34,14 +34,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/comm/aggregator.hpp"
-#include "runtime/comm/device_memory.hpp"
-#include "runtime/model.hpp"
-#include "runtime/plan.hpp"
-#include "runtime/policy.hpp"
-#include "runtime/result.hpp"
-#include "runtime/throughput.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/comm/aggregator.hpp"
+#include "runtime/node/comm/device_memory.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/plan.hpp"
+#include "runtime/core/policy.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/core/throughput.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace tessera::test {
 

@@ -63,9 +63,9 @@
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 #include "launcher/run_command.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace {
 

@@ -1,14 +1,14 @@
 #pragma once
 /// @file least_squares.hpp
 /// A researcher's own trainable: linear least squares on synthetic data, written against the
-/// elastic job API (runtime/train/trainable.hpp) only. It shows what a job must provide for
+/// elastic job API (runtime/node/train/trainable.hpp) only. It shows what a job must provide for
 /// the runtime to step it, checkpoint it and move it between nodes bit for bit.
 
 #include <cstdint>
 #include <memory>
 
-#include "runtime/result.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/core/result.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 namespace example {
 

@@ -8,7 +8,7 @@
 
 #include "launcher/run_command.hpp"
 #include "least_squares.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/train/trainable.hpp"
 
 int main(int argc, char** argv) {
   auto kinds = tessera::train::builtin_trainables();

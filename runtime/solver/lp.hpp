@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 
 namespace tessera {
 

@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 #include "runtime/solver/lp.hpp"
 
 namespace tessera {

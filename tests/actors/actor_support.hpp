@@ -16,8 +16,8 @@
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "policies/registry.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/node/train/trainable.hpp"
 #include "tests/support.hpp"
 
 namespace tessera::actors::test {

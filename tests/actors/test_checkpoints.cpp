@@ -12,7 +12,7 @@
 #include <set>
 
 #include "actors/checkpoints.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera::actors;

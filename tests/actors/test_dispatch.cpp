@@ -8,7 +8,7 @@
 #include <set>
 
 #include "actors/dispatch.hpp"
-#include "runtime/run_rates.hpp"
+#include "actors/run_rates.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;

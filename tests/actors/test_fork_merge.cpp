@@ -1,5 +1,5 @@
 // Forked copies (HadarE) in the node executor: copies draw disjoint batches, and at the round end
-// they merge their states through the aggregator (runtime/train/fork_merge.hpp) and all
+// they merge their states through the aggregator (runtime/node/train/fork_merge.hpp) and all
 // continue from the merged state.
 #include <catch2/catch.hpp>
 
@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "actor_support.hpp"
-#include "runtime/train/fork_merge.hpp"
-#include "runtime/comm/local_aggregator.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/fork_merge.hpp"
+#include "runtime/node/comm/local_aggregator.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;

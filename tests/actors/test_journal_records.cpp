@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "actors/journal_records.hpp"
-#include "runtime/journal.hpp"
+#include "runtime/service/journal.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "actor_support.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;

@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actor_support.hpp"
-#include "runtime/timeline.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/core/timeline.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stand-in for `tessera serve`'s control API (docs/api.md), for testing the dashboard without
-a cluster: it serves runtime/http/dashboard.html at / and /dashboard and canned JSON for a
+a cluster: it serves runtime/service/http/dashboard.html at / and /dashboard and canned JSON for a
 cluster of 3 nodes (one lost), 5 jobs (running, finished, preempted, queued) and 20 rounds,
 checking the bearer token as the server does (401 with a JSON error otherwise).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The dashboard (runtime/http/dashboard.html) in headless Chromium against fake_api.FakeApi:
+"""The dashboard (runtime/service/http/dashboard.html) in headless Chromium against fake_api.FakeApi:
 the DOM Chromium renders after 5 s of virtual time is read back (--dump-dom) and checked
 against the canned API answers.
 

@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" \
   || { cat "$work/install.log"; fail "cmake --install"; }
-for f in bin/tessera include/tessera/runtime/train/trainable.hpp \
+for f in bin/tessera include/tessera/runtime/node/train/trainable.hpp \
          include/tessera/launcher/run_command.hpp include/tessera/actors/run.hpp \
          lib/libtessera_launcher.a lib/libtessera_base.a lib/cmake/tessera/tesseraConfig.cmake \
          lib/cmake/tessera/tesseraConfigVersion.cmake lib/cmake/tessera/tesseraTargets.cmake \

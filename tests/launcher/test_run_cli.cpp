@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/auth.hpp"
-#include "runtime/timeline.hpp"
+#include "runtime/core/timeline.hpp"
 #include "tests/support.hpp"
 
 using tessera::test::run_shell;

@@ -13,7 +13,7 @@
 
 #include "launcher/commands.hpp"
 #include "launcher/progress.hpp"
-#include "runtime/result.hpp"
+#include "runtime/core/result.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

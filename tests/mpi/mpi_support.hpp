@@ -18,8 +18,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/checkpoint.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/train/checkpoint.hpp"
+#include "runtime/node/train/trainable.hpp"
 #include "tests/support.hpp"
 
 namespace tessera::test {

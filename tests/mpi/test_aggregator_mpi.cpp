@@ -14,10 +14,10 @@
 
 #include <mpi.h>
 
-#include "runtime/comm/device_memory.hpp"
-#include "runtime/comm/mpi_aggregator.hpp"
+#include "runtime/node/comm/device_memory.hpp"
+#include "runtime/node/comm/mpi_aggregator.hpp"
 #ifdef TESSERA_WITH_NCCL
-#include "runtime/comm/nccl_aggregator.hpp"
+#include "runtime/node/comm/nccl_aggregator.hpp"
 #endif
 #include "tests/support.hpp"
 

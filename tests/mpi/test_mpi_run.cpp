@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/checkpoint.hpp"
-#include "runtime/train/trainable.hpp"
+#include "runtime/node/train/checkpoint.hpp"
+#include "runtime/node/train/trainable.hpp"
 #include "tests/mpi/mpi_support.hpp"
 #include "tests/support.hpp"
 

@@ -1,5 +1,5 @@
 // `tessera serve`: a live cluster driven through its control API (docs/api.md) with the real
-// HTTP client (runtime/http/client.hpp) and the CLI clients.
+// HTTP client (runtime/service/http/client.hpp) and the CLI clients.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/http/client.hpp"
+#include "runtime/service/http/client.hpp"
 #include "tests/mpi/mpi_support.hpp"
 
 using namespace tessera;

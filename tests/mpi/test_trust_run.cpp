@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/node/train/checkpoint.hpp"
 #include "tests/mpi/mpi_support.hpp"
 #include "tests/support.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model.hpp"
-#include "runtime/plan.hpp"
+#include "runtime/core/model.hpp"
+#include "runtime/core/plan.hpp"
 
 namespace tessera::test {
 

@@ -1,5 +1,5 @@
 // Hadar / HadarE (policies/hadar.hpp) and the simulator's support for forked jobs
-// (runtime/sim_executor.hpp: run_copies, copy_aggregation): property tests on random small
+// (runtime/sim/sim_executor.hpp: run_copies, copy_aggregation): property tests on random small
 // clusters, hand-checked prices and admissions, and hand-computed finish times of copies.
 #include <catch2/catch.hpp>
 
@@ -10,8 +10,8 @@
 
 #include "policies/hadar.hpp"
 #include "policies/registry.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

@@ -9,9 +9,9 @@
 
 #include "policies/hare.hpp"
 #include "policies/registry.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/task_split.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/core/task_split.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

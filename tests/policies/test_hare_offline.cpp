@@ -8,8 +8,8 @@
 #include "policies/hare.hpp"
 #include "policies/hare_offline.hpp"
 #include "policies/registry.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

@@ -13,10 +13,10 @@
 
 #include "policies/hops.hpp"
 #include "policies/registry.hpp"
-#include "runtime/job_file.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/server_throughput.hpp"
-#include "runtime/sim.hpp"
+#include "runtime/core/job_file.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/core/server_throughput.hpp"
+#include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

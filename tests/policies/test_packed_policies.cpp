@@ -12,9 +12,9 @@
 #include "policies/min_total_duration_packed.hpp"
 #include "policies/packed_lp.hpp"
 #include "policies/registry.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/server_throughput.hpp"
-#include "runtime/sim.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/core/server_throughput.hpp"
+#include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

@@ -14,7 +14,7 @@
 #include "policies/min_total_duration.hpp"
 #include "policies/registry.hpp"
 #include "policies/type_blind.hpp"
-#include "runtime/sim.hpp"
+#include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

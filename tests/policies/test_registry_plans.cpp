@@ -10,10 +10,10 @@
 #include <set>
 
 #include "policies/registry.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/task_layout.hpp"
-#include "runtime/task_split.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
+#include "actors/task_layout.hpp"
+#include "runtime/core/task_split.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;
@@ -53,7 +53,7 @@ class checking_policy final : public policy {
         REQUIRE(sh.gpus > 0);
         const auto& sv = s.cl->servers.at(sh.server);
         // A gang needs the type (its view); a task split may also use a type with fewer
-        // GPUs than K where the rate model knows the job (runtime/task_split.hpp).
+        // GPUs than K where the rate model knows the job (runtime/core/task_split.hpp).
         if (as.tasks > 0)
           REQUIRE(split_runs_on(s, *jv, sh.server));
         else
@@ -78,7 +78,7 @@ class checking_policy final : public policy {
   int plans_checked = 0;
 
  private:
-  /// The runtime's layout of the plan (runtime/task_layout.hpp): every copy's parts, in
+  /// The runtime's layout of the plan (actors/task_layout.hpp): every copy's parts, in
   /// server order, take consecutive shards covering 0..K-1, hold the plan's GPUs, and give
   /// each server the task-times its busiest GPU runs.
   static void check_layout(const snapshot& s, const round_plan& p) {

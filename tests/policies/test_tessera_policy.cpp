@@ -10,10 +10,10 @@
 #include "policies/hare.hpp"
 #include "policies/registry.hpp"
 #include "policies/tessera_policy.hpp"
-#include "runtime/copy_efficiency.hpp"
-#include "runtime/metrics.hpp"
-#include "runtime/sim.hpp"
-#include "runtime/task_split.hpp"
+#include "runtime/core/copy_efficiency.hpp"
+#include "runtime/core/metrics.hpp"
+#include "runtime/sim/sim.hpp"
+#include "runtime/core/task_split.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;

@@ -1,0 +1,79 @@
+#pragma once
+/// @file lease_protocol.hpp
+/// The lease channel's messages (docs/lease-protocol.md) as plain values, and their one-line
+/// JSON form: parsing what a program sends, formatting what the node answers. Pure functions,
+/// no I/O, so the framing rules are unit-tested and fuzzed on their own.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/result.hpp"
+
+namespace tessera::program {
+
+/// The version of the lease protocol this build speaks ("v" in every message).
+constexpr int lease_protocol_version = 1;
+
+/// What a program asks (its "op").
+enum class request_op { hello, report, average, complete };
+
+/// One message from a program, parsed and checked (types, required fields, bounds).
+struct lease_request {
+  request_op op = request_op::hello;
+  // hello
+  std::string token;                     ///< TESSERA_LEASE_TOKEN
+  std::int64_t pid = 0;                  ///< the program's process id
+  std::optional<std::int64_t> own_step;  ///< the step its own checkpoint is at
+  // report, complete
+  std::int64_t steps = 0;                ///< steps since hello, cumulative (>= 0)
+  std::optional<double> loss;            ///< training loss (finite)
+  bool final = false;                    ///< report: the program stops stepping
+  std::optional<double> accuracy;        ///< complete: held-out accuracy (finite)
+  // average
+  std::vector<std::size_t> sizes;        ///< length of each buffer
+  std::vector<float> data;               ///< the buffers, concatenated (sum of sizes values)
+};
+
+/// The terms of a lease, as the node answers a hello or a report.
+struct lease_terms {
+  std::int64_t job = 0;      ///< job id
+  std::int32_t copy = 0;     ///< copy index
+  std::int32_t copies = 1;   ///< copies of the job this round (> 1: forked)
+  std::int64_t step = 0;     ///< the job's step at the start of the lease
+  std::int64_t steps = -1;   ///< steps the program may make, counted from hello; -1 = no cap
+  double seconds = -1;       ///< seconds left from now; -1 = no time cap
+  double speed = 1;          ///< pace factor (1 = none)
+  bool writer = false;       ///< this process writes the job's checkpoint
+};
+
+/// Parses one line (without its '\n'). Errors (error_kind::invalid_input) say what is wrong in
+/// words a program's author understands: not JSON, not an object, "v" missing or another
+/// version (naming both), unknown or missing "op", a field missing or of the wrong type, a
+/// negative count, sizes that do not add up to the data, base64 that is not valid or not a
+/// whole number of float32 values.
+result<lease_request> parse_request(std::string_view line);
+
+/// The name of an op as it is written in a message ("hello", ...).
+const char* op_name(request_op op);
+
+/// The "token" of a line that is a JSON object with a string "token", whatever else is wrong
+/// with it: lets the node tell which process sent a hello it refuses.
+std::optional<std::string> token_of(std::string_view line);
+
+/// The node's answers, each one JSON object ending in '\n'.
+std::string format_lease(const lease_terms& t);
+std::string format_averaged(const std::vector<std::size_t>& sizes, const std::vector<float>& data,
+                            std::int32_t copies, std::int64_t step);
+std::string format_exit();
+std::string format_error(std::string_view message);
+
+/// Standard base64 (RFC 4648, with padding) of `n` bytes, and back; decoding refuses anything
+/// that is not canonical base64.
+std::string base64_encode(const void* bytes, std::size_t n);
+result<std::vector<std::uint8_t>> base64_decode(std::string_view text);
+
+}  // namespace tessera::program

@@ -1,0 +1,501 @@
+#include "runtime/node/program/lease_server.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <boost/asio.hpp>
+
+namespace tessera::program {
+namespace {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+
+/// Bytes one read takes from a socket.
+constexpr std::size_t read_chunk = std::size_t{64} << 10;
+/// A connection stops reading while more than this many reply bytes wait to be written, so a
+/// program that sends without reading cannot make the node queue replies without end.
+constexpr std::size_t write_backlog = std::size_t{4} << 20;
+/// How long a connection closed for a protocol error has to take its error line.
+constexpr auto error_linger = std::chrono::seconds(2);
+/// Pause before accepting again after accept failed (out of descriptors, say).
+constexpr auto accept_retry = std::chrono::milliseconds(100);
+
+/// The terms to send now (lease_slot::terms_now), from the slot's state.
+lease_terms terms_at(lease_terms t, const std::optional<lease_clock::time_point>& deadline,
+                     bool stopped, std::int64_t made, lease_clock::time_point now) {
+  t.seconds = -1;
+  if (deadline)
+    t.seconds = std::max(0.0, std::chrono::duration<double>(*deadline - now).count());
+  if (stopped) {
+    t.seconds = 0;
+    t.steps = t.steps < 0 ? made : std::min(t.steps, made);
+  }
+  return t;
+}
+
+/// One program's connection; lives on the server's thread only.
+struct connection {
+  explicit connection(local::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
+  local::socket sock;
+  asio::steady_timer timer;           ///< limits the wait for an error line to go out
+  std::array<char, read_chunk> chunk{};
+  std::string partial;                ///< the line being read (no '\n' yet)
+  std::deque<std::string> out;        ///< lines to write; the front is in flight when writing
+  std::size_t out_bytes = 0;
+  bool reading = false, writing = false;
+  bool failing = false;               ///< a protocol error: the error line goes, then it closes
+  bool closed = false;
+  std::shared_ptr<lease_slot> slot;   ///< set by hello
+};
+using conn_ptr = std::shared_ptr<connection>;
+
+}  // namespace
+
+// ---- lease_slot ---------------------------------------------------------------------------
+
+lease_slot::lease_slot(lease_terms terms, std::optional<lease_clock::time_point> deadline,
+                       double min_after_hello)
+    : terms_(terms), deadline_(deadline), min_after_hello_(min_after_hello) {
+  view_.lease_end = deadline_;
+}
+
+program_view lease_slot::view() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return view_;
+}
+
+void lease_slot::stop() {
+  std::lock_guard<std::mutex> lock(m_);
+  stopped_ = true;
+}
+
+bool lease_slot::take_average(std::vector<std::size_t>& sizes, std::vector<float>& data) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (!avg_held_) return false;
+  sizes = std::move(avg_sizes_);
+  data = std::move(avg_data_);
+  avg_sizes_.clear();
+  avg_data_.clear();
+  avg_held_ = false;
+  return true;
+}
+
+void lease_slot::answer_average(const std::vector<std::size_t>& sizes,
+                                const std::vector<float>& data, std::int32_t copies,
+                                std::int64_t step) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!view_.average_waiting) return;
+  }
+  std::string line = format_averaged(sizes, data, copies, step);  // outside the lock: large
+  std::lock_guard<std::mutex> lock(m_);
+  if (!view_.average_waiting) return;
+  view_.average_waiting = false;
+  // Sent under the lock: on_closed (which the server calls before it goes) then cannot clear
+  // the sender while it runs, so a sender never posts to a server that is gone.
+  if (send_) send_(std::move(line));
+}
+
+lease_terms lease_slot::terms_now() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return terms_at(terms_, deadline_, stopped_, view_.steps, lease_clock::now());
+}
+
+std::string lease_slot::on_request(lease_request r) {
+  std::lock_guard<std::mutex> lock(m_);
+  const auto now = lease_clock::now();
+  ++view_.messages;
+  view_.last_contact = now;
+  switch (r.op) {
+    case request_op::hello:
+      view_.said_hello = true;
+      view_.pid = r.pid;
+      view_.own_step = r.own_step;
+      view_.hello_at = now;
+      if (deadline_ && min_after_hello_ > 0)
+        deadline_ = std::max(*deadline_, now + std::chrono::duration_cast<lease_clock::duration>(
+                                                   std::chrono::duration<double>(min_after_hello_)));
+      view_.lease_end = deadline_;
+      break;
+    case request_op::average:
+      avg_sizes_ = std::move(r.sizes);
+      avg_data_ = std::move(r.data);
+      avg_held_ = true;
+      view_.average_waiting = true;
+      return "";
+    case request_op::report:
+    case request_op::complete:
+      view_.steps = r.steps;
+      if (r.loss) view_.loss = r.loss;
+      if (r.op == request_op::report) {
+        view_.final_report = view_.final_report || r.final;
+        break;
+      }
+      view_.complete = true;
+      view_.accuracy = r.accuracy;
+      return format_exit();
+  }
+  return format_lease(terms_at(terms_, deadline_, stopped_, view_.steps, now));
+}
+
+void lease_slot::on_closed(const std::string& protocol_error) {
+  std::lock_guard<std::mutex> lock(m_);
+  view_.closed = true;
+  if (view_.protocol_error.empty()) view_.protocol_error = protocol_error;
+  send_ = nullptr;
+}
+
+void lease_slot::set_sender(std::function<void(std::string)> send) {
+  std::lock_guard<std::mutex> lock(m_);
+  send_ = std::move(send);
+}
+
+std::string order_error(const lease_request& r, const program_view& v) {
+  const std::string op = op_name(r.op);
+  if (r.op == request_op::hello) return "'hello' sent twice on one connection";
+  if (v.complete) return "'" + op + "' after 'complete' (the program should exit now)";
+  if (r.op == request_op::average && v.average_waiting)
+    return "'average' sent again before the node answered the first";
+  if (r.op != request_op::average && r.steps < v.steps)
+    return "'" + op + "': field 'steps' went down from " + std::to_string(v.steps) + " to " +
+           std::to_string(r.steps) + " (it counts the steps made since hello)";
+  return "";
+}
+
+// ---- lease_server -------------------------------------------------------------------------
+
+struct lease_server::impl {
+  /// A token the executor registered.
+  struct entry {
+    std::shared_ptr<lease_slot> slot;
+    bool used = false;              ///< a hello (or a refused one) named it
+    std::weak_ptr<connection> conn;
+  };
+
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  local::acceptor acceptor{io};
+  asio::steady_timer retry{io};
+  std::string path;
+  lease_server_options opt;
+  std::set<conn_ptr> conns;  ///< open connections (server thread only)
+  std::mutex mu;             ///< guards tokens
+  std::map<std::string, entry> tokens;
+  std::atomic<std::int64_t> accepted{0}, refused{0};
+  std::thread worker;
+
+  void accept();
+  void admit(local::socket s);
+  void read(const conn_ptr& c);
+  void take(const conn_ptr& c, std::size_t n);
+  void on_line(const conn_ptr& c, std::string_view line);
+  void hello(const conn_ptr& c, lease_request r);
+  void blame(std::string_view line, const std::string& why);
+  void send(const conn_ptr& c, std::string line);
+  void write_next(const conn_ptr& c);
+  void fail(const conn_ptr& c, const std::string& why);
+  void close(conn_ptr c);
+  void shutdown();
+
+  /// Reads again unless the connection is failing, closed, already reading or backlogged.
+  void maybe_read(const conn_ptr& c) {
+    if (!c->reading && !c->failing && !c->closed && c->out_bytes <= write_backlog) read(c);
+  }
+};
+
+void lease_server::impl::accept() {
+  acceptor.async_accept([this](const boost::system::error_code& ec, local::socket s) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      retry.expires_after(accept_retry);
+      retry.async_wait([this](const boost::system::error_code& wec) {
+        if (!wec) accept();
+      });
+      return;
+    }
+    admit(std::move(s));
+    accept();
+  });
+}
+
+void lease_server::impl::admit(local::socket s) {
+  if (conns.size() >= opt.max_connections) {
+    ++refused;
+    // One try at telling why, without waiting: the socket is new, its buffer empty.
+    boost::system::error_code ec;
+    const std::string line = format_error("too many connections to this node's lease socket (at most " +
+                                          std::to_string(opt.max_connections) + ")");
+    s.non_blocking(true, ec);
+    if (!ec) s.write_some(asio::buffer(line), ec);
+    s.close(ec);
+    return;
+  }
+  ++accepted;
+  auto c = std::make_shared<connection>(std::move(s));
+  conns.insert(c);
+  read(c);
+}
+
+void lease_server::impl::read(const conn_ptr& c) {
+  c->reading = true;
+  c->sock.async_read_some(asio::buffer(c->chunk), [this, c](const boost::system::error_code& ec,
+                                                            std::size_t n) {
+    c->reading = false;
+    if (c->closed || c->failing) return;
+    if (ec) return close(c);  // the program closed its end (or went away)
+    take(c, n);
+    maybe_read(c);
+  });
+}
+
+/// Cuts the `n` bytes just read into lines; a line over max_line fails the connection as soon
+/// as it is seen to be too long, without holding more of it than max_line bytes.
+void lease_server::impl::take(const conn_ptr& c, std::size_t n) {
+  std::string_view data(c->chunk.data(), n);
+  const auto too_long = [this] {
+    return "a line longer than " + std::to_string(opt.max_line) +
+           " bytes, the node's limit (is its '\\n' missing?)";
+  };
+  while (!data.empty() && !c->failing && !c->closed) {
+    const auto nl = data.find('\n');
+    const std::size_t len = nl == data.npos ? data.size() : nl;
+    if (c->partial.size() + len > opt.max_line) return fail(c, too_long());
+    if (nl == data.npos) {
+      c->partial.append(data);
+      return;
+    }
+    if (c->partial.empty()) {
+      on_line(c, data.substr(0, nl));
+    } else {
+      c->partial.append(data.substr(0, nl));
+      on_line(c, c->partial);
+      if (c->partial.capacity() > read_chunk) std::string().swap(c->partial);
+      else c->partial.clear();
+    }
+    data.remove_prefix(nl + 1);
+  }
+}
+
+void lease_server::impl::on_line(const conn_ptr& c, std::string_view line) {
+  auto r = parse_request(line);
+  if (!r) {
+    if (!c->slot) blame(line, r.err().message);
+    return fail(c, r.err().message);
+  }
+  if (!c->slot) return hello(c, std::move(*r));
+  if (auto why = order_error(*r, c->slot->view()); !why.empty()) return fail(c, why);
+  auto reply = c->slot->on_request(std::move(*r));
+  if (!reply.empty()) send(c, std::move(reply));
+}
+
+/// The first message of a connection: a hello with a registered, unused token.
+void lease_server::impl::hello(const conn_ptr& c, lease_request r) {
+  if (r.op != request_op::hello)
+    return fail(c, std::string("the first message must be 'hello', got '") + op_name(r.op) + "'");
+  std::shared_ptr<lease_slot> slot;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = tokens.find(r.token);
+    if (it == tokens.end()) {
+      why = "'hello': field 'token' is not a token this node gave out (TESSERA_LEASE_TOKEN)";
+    } else if (it->second.used) {
+      why = "'hello': field 'token' was used already (one connection per process)";
+    } else {
+      it->second.used = true;
+      it->second.conn = c;
+      slot = it->second.slot;
+    }
+  }
+  if (!slot) return fail(c, why);
+  c->slot = slot;
+  std::weak_ptr<connection> weak = c;
+  // answer_average's way back: posted onto this thread; a connection gone by then is skipped.
+  slot->set_sender([this, weak](std::string line) {
+    asio::post(io, [this, weak, line = std::move(line)]() mutable {
+      if (auto conn = weak.lock()) send(conn, std::move(line));
+    });
+  });
+  send(c, slot->on_request(std::move(r)));
+}
+
+/// A first line that is refused but names a registered, unused token: its slot learns why,
+/// so the executor need not wait for a hello that will never come.
+void lease_server::impl::blame(std::string_view line, const std::string& why) {
+  const auto token = token_of(line);
+  if (!token) return;
+  std::shared_ptr<lease_slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = tokens.find(*token);
+    if (it == tokens.end() || it->second.used) return;
+    it->second.used = true;
+    slot = it->second.slot;
+  }
+  slot->on_closed(why);
+}
+
+void lease_server::impl::send(const conn_ptr& c, std::string line) {
+  if (c->closed || c->failing) return;
+  c->out_bytes += line.size();
+  c->out.push_back(std::move(line));
+  if (!c->writing) write_next(c);
+}
+
+void lease_server::impl::write_next(const conn_ptr& c) {
+  c->writing = true;
+  asio::async_write(c->sock, asio::buffer(c->out.front()),
+                    [this, c](const boost::system::error_code& ec, std::size_t) {
+                      c->writing = false;
+                      if (c->closed) return;
+                      c->out_bytes -= c->out.front().size();
+                      c->out.pop_front();
+                      if (ec) return close(c);
+                      if (!c->out.empty()) write_next(c);
+                      else if (c->failing) return close(c);
+                      maybe_read(c);
+                    });
+}
+
+/// A protocol error: the slot (if any) records `why`, the program gets an error line, then
+/// the connection closes (at the latest error_linger later, if the program does not read).
+void lease_server::impl::fail(const conn_ptr& c, const std::string& why) {
+  if (c->failing || c->closed) return;
+  c->failing = true;
+  if (c->slot) c->slot->on_closed(why);
+  // Keeps the line in flight (a write cannot be taken back halfway), drops the rest.
+  c->out.resize(c->writing ? 1 : 0);
+  c->out_bytes = c->out.empty() ? 0 : c->out.front().size();
+  c->out.push_back(format_error(why));
+  c->out_bytes += c->out.back().size();
+  if (!c->writing) write_next(c);
+  c->timer.expires_after(error_linger);
+  c->timer.async_wait([this, c](const boost::system::error_code& ec) {
+    if (!ec) close(c);
+  });
+}
+
+void lease_server::impl::close(conn_ptr c) {  // by value: erasing it from conns keeps it alive
+  if (c->closed) return;
+  c->closed = true;
+  boost::system::error_code ec;
+  c->sock.close(ec);
+  c->timer.cancel();
+  conns.erase(c);
+  if (c->slot) c->slot->on_closed("");  // keeps the reason fail() recorded
+}
+
+void lease_server::impl::shutdown() {
+  boost::system::error_code ec;
+  acceptor.close(ec);
+  retry.cancel();
+  const auto open = conns;
+  for (const auto& c : open) close(c);
+  io.stop();
+}
+
+// ---- lease_server: start and the executor's calls ----------------------------------------
+
+namespace {
+
+/// Binds `acceptor` to `path`; a socket file left by a process that is gone is replaced.
+boost::system::error_code bind_socket(local::acceptor& acceptor, const std::string& path) {
+  const local::endpoint ep(path);
+  boost::system::error_code ec;
+  acceptor.open(ep.protocol(), ec);
+  if (ec) return ec;
+  acceptor.bind(ep, ec);
+  if (ec != asio::error::address_in_use) return ec;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return ec;
+  local::socket probe(acceptor.get_executor());
+  boost::system::error_code pec;
+  probe.connect(ep, pec);
+  if (pec != asio::error::connection_refused) return ec;  // someone serves it: leave it
+  ::unlink(path.c_str());
+  ec = {};
+  acceptor.bind(ep, ec);
+  return ec;
+}
+
+}  // namespace
+
+result<std::unique_ptr<lease_server>> lease_server::start(const std::string& socket_path,
+                                                           lease_server_options opt) {
+  const std::string where = "lease socket " + socket_path + ": ";
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path))
+    return error{error_kind::invalid_input,
+                 where + "a Unix socket path has 1 to " +
+                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes, this one " +
+                     std::to_string(socket_path.size())};
+  if (opt.max_line == 0 || opt.max_connections == 0)
+    return error{error_kind::invalid_input, where + "max_line and max_connections must be > 0"};
+  auto p = std::make_unique<impl>();
+  p->path = socket_path;
+  p->opt = opt;
+  boost::system::error_code ec = bind_socket(p->acceptor, socket_path);
+  if (ec) return error{error_kind::io, where + "cannot bind: " + ec.message()};
+  // Before listen: nobody can connect until only the node's user may.
+  if (::chmod(socket_path.c_str(), 0600) != 0) {
+    const int e = errno;
+    ::unlink(socket_path.c_str());
+    return error{error_kind::io, where + "cannot set its mode to 0600: " + std::strerror(e)};
+  }
+  p->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    ::unlink(socket_path.c_str());
+    return error{error_kind::io, where + "cannot listen: " + ec.message()};
+  }
+  p->accept();
+  auto* raw = p.get();
+  p->worker = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<lease_server>(new lease_server(std::move(p)));
+}
+
+lease_server::lease_server(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+
+lease_server::~lease_server() {
+  asio::post(p_->io, [p = p_.get()] { p->shutdown(); });
+  if (p_->worker.joinable()) p_->worker.join();
+  ::unlink(p_->path.c_str());
+}
+
+const std::string& lease_server::path() const { return p_->path; }
+
+void lease_server::add(const std::string& token, std::shared_ptr<lease_slot> slot) {
+  std::lock_guard<std::mutex> lock(p_->mu);
+  p_->tokens[token] = impl::entry{std::move(slot), false, {}};
+}
+
+void lease_server::remove(const std::string& token) {
+  std::weak_ptr<connection> conn;
+  {
+    std::lock_guard<std::mutex> lock(p_->mu);
+    const auto it = p_->tokens.find(token);
+    if (it == p_->tokens.end()) return;
+    conn = it->second.conn;
+    p_->tokens.erase(it);
+  }
+  asio::post(p_->io, [p = p_.get(), conn] {
+    if (auto c = conn.lock()) p->close(c);
+  });
+}
+
+std::int64_t lease_server::accepted() const { return p_->accepted.load(); }
+std::int64_t lease_server::refused() const { return p_->refused.load(); }
+
+}  // namespace tessera::program

@@ -1,0 +1,593 @@
+#include "runtime/service/journal.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "runtime/core/crc32.hpp"
+
+namespace tessera {
+
+namespace {
+
+/// Opening bytes of a journal file.
+constexpr char file_magic[8] = {'T', 'S', 'R', 'A', 'J', 'R', 'N', 'L'};
+/// Opening bytes of every record (F7 never occurs in UTF-8).
+constexpr char record_magic[4] = {'\xF7', 'J', 'R', '1'};
+/// Bytes of a record's header the checksum covers before the payload (magic, length).
+constexpr std::size_t record_crc_offset = 8;
+/// The temporary file a compaction writes is the journal's path plus this.
+constexpr const char* compact_suffix = ".compact";
+/// The lock file is the journal's path plus this.
+constexpr const char* lock_suffix = ".lock";
+/// How much of a new file is encoded before it is written.
+constexpr std::size_t write_chunk = std::size_t{1} << 20;
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFFU));
+}
+
+std::uint32_t get_u32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+/// "0x1234abcd".
+std::string hex32(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+/// The system's text for errno value `err` (thread-safe, unlike strerror).
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+/// An io error "<path>: <what>: <reason>".
+error io_error(const std::string& path, const std::string& what, int err) {
+  return error{error_kind::io, path + ": " + what + ": " + errno_text(err)};
+}
+
+/// The errno value the test hook injects before `step`, 0 for none.
+int injected(const journal_options& opt, journal_step step) {
+  return opt.inject_errno ? opt.inject_errno(step) : 0;
+}
+
+/// Writes all of `n` bytes at `offset`, retrying short writes and EINTR; 0 or the errno.
+int pwrite_all(int fd, const char* p, std::size_t n, std::uint64_t offset) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+    offset += static_cast<std::uint64_t>(w);
+  }
+  return 0;
+}
+
+/// Reads all of `fd` (a regular file of `size` bytes) into `out`; 0 or the errno.
+int read_all(int fd, std::uint64_t size, std::string& out) {
+  out.resize(static_cast<std::size_t>(size));
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t r = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    if (r == 0) break;  // the file shrank meanwhile: read what is there
+    done += static_cast<std::size_t>(r);
+  }
+  out.resize(done);
+  return 0;
+}
+
+/// fsyncs directory `dir`; 0 or the errno.
+int sync_dir(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno;
+  const int err = ::fsync(dfd) == 0 ? 0 : errno;
+  ::close(dfd);
+  return err;
+}
+
+/// The directory holding `path` ("." for a bare name).
+std::string dir_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+/// Why the record at `p` in `b` is bad, or "" when it is good (`len` is then its payload
+/// length).
+std::string check_record(std::string_view b, std::size_t p, std::uint32_t& len) {
+  const std::size_t avail = b.size() - p;
+  if (avail < journal_record_header_size)
+    return "record header cut: " + std::to_string(avail) + " of its " +
+           std::to_string(journal_record_header_size) + " bytes";
+  const char* h = b.data() + p;
+  if (std::memcmp(h, record_magic, sizeof record_magic) != 0) return "bad record magic";
+  len = get_u32(h + 4);
+  if (len > journal_max_payload)
+    return "record length " + std::to_string(len) + " over the limit of " +
+           std::to_string(journal_max_payload);
+  if (avail - journal_record_header_size < len)
+    return "payload cut: the header announces " + std::to_string(len) + " bytes, the file holds " +
+           std::to_string(avail - journal_record_header_size);
+  const std::uint32_t stored = get_u32(h + record_crc_offset);
+  const std::uint32_t computed =
+      crc32(h + journal_record_header_size, len, crc32(h, record_crc_offset));
+  if (stored != computed)
+    return "checksum mismatch (stored " + hex32(stored) + ", computed " + hex32(computed) + ")";
+  return {};
+}
+
+/// The offset of the first valid record at or after `from`, if any.
+std::optional<std::size_t> find_valid_record(std::string_view b, std::size_t from) {
+  const std::string_view magic(record_magic, sizeof record_magic);
+  for (std::size_t q = b.find(magic, from); q != std::string_view::npos; q = b.find(magic, q + 1)) {
+    std::uint32_t len = 0;
+    if (check_record(b, q, len).empty()) return q;
+  }
+  return std::nullopt;
+}
+
+/// Checks the file header of `b`.
+status check_file_header(std::string_view b, const std::string& path) {
+  const std::string not_journal = path + ": not a tessera journal: ";
+  if (b.size() < journal_file_header_size)
+    return error{error_kind::invalid_input,
+                 not_journal + "the file holds " + std::to_string(b.size()) +
+                     " bytes, its header needs " + std::to_string(journal_file_header_size)};
+  if (std::memcmp(b.data(), file_magic, sizeof file_magic) != 0)
+    return error{error_kind::invalid_input, not_journal + "bad magic"};
+  const std::uint32_t version = get_u32(b.data() + 8);
+  const std::uint32_t stored = get_u32(b.data() + 12);
+  const std::uint32_t computed = crc32(b.data(), 12);
+  if (stored != computed)
+    return error{error_kind::invalid_input,
+                 not_journal + "file header checksum mismatch (stored " + hex32(stored) +
+                     ", computed " + hex32(computed) + ")"};
+  if (version != journal_format_version)
+    return error{error_kind::invalid_input,
+                 path + ": unsupported journal format version " + std::to_string(version) +
+                     " (this build reads version " + std::to_string(journal_format_version) + ")"};
+  return {};
+}
+
+/// Closes a descriptor when it goes out of scope, unless released.
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+/// A new journal file put in place by write_replacement.
+struct replacement {
+  int fd = -1;             ///< the new file, open for appends (-1 when it is not in place)
+  std::uint64_t size = 0;  ///< its bytes
+  status st;               ///< an error, before or after the rename (fd >= 0: after)
+};
+
+/// The steps write_replacement injects faults at: creating a journal or compacting one.
+struct replace_steps {
+  journal_step write, sync, rename, sync_dir;
+};
+
+/// Writes a journal of `records` to `<path>.compact`, fsyncs it, renames it over `path` and
+/// fsyncs the directory. Before the rename, an error removes the temporary file and leaves
+/// `path` as it was; after it, the new file is in place (and returned) but the rename may
+/// not be durable.
+replacement write_replacement(const std::string& path, const std::vector<std::string>& records,
+                              const journal_options& opt, const replace_steps& steps) {
+  const std::string tmp = path + compact_suffix;
+  replacement out;
+  fd_guard fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  if (fd.fd < 0) {
+    out.st = io_error(path, "cannot create '" + tmp + "'", errno);
+    return out;
+  }
+  auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());
+    out.st = io_error(path, what, err);
+    return out;
+  };
+  std::string buf = journal_file_header();
+  auto flush = [&]() {
+    int err = injected(opt, steps.write);
+    if (err == 0) err = pwrite_all(fd.fd, buf.data(), buf.size(), out.size);
+    out.size += buf.size();
+    buf.clear();
+    return err;
+  };
+  for (const auto& r : records) {
+    buf += encode_journal_record(r);
+    if (buf.size() >= write_chunk)
+      if (const int err = flush(); err != 0) return fail("cannot write '" + tmp + "'", err);
+  }
+  if (const int err = flush(); err != 0) return fail("cannot write '" + tmp + "'", err);
+  int err = injected(opt, steps.sync);
+  if (err == 0 && ::fsync(fd.fd) != 0) err = errno;
+  if (err != 0) return fail("cannot fsync '" + tmp + "'", err);
+  err = injected(opt, steps.rename);
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) return fail("cannot rename '" + tmp + "' over it", err);
+  out.fd = fd.release();
+  err = injected(opt, steps.sync_dir);
+  if (err == 0) err = sync_dir(dir_of(path));
+  if (err != 0) out.st = io_error(path, "replaced, but cannot fsync its directory", err);
+  return out;
+}
+
+/// One queued request: an encoded record, or a compaction.
+struct request {
+  std::string bytes;                                  ///< the record's bytes
+  std::optional<std::vector<std::string>> compaction; ///< the records to compact to
+  journal_callback done;
+};
+
+}  // namespace
+
+// ---- format ----------------------------------------------------------------------------------
+
+std::string journal_file_header() {
+  std::string h(file_magic, sizeof file_magic);
+  put_u32(h, journal_format_version);
+  put_u32(h, crc32(h.data(), h.size()));
+  return h;
+}
+
+std::string encode_journal_record(std::string_view payload) {
+  std::string r(record_magic, sizeof record_magic);
+  r.reserve(journal_record_header_size + payload.size());
+  put_u32(r, static_cast<std::uint32_t>(payload.size()));
+  put_u32(r, crc32(payload.data(), payload.size(), crc32(r.data(), record_crc_offset)));
+  r.append(payload);
+  return r;
+}
+
+result<journal_scan> scan_journal(std::string_view bytes, const std::string& path,
+                                  bool drop_corrupt) {
+  if (auto st = check_file_header(bytes, path); !st) return st.err();
+  journal_scan out;
+  std::size_t p = journal_file_header_size;
+  while (p < bytes.size()) {
+    std::uint32_t len = 0;
+    const std::string why = check_record(bytes, p, len);
+    if (why.empty()) {
+      out.records.emplace_back(bytes.substr(p + journal_record_header_size, len));
+      p += journal_record_header_size + len;
+      continue;
+    }
+    const auto later = find_valid_record(bytes, p + 1);
+    const std::string at = path + ": byte " + std::to_string(p) + ": ";
+    if (later && !drop_corrupt)
+      return error{error_kind::invalid_input,
+                   at + "corrupt record (" + why + ") followed by a valid record at byte " +
+                       std::to_string(*later) +
+                       ": refusing to open, as dropping the rest could lose acknowledged "
+                       "records (drop_corrupt drops bytes " + std::to_string(p) + " to " +
+                       std::to_string(bytes.size()) + ")"};
+    journal_damage d;
+    d.offset = p;
+    d.bytes = bytes.size() - p;
+    d.corrupt = later.has_value();
+    d.message = at + (d.corrupt ? "corrupt record" : "torn record") + " (" + why + "): " +
+                std::to_string(d.bytes) + " bytes dropped, the file cut back to " +
+                std::to_string(p) + " bytes";
+    out.damage = std::move(d);
+    break;
+  }
+  out.good_end = p;
+  return out;
+}
+
+// ---- the writer --------------------------------------------------------------------------------
+
+struct journal::state {
+  state(std::string p, journal_options o) : path(std::move(p)), opt(std::move(o)) {}
+  ~state() {
+    if (fd >= 0) ::close(fd);
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
+
+  const std::string path;
+  const journal_options opt;
+  int lock_fd = -1;       // <path>.lock, flock'd while open
+  int fd = -1;            // the journal file (the writer thread's once it runs)
+  std::uint64_t end = 0;  // its size (the writer thread's once it runs)
+  std::thread writer;
+
+  mutable std::mutex m;  // guards queue, stopping, failure
+  std::condition_variable wake;
+  std::deque<request> queue;
+  bool stopping = false;
+  status failure;
+
+  std::mutex close_m;  // serialises close()
+  bool closed = false;
+  status close_result;
+
+  std::atomic<std::uint64_t> records{0}, bytes{0}, fsyncs{0}, compactions{0};
+  std::atomic<std::uint64_t> file_records{0}, file_bytes{0};
+
+  status lock();
+  status read_back(opened_journal& out);
+  status create();
+  status enqueue(request r);
+  void run();
+  std::vector<request> next_batch();
+  void write_batch(std::vector<request>& batch);
+  void compact_now(request& r);
+  void fail(std::vector<request>& batch, const error& e);
+  bool on_writer() const { return writer.get_id() == std::this_thread::get_id(); }
+};
+
+status journal::state::lock() {
+  const std::string lock_path = path + lock_suffix;
+  lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return io_error(path, "cannot open the lock file '" + lock_path + "'", errno);
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return error{error_kind::io, path + ": the journal is open elsewhere ('" + lock_path +
+                                       "' is locked by this or another process)"};
+    return io_error(path, "cannot lock '" + lock_path + "'", errno);
+  }
+  // Only the lock's holder writes the temporary file: one left there is from a crash.
+  const std::string tmp = path + compact_suffix;
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT)
+    return io_error(path, "cannot remove the leftover '" + tmp + "'", errno);
+  return {};
+}
+
+status journal::state::create() {
+  const replace_steps steps{journal_step::create, journal_step::create, journal_step::create,
+                            journal_step::create};
+  replacement r = write_replacement(path, {}, opt, steps);
+  if (r.fd >= 0) fd = r.fd;
+  if (!r.st) return r.st;
+  end = r.size;
+  return {};
+}
+
+status journal::state::read_back(opened_journal& out) {
+  fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return io_error(path, "cannot open the journal", errno);
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) return io_error(path, "cannot stat the journal", errno);
+  if (!S_ISREG(sb.st_mode))
+    return error{error_kind::invalid_input, path + ": not a regular file"};
+  std::string bytes;
+  if (const int err = read_all(fd, static_cast<std::uint64_t>(sb.st_size), bytes); err != 0)
+    return io_error(path, "cannot read the journal", err);
+  auto scan = scan_journal(bytes, path, opt.drop_corrupt);
+  if (!scan) return scan.err();
+  end = scan->good_end;
+  if (scan->damage) {
+    // Cut the bad end off for good before any append lands after it.
+    if (::ftruncate(fd, static_cast<off_t>(end)) != 0 || ::fsync(fd) != 0)
+      return io_error(path, "cannot cut off its damaged end at byte " + std::to_string(end), errno);
+  }
+  out.records = std::move(scan->records);
+  out.damage = std::move(scan->damage);
+  return {};
+}
+
+status journal::state::enqueue(request r) {
+  {
+    std::lock_guard<std::mutex> lk(m);
+    if (stopping) return error{error_kind::internal, path + ": the journal is closed"};
+    if (!failure)
+      return error{failure.err().kind,
+                   "refused: the journal failed earlier: " + failure.err().message};
+    queue.push_back(std::move(r));
+  }
+  wake.notify_one();
+  return {};
+}
+
+void journal::state::run() {
+  for (;;) {
+    std::vector<request> batch = next_batch();
+    if (batch.empty()) return;
+    if (batch.front().compaction)
+      compact_now(batch.front());
+    else
+      write_batch(batch);
+  }
+}
+
+std::vector<request> journal::state::next_batch() {
+  std::unique_lock<std::mutex> lk(m);
+  wake.wait(lk, [&] { return stopping || !queue.empty(); });
+  std::vector<request> out;
+  std::size_t size = 0;
+  while (!queue.empty()) {
+    request& next = queue.front();
+    // A compaction is a batch of its own; records queued after it go to the new file.
+    if (next.compaction && !out.empty()) break;
+    if (!out.empty() && size + next.bytes.size() > opt.max_batch_bytes) break;
+    size += next.bytes.size();
+    out.push_back(std::move(next));
+    queue.pop_front();
+    if (out.back().compaction) break;
+  }
+  return out;
+}
+
+void journal::state::fail(std::vector<request>& batch, const error& e) {
+  {
+    std::lock_guard<std::mutex> lk(m);
+    if (failure) failure = error{e.kind, e.message + " (the journal refuses further appends)"};
+  }
+  for (auto& r : batch) r.done(e);
+}
+
+void journal::state::write_batch(std::vector<request>& batch) {
+  if (const status h = [&] { std::lock_guard<std::mutex> lk(m); return failure; }(); !h)
+    return fail(batch, error{h.err().kind, "not written: " + h.err().message});
+  std::string buf;
+  std::size_t size = 0;
+  for (const auto& r : batch) size += r.bytes.size();
+  buf.reserve(size);
+  for (const auto& r : batch) buf += r.bytes;
+  int err = injected(opt, journal_step::append_write);
+  if (err == 0) err = pwrite_all(fd, buf.data(), buf.size(), end);
+  if (err != 0)
+    return fail(batch, io_error(path, "cannot write " + std::to_string(buf.size()) +
+                                          " bytes at offset " + std::to_string(end), err));
+  err = injected(opt, journal_step::append_sync);
+  if (err == 0 && ::fdatasync(fd) != 0) err = errno;
+  if (err != 0) return fail(batch, io_error(path, "fdatasync failed", err));
+  end += buf.size();
+  fsyncs.fetch_add(1);
+  records.fetch_add(batch.size());
+  bytes.fetch_add(buf.size());
+  file_records.fetch_add(batch.size());
+  file_bytes.store(end);
+  for (auto& r : batch) r.done(status{});
+}
+
+void journal::state::compact_now(request& r) {
+  std::vector<request> one;
+  one.push_back(std::move(r));
+  if (const status h = [&] { std::lock_guard<std::mutex> lk(m); return failure; }(); !h)
+    return fail(one, error{h.err().kind, "not compacted: " + h.err().message});
+  const auto& records_now = *one.front().compaction;
+  const replace_steps steps{journal_step::compact_write, journal_step::compact_sync,
+                            journal_step::compact_rename, journal_step::compact_sync_dir};
+  replacement repl = write_replacement(path, records_now, opt, steps);
+  if (repl.fd < 0) return one.front().done(repl.st);  // the old file goes on
+  ::close(fd);
+  fd = repl.fd;
+  end = repl.size;
+  file_records.store(records_now.size());
+  file_bytes.store(end);
+  if (!repl.st) return fail(one, repl.st.err());
+  compactions.fetch_add(1);
+  one.front().done(status{});
+}
+
+// ---- journal ---------------------------------------------------------------------------------
+
+journal::journal(std::unique_ptr<state> s) : s_(std::move(s)) {
+  state* raw = s_.get();
+  s_->writer = std::thread([raw] { raw->run(); });
+}
+
+journal::~journal() { close(); }
+
+result<opened_journal> journal::open(const std::string& path, const journal_options& opt) {
+  auto s = std::make_unique<state>(path, opt);
+  if (auto st = s->lock(); !st) return st.err();
+  opened_journal out;
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) == 0) {
+    if (auto st = s->read_back(out); !st) return st.err();
+  } else if (errno == ENOENT) {
+    if (auto st = s->create(); !st) return st.err();
+  } else {
+    return io_error(path, "cannot stat the journal", errno);
+  }
+  s->file_records.store(out.records.size());
+  s->file_bytes.store(s->end);
+  out.file.reset(new journal(std::move(s)));
+  return out;
+}
+
+status journal::append(std::string payload, journal_callback done) {
+  if (payload.size() > journal_max_payload)
+    return error{error_kind::invalid_input,
+                 s_->path + ": a journal record holds at most " +
+                     std::to_string(journal_max_payload) + " bytes, this one has " +
+                     std::to_string(payload.size())};
+  request r;
+  r.bytes = encode_journal_record(payload);
+  r.done = std::move(done);
+  return s_->enqueue(std::move(r));
+}
+
+status journal::wait_for(const std::function<status(journal_callback)>& start) {
+  if (s_->on_writer())
+    return error{error_kind::internal,
+                 s_->path + ": a journal callback cannot wait for the journal's own thread"};
+  std::promise<status> p;
+  auto f = p.get_future();
+  if (auto st = start([&p](const status& outcome) { p.set_value(outcome); }); !st) return st;
+  return f.get();
+}
+
+status journal::append_sync(std::string payload) {
+  return wait_for([&](journal_callback cb) { return append(std::move(payload), std::move(cb)); });
+}
+
+status journal::compact(std::vector<std::string> records, journal_callback done) {
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].size() > journal_max_payload)
+      return error{error_kind::invalid_input,
+                   s_->path + ": compaction record " + std::to_string(i) + " has " +
+                       std::to_string(records[i].size()) + " bytes, over the limit of " +
+                       std::to_string(journal_max_payload)};
+  request r;
+  r.compaction = std::move(records);
+  r.done = std::move(done);
+  return s_->enqueue(std::move(r));
+}
+
+status journal::compact_sync(std::vector<std::string> records) {
+  return wait_for([&](journal_callback cb) { return compact(std::move(records), std::move(cb)); });
+}
+
+status journal::close() {
+  if (s_->on_writer())
+    return error{error_kind::internal, s_->path + ": close() from a journal callback"};
+  std::lock_guard<std::mutex> closing(s_->close_m);
+  if (s_->closed) return s_->close_result;
+  {
+    std::lock_guard<std::mutex> lk(s_->m);
+    s_->stopping = true;
+  }
+  s_->wake.notify_one();
+  s_->writer.join();
+  s_->closed = true;
+  s_->close_result = health();
+  ::close(std::exchange(s_->fd, -1));
+  ::close(std::exchange(s_->lock_fd, -1));  // releases the lock
+  return s_->close_result;
+}
+
+status journal::health() const {
+  std::lock_guard<std::mutex> lk(s_->m);
+  return s_->failure;
+}
+
+journal_stats journal::stats() const {
+  journal_stats out;
+  out.records = s_->records.load();
+  out.bytes = s_->bytes.load();
+  out.fsyncs = s_->fsyncs.load();
+  out.compactions = s_->compactions.load();
+  out.file_records = s_->file_records.load();
+  out.file_bytes = s_->file_bytes.load();
+  return out;
+}
+
+const std::string& journal::path() const { return s_->path; }
+
+}  // namespace tessera

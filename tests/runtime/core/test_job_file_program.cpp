@@ -1,0 +1,103 @@
+// Job-set files with users' own programs (kind = "program", runtime/core/job_file.hpp).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/core/job_file.hpp"
+#include "tests/support.hpp"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+
+const std::vector<std::string> kinds = {"mlp", "softmax_regression"};
+
+std::string run_jobs_error(const std::string& name, const std::string& text, int line,
+                           const std::string& field) {
+  const auto p = temp_file(name + ".toml", text);
+  return input_error_message(load_run_jobs(p, &kinds), p, line, field);
+}
+
+}  // namespace
+
+TEST_CASE("a program job reads its command, directory, environment and limits",
+          "[io][job_file][program]") {
+  const auto p = temp_file("program_ok.toml", R"([[job]]
+kind = "program"
+command = ["python3", "train.py", "--lr", "0.1"]
+workdir = "."
+env = { OMP_NUM_THREADS = "1", SEED = "7" }
+max_restarts = 2
+grace_seconds = 12.5
+total_steps = 300
+step_time = 0.01
+
+[[job]]
+kind = "mlp"
+total_steps = 10
+)");
+  auto r = load_run_jobs(p, &kinds);
+  REQUIRE(r);
+  REQUIRE(r->size() == 2);
+  const auto& j = (*r)[0];
+  CHECK(j.is_program());
+  CHECK(j.program.command == std::vector<std::string>{"python3", "train.py", "--lr", "0.1"});
+  CHECK(j.program.workdir == std::filesystem::path(p).parent_path().lexically_normal().string());
+  CHECK(j.program.env.at("OMP_NUM_THREADS") == "1");
+  CHECK(j.program.env.at("SEED") == "7");
+  CHECK(j.program.max_restarts == 2);
+  CHECK(j.program.grace_seconds == 12.5);
+  CHECK(j.spec.total_steps == 300);
+  CHECK(j.step_time == 0.01);
+  CHECK(j.spec.job_type == "program");
+  CHECK_FALSE((*r)[1].is_program());
+  CHECK((*r)[1].program.command.empty());
+}
+
+TEST_CASE("a program job's defaults: the job file's directory, 3 restarts, 30 s grace",
+          "[io][job_file][program]") {
+  const auto p = temp_file("program_defaults.toml",
+                           "[[job]]\nkind = \"program\"\ncommand = [\"true\"]\ntotal_steps = 5\n");
+  auto r = load_run_jobs(p, &kinds);
+  REQUIRE(r);
+  const auto& j = (*r)[0];
+  CHECK(j.program.workdir == std::filesystem::path(p).parent_path().lexically_normal().string());
+  CHECK(j.program.max_restarts == 3);
+  CHECK(j.program.grace_seconds == 30);
+  CHECK(j.program.env.empty());
+}
+
+TEST_CASE("bad program jobs are refused naming the file, line and field",
+          "[io][job_file][program]") {
+  run_jobs_error("p_nocmd", "[[job]]\nkind = \"program\"\ntotal_steps = 5\n", 1, "command");
+  run_jobs_error("p_emptycmd", "[[job]]\nkind = \"program\"\ncommand = []\ntotal_steps = 5\n", 3,
+                 "command");
+  run_jobs_error("p_cmdtype", "[[job]]\nkind = \"program\"\ncommand = \"python3 x.py\"\n"
+                              "total_steps = 5\n", 3, "command");
+  run_jobs_error("p_cmdint", "[[job]]\nkind = \"program\"\ncommand = [\"a\", 3]\ntotal_steps = 5\n",
+                 3, "command");
+  CHECK(has(run_jobs_error("p_dir", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\n"
+                                    "workdir = \"no/such/dir\"\ntotal_steps = 5\n", 4, "workdir"),
+            "no such directory"));
+  run_jobs_error("p_env", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nenv = { A = 1 }\n"
+                          "total_steps = 5\n", 4, "env.A");
+  run_jobs_error("p_restarts", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nmax_restarts = -1\n"
+                               "total_steps = 5\n", 4, "max_restarts");
+  run_jobs_error("p_grace", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\ngrace_seconds = 0\n"
+                            "total_steps = 5\n", 4, "grace_seconds");
+  CHECK(has(run_jobs_error("p_seed", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nseed = 3\n"
+                                     "total_steps = 5\n", 4, "seed"),
+            "program job takes no 'seed'"));
+  CHECK(has(run_jobs_error("p_trainable", "[[job]]\nkind = \"mlp\"\ncommand = [\"a\"]\n"
+                                          "total_steps = 5\n", 3, "command"),
+            "only a job of kind \"program\""));
+}
+
+TEST_CASE("an unknown kind's message lists program among the known kinds",
+          "[io][job_file][program]") {
+  CHECK(has(run_jobs_error("p_unknown", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n", 2, "kind"),
+            "(known: mlp, softmax_regression, program)"));
+}
