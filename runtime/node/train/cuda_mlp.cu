@@ -1,11 +1,12 @@
-// The CUDA MLP (cuda_mlp.hpp): the device state, the kernels and the cuBLAS calls. Matrices are
-// row-major as in the CPU mlp ([W1 (H x D), b1, W2 (C x H), b2]); cuBLAS is column-major, so a
-// row-major R x C matrix is passed as the column-major C x R matrix it also is.
+// The CUDA MLP (cuda_mlp.hpp): the model on the device, its forward and backward passes and
+// its update. Matrices are row-major as in the CPU mlp ([W1 (H x D), b1, W2 (C x H), b2]);
+// cuBLAS is column-major, so a row-major R x C matrix is passed as the column-major C x R
+// matrix it also is. The kernels are cuda_mlp_kernels.cu's; errors, cuBLAS (loaded on first
+// use) and device arrays are cuda_support.cu's.
 #include "runtime/node/train/cuda_mlp.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <limits>
@@ -13,211 +14,34 @@
 #include <string>
 #include <vector>
 
+#include "runtime/node/train/cuda_mlp_kernels.cuh"
+#include "runtime/node/train/cuda_support.cuh"
 #include "runtime/node/train/models.hpp"
 
 namespace tessera::train {
 
 namespace {
 
-constexpr unsigned block_threads = 256;
+using cuda_detail::add_bias;
+using cuda_detail::add_into;
+using cuda_detail::block_threads;
+using cuda_detail::blocks_for;
+using cuda_detail::check_cublas;
+using cuda_detail::check_cuda;
+using cuda_detail::column_sums;
+using cuda_detail::cublas;
+using cuda_detail::cublas_api;
+using cuda_detail::device_array;
+using cuda_detail::device_dataset;
+using cuda_detail::gather_rows;
+using cuda_detail::gpu_error;
+using cuda_detail::momentum_update;
+using cuda_detail::relu_mask;
+using cuda_detail::scale;
+using cuda_detail::softmax_minus_label;
+
 /// cuBLAS workspace per object: fixed, so the library never picks a pool buffer of its own.
 constexpr std::size_t cublas_workspace_bytes = 4u << 20;
-
-unsigned blocks_for(std::size_t n) {
-  return static_cast<unsigned>((n + block_threads - 1) / block_threads);
-}
-
-std::string cuda_text(cudaError_t e) { return cudaGetErrorString(e); }
-
-/// An error for a failed CUDA or cuBLAS call.
-error gpu_error(const std::string& what, const std::string& why) {
-  return error{error_kind::solver_failed, cuda_mlp_kind + ": " + what + ": " + why};
-}
-
-status check_cuda(const char* what, cudaError_t e) {
-  if (e == cudaSuccess) return {};
-  return gpu_error(what, cuda_text(e));
-}
-
-// ---- cuBLAS, loaded on first use ----------------------------------------------------------
-// cuBLAS (with cuBLASLt, ~600 MB of shared objects) is opened with dlopen when the first CUDA
-// MLP is made, not linked: every tessera process links this library, and mapping cuBLAS at
-// start-up cost each of them ~200 MB of resident memory and ~0.1 s (docs/benchmarks.md,
-// "Issue 17 — what linking CUDA costs every process"). The pointers keep the header's types.
-
-/// The cuBLAS entry points the MLP calls. cublas_v2.h maps cublasCreate and friends to their
-/// "_v2" symbols with macros, hence the symbol names below.
-struct cublas_api {
-  decltype(&cublasGetStatusString) status_string = nullptr;
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasDestroy_v2) destroy = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  decltype(&cublasSetAtomicsMode) set_atomics_mode = nullptr;
-  decltype(&cublasSetMathMode) set_math_mode = nullptr;
-  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
-  decltype(&cublasSgemm_v2) sgemm = nullptr;
-};
-
-/// The library's soname for the cuBLAS this was compiled against, and the toolkit's library
-/// directory as a second place to look (CMake passes it).
-const std::string cublas_soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-
-/// Resolves one symbol into `slot`; false (with dlerror's text in `why`) when it is missing.
-template <class F>
-bool resolve(void* lib, const char* name, F& slot, std::string& why) {
-  slot = reinterpret_cast<F>(dlsym(lib, name));
-  if (slot) return true;
-  const char* e = dlerror();
-  why = std::string(name) + ": " + (e ? e : "not found");
-  return false;
-}
-
-/// Opens cuBLAS and resolves the entry points; on failure `why` says what went wrong.
-bool open_cublas(cublas_api& api, std::string& why) {
-  void* lib = dlopen(cublas_soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-#ifdef TESSERA_CUDA_LIBRARY_DIR
-  if (!lib) lib = dlopen((std::string(TESSERA_CUDA_LIBRARY_DIR) + "/" + cublas_soname).c_str(),
-                         RTLD_NOW | RTLD_LOCAL);
-#endif
-  if (!lib) {
-    const char* e = dlerror();
-    why = "cannot load " + cublas_soname + ": " + (e ? e : "dlopen failed");
-    return false;
-  }
-  return resolve(lib, "cublasGetStatusString", api.status_string, why) &&
-         resolve(lib, "cublasCreate_v2", api.create, why) &&
-         resolve(lib, "cublasDestroy_v2", api.destroy, why) &&
-         resolve(lib, "cublasSetStream_v2", api.set_stream, why) &&
-         resolve(lib, "cublasSetAtomicsMode", api.set_atomics_mode, why) &&
-         resolve(lib, "cublasSetMathMode", api.set_math_mode, why) &&
-         resolve(lib, "cublasSetWorkspace_v2", api.set_workspace, why) &&
-         resolve(lib, "cublasSgemm_v2", api.sgemm, why);
-}
-
-/// The loaded API, opened once per process (the library stays loaded: handles made from it
-/// may live until exit); `why` is set when it could not be loaded.
-const cublas_api* cublas(std::string* why) {
-  static cublas_api api;
-  static std::string failure;
-  static const bool ok = open_cublas(api, failure);
-  if (!ok && why) *why = failure;
-  return ok ? &api : nullptr;
-}
-
-status check_cublas(const char* what, cublasStatus_t s) {
-  if (s == CUBLAS_STATUS_SUCCESS) return {};
-  return gpu_error(what, std::string("cuBLAS status ") + cublas(nullptr)->status_string(s));
-}
-
-// ---- kernels: one thread per output value, fixed-order loops ---------------------------------
-
-/// xb[r][d] = x[rows[r]][d]: the shard's examples, row-major.
-__global__ void gather_rows(const float* x, const std::uint32_t* rows, int n, int dim, float* xb) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<std::size_t>(n) * dim) return;
-  const std::size_t r = i / dim, d = i % dim;
-  xb[i] = x[static_cast<std::size_t>(rows[r]) * dim + d];
-}
-
-/// a[r][j] += b[j] (n rows of `width`); with `relu`, also h[r][j] = max(a[r][j], 0).
-__global__ void add_bias(float* a, const float* b, int n, int width, bool relu, float* h) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<std::size_t>(n) * width) return;
-  const float v = __fadd_rn(a[i], b[i % width]);
-  a[i] = v;
-  if (relu) h[i] = v > 0.0f ? v : 0.0f;
-}
-
-/// Row r of z (n x c): softmax (max-subtracted, normaliser summed in class order) minus the
-/// one-hot label, in place: dLoss/dlogits.
-__global__ void softmax_minus_label(float* z, const int* labels, const std::uint32_t* rows, int n,
-                                    int c) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n) return;
-  float* zr = z + static_cast<std::size_t>(r) * c;
-  float m = zr[0];
-  for (int k = 1; k < c; ++k) m = fmaxf(m, zr[k]);
-  float s = 0.0f;
-  for (int k = 0; k < c; ++k) {
-    zr[k] = expf(__fsub_rn(zr[k], m));
-    s = __fadd_rn(s, zr[k]);
-  }
-  for (int k = 0; k < c; ++k) zr[k] = __fdiv_rn(zr[k], s);
-  const int y = labels[rows[r]];
-  zr[y] = __fsub_rn(zr[y], 1.0f);
-}
-
-/// out[j] = sum over rows r (in row order) of a[r][j].
-__global__ void column_sums(const float* a, int n, int width, float* out) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= width) return;
-  float acc = 0.0f;
-  for (int r = 0; r < n; ++r) acc = __fadd_rn(acc, a[static_cast<std::size_t>(r) * width + j]);
-  out[j] = acc;
-}
-
-/// dh[i] = 0 where the ReLU was off (pre[i] <= 0).
-__global__ void relu_mask(float* dh, const float* pre, std::size_t count) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count && pre[i] <= 0.0f) dh[i] = 0.0f;
-}
-
-__global__ void scale(float* a, std::size_t count, float f) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) a[i] = __fmul_rn(a[i], f);
-}
-
-/// a[i] += b[i]: one shard's gradient into the running shard-order sum (sum_shard_gradients'
-/// float additions, element by element, so the sum has the host's bits).
-__global__ void add_into(float* a, const float* b, std::size_t count) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) a[i] = __fadd_rn(a[i], b[i]);
-}
-
-/// v = mu * v + g / k; p = p - lr * v: the CPU mlp's update, rounded step by step (no FMA).
-__global__ void momentum_update(float* p, float* v, const float* g, std::size_t count, float kf,
-                                float lr, float mu) {
-  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  v[i] = __fadd_rn(__fmul_rn(mu, v[i]), __fdiv_rn(g[i], kf));
-  p[i] = __fsub_rn(p[i], __fmul_rn(lr, v[i]));
-}
-
-// ---- device memory -------------------------------------------------------------------------
-
-/// A cudaMalloc'd array of T on the current device, freed on destruction.
-template <class T>
-class device_array {
- public:
-  device_array() = default;
-  device_array(const device_array&) = delete;
-  device_array& operator=(const device_array&) = delete;
-  ~device_array() {
-    if (p_) cudaFree(p_);
-  }
-  status resize(std::size_t n) {
-    if (n <= n_) return {};
-    if (p_) cudaFree(p_);
-    p_ = nullptr;
-    n_ = 0;
-    if (auto st = check_cuda("cudaMalloc", cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
-        !st)
-      return st;
-    n_ = n;
-    return {};
-  }
-  T* get() const { return p_; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
-
-/// The training set on one device, shared by the clones of a model.
-struct device_dataset {
-  device_array<float> x;
-  device_array<int> y;
-};
 
 /// Shapes of one network: D inputs, H hidden, C classes.
 struct dims {
@@ -575,12 +399,6 @@ std::unique_ptr<trainable> cuda_mlp::clone() const {
 }
 
 }  // namespace
-
-status load_cublas() {
-  std::string why;
-  if (cublas(&why)) return {};
-  return gpu_error("cuBLAS", why);
-}
 
 result<std::unique_ptr<trainable>> make_cuda_mlp(std::uint64_t seed, const trainable_config& config,
                                                  cuda_mlp_options options) {
