@@ -17,6 +17,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/interfaces.hpp"
 #include "runtime/service/http/server.hpp"
 #include "runtime/core/job_file.hpp"
 
@@ -24,7 +25,7 @@ namespace tessera::actors {
 
 /// What the API actor needs.
 struct api_config {
-  caf::actor scheduler;                  ///< answers the client messages (protocol.hpp)
+  scheduler_client_api scheduler;        ///< answers the client messages (interfaces.hpp)
   std::vector<std::string> known_kinds;  ///< trainable kinds, for submissions
   run_job_check check;                   ///< the trainables' own checks of a job's config
   std::string base_dir;                  ///< relative program workdirs start here

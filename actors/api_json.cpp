@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "actors/record_json.hpp"
+
 namespace tessera::actors {
 
 namespace {
@@ -56,26 +58,12 @@ void histogram_text(std::ostringstream& o, const char* name, const char* help,
 }  // namespace
 
 ojson to_json(const job_status& j, bool placements) {
-  ojson o;
-  o["id"] = j.id;
-  o["kind"] = j.kind;
-  o["job_type"] = j.job_type;
-  o["scale"] = j.scale;
+  ojson o = json_of_fields<ojson>(j.summary);
+  for (const char* per_rank : {"planned_gpu_seconds", "busy_gpu_seconds", "throughput"})
+    o.erase(per_rank);  // a run's summary has them; clients are shown the job's totals
   o["state"] = j.state;
-  o["total_steps"] = j.total_steps;
-  o["steps"] = j.steps;
   o["steps_per_second"] = j.steps_per_second;
-  o["loss"] = j.loss;
-  o["accuracy"] = j.accuracy;
-  o["arrival"] = j.arrival;
-  o["first_start"] = j.first_start;
-  o["finish"] = j.finish;
-  o["restarts"] = j.restarts;
-  o["lost_rounds"] = j.lost_rounds;
-  o["program_failures"] = j.program_failures;
-  o["failure"] = j.failure;
   o["copies"] = j.copies;
-  o["checkpoint"] = j.checkpoint;
   o["gpu_seconds"] = j.gpu_seconds;
   if (placements) o["placements"] = placements_json(j.placements, true);
   return o;

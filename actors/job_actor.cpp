@@ -33,25 +33,10 @@ std::string shown_state(const job_data& j) {
 
 job_status status_of(const job_data& j, bool placements) {
   job_status s;
-  s.id = j.spec.spec.id;
-  s.kind = j.spec.kind;
-  s.job_type = j.spec.spec.job_type;
-  s.scale = j.spec.spec.scale_factor;
+  s.summary = summary_of(j, false);
   s.state = shown_state(j);
-  s.total_steps = static_cast<std::int64_t>(j.spec.spec.total_steps);
-  s.steps = j.step;
   s.steps_per_second = j.life == job_state::running ? j.round_rate : 0;
-  s.loss = j.loss;
-  s.accuracy = j.accuracy;
-  s.arrival = j.spec.spec.arrival;
-  s.first_start = j.first_start;
-  s.finish = j.finish;
-  s.restarts = j.restarts;
-  s.lost_rounds = j.lost_rounds;
-  s.program_failures = j.program_failures;
-  s.failure = j.failure;
   for (const auto& pc : j.pieces) s.copies = std::max(s.copies, pc.copy + 1);
-  if (const auto* f = j.ckpt.book.resume()) s.checkpoint = f->path;
   s.gpu_seconds = j.gpu_seconds;
   if (placements) s.placements.assign(j.history.begin(), j.history.end());
   return s;
@@ -73,7 +58,7 @@ job_snapshot snapshot_of(const job_data& j) {
   return v;
 }
 
-job_summary summary_of(const job_data& j) {
+job_summary summary_of(const job_data& j, bool per_rank) {
   const bool finished = j.life == job_state::finished;
   job_summary js;
   js.id = j.spec.spec.id;
@@ -94,9 +79,11 @@ job_summary summary_of(const job_data& j) {
   js.restarts = j.restarts;
   js.lost_rounds = j.lost_rounds;
   js.regressions = j.regressions;
-  js.planned_gpu_seconds = j.planned;
-  js.busy_gpu_seconds = j.busy;
-  js.throughput = j.throughput;
+  if (per_rank) {
+    js.planned_gpu_seconds = j.planned;
+    js.busy_gpu_seconds = j.busy;
+    js.throughput = j.throughput;
+  }
   js.final_rank = j.last_rank;
   js.final_round_busy = j.last_busy;
   js.rounds = j.rounds;

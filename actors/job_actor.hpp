@@ -199,8 +199,9 @@ job_snapshot snapshot_of(const job_data& j);
 /// Adds a part of a round to a job's placement history, which keeps its last 100 rounds.
 void note_placement(std::deque<placement>& history, const placement& p);
 
-/// How the job ended (or where it is) for the run summary.
-job_summary summary_of(const job_data& j);
+/// How the job ended (or where it stands): the one place a job_summary is built. Without
+/// `per_rank` its per-rank vectors stay empty (what clients are shown).
+job_summary summary_of(const job_data& j, bool per_rank = true);
 
 /// Records the round of `a` in `j` (pieces, restarts, planned time, history, counters) and
 /// moves its life (placed or left out). False, changing nothing, when the transition is

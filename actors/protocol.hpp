@@ -308,19 +308,55 @@ struct placement {
   std::int32_t gpus = 0;   ///< GPUs it held there
 };
 
-/// A job as the control API shows it (docs/api.md, "job").
+/// How one job ended (or where it stands): built by summary_of (actors/job_actor.hpp) only.
+struct job_summary {
+  std::int64_t id = 0;                     ///< job id
+  std::string kind;                        ///< trainable kind
+  std::string job_type;                    ///< job type (the throughput-table key)
+  std::int32_t scale = 1;                  ///< scale factor
+  std::int64_t total_steps = 0;            ///< steps to train
+  bool finished = false;                   ///< reached its total steps
+  bool canceled = false;                   ///< cancelled by a client
+  double arrival = 0;                      ///< seconds after the run started
+  double first_start = -1;                 ///< start of its first round (s), -1 if never
+  double finish = -1;                      ///< seconds after the run started, -1 if not
+  double jct = -1;                         ///< finish - arrival, -1 if not finished
+  std::int64_t steps = 0;                  ///< final step counter
+  double run_time = 0;                     ///< seconds it held GPUs
+  double loss = 0;                         ///< final training loss
+  double accuracy = 0;                     ///< final held-out accuracy
+  std::int32_t restarts = 0;               ///< rounds it resumed on another node
+  std::int32_t lost_rounds = 0;            ///< rounds whose progress a node failure lost
+  std::int32_t regressions = 0;            ///< starts from before its last checkpoint (0)
+  std::vector<double> planned_gpu_seconds;  ///< per rank: GPUs x round length planned
+  std::vector<double> busy_gpu_seconds;     ///< per rank: GPUs x seconds it actually ran
+  std::vector<double> throughput;           ///< per rank: last measured steps/s (0 = never)
+  std::int32_t final_rank = -1;             ///< node of its last round, -1 if it never ran
+  double final_round_busy = 0;              ///< GPU-seconds it ran in that last round
+  std::int32_t rounds = 0;                  ///< rounds it was scheduled in
+  std::int32_t max_copies = 0;              ///< most copies it ran as in one round
+  bool reached_target = false;              ///< finished by reaching its target loss
+  std::int32_t checkpoint_fallbacks = 0;    ///< resumed from the previous checkpoint
+  std::int32_t restarts_from_scratch = 0;   ///< restarted at step 0: no usable checkpoint
+  std::int32_t checkpoint_write_failures = 0;  ///< rounds whose checkpoint was not written
+  std::int32_t paused_rounds = 0;           ///< rounds it waited for the checkpoint directory
+  std::string checkpoint;                   ///< its newest confirmed checkpoint ("" = none)
+  bool failed = false;                      ///< its program failed past max_restarts
+  std::string failure;                      ///< why (the last failure, with stderr's tail)
+  std::int32_t program_failures = 0;        ///< rounds its program failed in
+  double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
+  std::string state;                        ///< actors/job_life.hpp state at the end
+};
+
+/// A job as the control API shows it (docs/api.md, "job"): its summary as summary_of
+/// (actors/job_actor.hpp) builds it, without the per-rank vectors, and what only a live job
+/// has.
 struct job_status {
-  std::int64_t id = 0;
-  std::string kind, job_type;
-  std::int32_t scale = 1;
-  std::string state;               ///< actors/job_life.hpp state_name, or "cancelling"
-  std::int64_t total_steps = 0, steps = 0;
-  double steps_per_second = 0;     ///< measured, over its parts, in its latest round
-  double loss = 0, accuracy = 0;
-  double arrival = 0, first_start = -1, finish = -1;  ///< seconds since the cluster started
-  std::int32_t restarts = 0, lost_rounds = 0, program_failures = 0, copies = 0;
-  std::string failure, checkpoint;
-  double gpu_seconds = 0;
+  job_summary summary;                ///< how it stands; summary.state is its life
+  std::string state;                  ///< as clients see it: the life, or "cancelling"
+  double steps_per_second = 0;        ///< measured, over its parts, in its latest round
+  std::int32_t copies = 0;            ///< copies in the current round
+  double gpu_seconds = 0;             ///< GPUs x seconds it held (attained service)
   std::vector<placement> placements;  ///< recent rounds' parts (only when asked)
 };
 
@@ -374,46 +410,6 @@ using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
 using rounds_atom = caf::atom_constant<caf::atom("rounds")>;
 using cluster_atom = caf::atom_constant<caf::atom("cluster")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
-
-/// How one job ended.
-struct job_summary {
-  std::int64_t id = 0;                     ///< job id
-  std::string kind;                        ///< trainable kind
-  std::string job_type;                    ///< job type (the throughput-table key)
-  std::int32_t scale = 1;                  ///< scale factor
-  std::int64_t total_steps = 0;            ///< steps to train
-  bool finished = false;                   ///< reached its total steps
-  bool canceled = false;                   ///< cancelled by a client
-  double arrival = 0;                      ///< seconds after the run started
-  double first_start = -1;                 ///< start of its first round (s), -1 if never
-  double finish = -1;                      ///< seconds after the run started, -1 if not
-  double jct = -1;                         ///< finish - arrival, -1 if not finished
-  std::int64_t steps = 0;                  ///< final step counter
-  double run_time = 0;                     ///< seconds it held GPUs
-  double loss = 0;                         ///< final training loss
-  double accuracy = 0;                     ///< final held-out accuracy
-  std::int32_t restarts = 0;               ///< rounds it resumed on another node
-  std::int32_t lost_rounds = 0;            ///< rounds whose progress a node failure lost
-  std::int32_t regressions = 0;            ///< starts from before its last checkpoint (0)
-  std::vector<double> planned_gpu_seconds;  ///< per rank: GPUs x round length planned
-  std::vector<double> busy_gpu_seconds;     ///< per rank: GPUs x seconds it actually ran
-  std::vector<double> throughput;           ///< per rank: last measured steps/s (0 = never)
-  std::int32_t final_rank = -1;             ///< node of its last round, -1 if it never ran
-  double final_round_busy = 0;              ///< GPU-seconds it ran in that last round
-  std::int32_t rounds = 0;                  ///< rounds it was scheduled in
-  std::int32_t max_copies = 0;              ///< most copies it ran as in one round
-  bool reached_target = false;              ///< finished by reaching its target loss
-  std::int32_t checkpoint_fallbacks = 0;    ///< resumed from the previous checkpoint
-  std::int32_t restarts_from_scratch = 0;   ///< restarted at step 0: no usable checkpoint
-  std::int32_t checkpoint_write_failures = 0;  ///< rounds whose checkpoint was not written
-  std::int32_t paused_rounds = 0;           ///< rounds it waited for the checkpoint directory
-  std::string checkpoint;                   ///< its newest confirmed checkpoint ("" = none)
-  bool failed = false;                      ///< its program failed past max_restarts
-  std::string failure;                      ///< why (the last failure, with stderr's tail)
-  std::int32_t program_failures = 0;        ///< rounds its program failed in
-  double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
-  std::string state;                        ///< actors/job_life.hpp state at the end
-};
 
 /// The end of a run.
 struct run_summary {
@@ -520,16 +516,37 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_done& x) {
   return wire::fields(f, "round_done", x.round);
 }
-/// Serialises job_summary.
+/// job_summary's fields, listed once: CAF's inspect (below) and the JSON of a run's summary
+/// and of the control API (actors/record_json.hpp) walk this list. `Summary` is job_summary
+/// or const job_summary.
+template <class Summary, class Visit>
+decltype(auto) fields_of(Summary& x, Visit&& v) {
+  using wire::field;
+  return v("job_summary", field("id", x.id), field("kind", x.kind),
+           field("job_type", x.job_type), field("scale", x.scale),
+           field("total_steps", x.total_steps), field("finished", x.finished),
+           field("canceled", x.canceled), field("arrival", x.arrival),
+           field("first_start", x.first_start), field("finish", x.finish), field("jct", x.jct),
+           field("steps", x.steps), field("run_time", x.run_time), field("loss", x.loss),
+           field("accuracy", x.accuracy), field("restarts", x.restarts),
+           field("lost_rounds", x.lost_rounds), field("regressions", x.regressions),
+           field("planned_gpu_seconds", x.planned_gpu_seconds),
+           field("busy_gpu_seconds", x.busy_gpu_seconds), field("throughput", x.throughput),
+           field("final_rank", x.final_rank), field("final_round_busy", x.final_round_busy),
+           field("rounds", x.rounds), field("max_copies", x.max_copies),
+           field("reached_target", x.reached_target),
+           field("checkpoint_fallbacks", x.checkpoint_fallbacks),
+           field("restarts_from_scratch", x.restarts_from_scratch),
+           field("checkpoint_write_failures", x.checkpoint_write_failures),
+           field("paused_rounds", x.paused_rounds), field("checkpoint", x.checkpoint),
+           field("failed", x.failed), field("failure", x.failure),
+           field("program_failures", x.program_failures),
+           field("startup_seconds", x.startup_seconds), field("state", x.state));
+}
+/// Serialises job_summary (through its field list).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
-  return wire::fields(f, "job_summary", x.id, x.kind, x.job_type, x.scale,
-           x.total_steps, x.finished, x.canceled, x.arrival, x.first_start, x.finish, x.jct,
-           x.steps, x.run_time, x.loss, x.accuracy, x.restarts, x.lost_rounds,
-           x.regressions, x.planned_gpu_seconds, x.busy_gpu_seconds, x.throughput,
-           x.final_rank, x.final_round_busy, x.rounds, x.max_copies, x.reached_target,
-           x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_write_failures,
-           x.paused_rounds, x.checkpoint, x.failed, x.failure, x.program_failures, x.startup_seconds, x.state);
+  return wire::inspect_fields(f, x);
 }
 /// Serialises run_summary.
 template <class Inspector>

@@ -20,9 +20,11 @@
 /// GPUs: every node process discovers its GPUs before it starts (settings::gpu); found ones
 /// that disagree with its server entry end the run (or that node) with bad input, naming the
 /// server and both sides; without any it runs on its declared GPUs, throttled.
-/// Rank 0 prints a summary (per-job JCT, final loss and accuracy). Every function returns an
-/// exit code (runtime/core/result.hpp): ok when every job finished, failed when the run failed,
-/// bad_input when the inputs are wrong.
+/// Rank 0 hands the run's summary (per-job JCT, final loss and accuracy) to the report the
+/// caller gives (run_settings::report; the table and JSON of `tessera run` are
+/// launcher/run_report.hpp). Every function returns an exit code (runtime/core/result.hpp): ok
+/// when every job finished, failed when the run failed, bad_input when the inputs are wrong.
+/// The layouts' code: actors/launch.cpp (shared), launch_local.cpp, launch_mpi.cpp.
 
 #include <functional>
 #include <map>
@@ -32,10 +34,22 @@
 #include "runtime/node/gpu/discovery.hpp"
 #include "runtime/node/train/trainable.hpp"
 
+namespace tessera {
+struct cluster;
+}
+
 namespace tessera::actors {
 
 struct node_config;
 struct scheduler_config;
+struct run_summary;
+struct run_settings;
+
+/// What rank 0 (or a local run's process) does with the run's summary once the scheduler
+/// sends it (e.g. print it, write it as JSON), given the run's settings and cluster. Returns
+/// the run's exit code.
+using run_report =
+    std::function<int(const run_summary& sum, const run_settings& s, const cluster& cl)>;
 
 /// What a run needs, in every process of it.
 struct run_settings {
@@ -46,13 +60,13 @@ struct run_settings {
   double round_length = 1.0;                     ///< seconds per round
   int local = 1;                                 ///< node processes of a local run
   std::string checkpoint_dir;                    ///< shared directory for job checkpoints
-  std::string json_out;                          ///< file for the summary as JSON ("" = none)
+  std::string json_out;                          ///< file for the report's JSON ("" = none)
   double connect_timeout = 20;     ///< seconds for nodes to reach the scheduler and register
   double timeout = 600;            ///< the run gives up when it has not ended by then (s)
   double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
   double heartbeat_timeout = 3;      ///< seconds of silence after which a node is lost
   bool verbose = false;              ///< one line per round on stderr
-  bool quiet = false;                ///< no summary table on stdout
+  bool quiet = false;                ///< no summary table on stdout (the report's)
   /// The cluster secret's file: the scheduler's process creates it (it must not exist) for
   /// joining nodes; a node process (`--local` child, `tessera node`) reads it. "" = none.
   std::string secret_file;
@@ -80,6 +94,10 @@ struct run_settings {
   /// File for the run's timeline (runtime/core/timeline.hpp: who ran where in each round, from
   /// the round plans), written by the scheduler's process; "" = none.
   std::string timeline_file;
+  /// What the scheduler's process does with the summary (see run_report); none: it prints
+  /// nothing, and the exit code is ok when the summary says so, else failed. `tessera run`
+  /// gives launcher/run_report.hpp's report_run (the table, json_out, quiet).
+  run_report report;
 };
 
 /// Where a node process of a local run finds the scheduler.

@@ -75,7 +75,7 @@ result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::acto
   if (!where) return error{error_kind::invalid_input, "--listen: " + where.err().message};
   std::unique_ptr<service> svc(new service());
   api_config ac;
-  ac.scheduler = std::move(scheduler);
+  ac.scheduler = caf::actor_cast<scheduler_client_api>(std::move(scheduler));
   ac.known_kinds = s.known_kinds;
   ac.check = s.check;
   ac.base_dir = std::filesystem::current_path().string();

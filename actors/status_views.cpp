@@ -2,9 +2,17 @@
 
 #include <algorithm>
 
-#include "actors/scheduler_actor.hpp"
-
 namespace tessera::actors {
+
+client_view client_view_of(const scheduler_state& st) {
+  return client_view{st.cfg.cl,           st.cfg.pol ? st.cfg.pol->name() : "",
+                     st.cfg.round_length, st.round,
+                     st.run_started,      st.stopping,
+                     st.jobs,             st.by_id,
+                     st.nodes,            st.failed_ranks,
+                     st.recent_rounds,    st.plan_histogram,
+                     st.dispatch_histogram};
+}
 
 namespace {
 
@@ -19,7 +27,7 @@ job_status status_of(const job_entry& e, bool placements) {
 
 }  // namespace
 
-std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id, bool placements) {
+std::vector<job_status> job_statuses(const client_view& st, std::int64_t id, bool placements) {
   std::vector<job_status> out;
   if (id >= 0) {
     auto it = st.by_id.find(id);
@@ -34,7 +42,7 @@ std::vector<job_status> job_statuses(const scheduler_state& st, std::int64_t id,
 namespace {
 
 /// waiting, alive, lost or left.
-std::string node_state(const scheduler_state& st, std::size_t rank) {
+std::string node_state(const client_view& st, std::size_t rank) {
   const auto& n = st.nodes[rank];
   if (n.alive) return "alive";
   if (!n.registered) return "waiting";
@@ -45,10 +53,10 @@ std::string node_state(const scheduler_state& st, std::size_t rank) {
 
 }  // namespace
 
-std::vector<node_status> node_statuses(const scheduler_state& st) {
+std::vector<node_status> node_statuses(const client_view& st) {
   std::vector<node_status> out;
   for (std::size_t r = 0; r < st.nodes.size(); ++r) {
-    const auto& srv = st.cfg.cl.servers[r];
+    const auto& srv = st.cl.servers[r];
     node_status n;
     n.rank = static_cast<std::int32_t>(r);
     n.name = srv.name;
@@ -67,22 +75,22 @@ std::vector<node_status> node_statuses(const scheduler_state& st) {
   return out;
 }
 
-std::vector<round_status> round_statuses(const scheduler_state& st, std::int32_t limit) {
+std::vector<round_status> round_statuses(const client_view& st, std::int32_t limit) {
   const std::size_t n = std::min<std::size_t>(st.recent_rounds.size(),
                                               static_cast<std::size_t>(std::max(0, limit)));
   return {st.recent_rounds.end() - static_cast<std::ptrdiff_t>(n), st.recent_rounds.end()};
 }
 
-cluster_status cluster_of(const scheduler_state& st, double now) {
+cluster_status cluster_of(const client_view& st, double now) {
   cluster_status c;
-  c.policy = st.cfg.pol ? st.cfg.pol->name() : "";
+  c.policy = st.policy;
   c.round = st.round;
-  c.round_length = st.cfg.round_length;
+  c.round_length = st.round_length;
   c.uptime = st.run_started ? now : 0;
   c.nodes = static_cast<std::int32_t>(st.nodes.size());
   std::map<std::string, int> gpus_of_type, busy_of_type;
   for (std::size_t r = 0; r < st.nodes.size(); ++r) {
-    const auto& srv = st.cfg.cl.servers[r];
+    const auto& srv = st.cl.servers[r];
     c.gpus += srv.gpus;
     ++c.nodes_by_state[node_state(st, r)];
     if (st.nodes[r].alive) gpus_of_type[srv.gpu_type] += srv.gpus;
@@ -90,16 +98,16 @@ cluster_status cluster_of(const scheduler_state& st, double now) {
   for (const auto& e : st.jobs) {
     const auto& s = e.latest.status;
     ++c.jobs[s.state];
-    c.steps_total += s.steps;
+    c.steps_total += s.summary.steps;
     c.throughput += s.steps_per_second;  // 0 unless running
-    for (const auto& pc : e.pieces) busy_of_type[st.cfg.cl.servers[pc.rank].gpu_type] += pc.gpus;
+    for (const auto& pc : e.pieces) busy_of_type[st.cl.servers[pc.rank].gpu_type] += pc.gpus;
   }
   for (const auto& [type, gpus] : gpus_of_type)
     c.utilisation[type] = gpus > 0 ? static_cast<double>(busy_of_type[type]) / gpus : 0.0;
   c.shutting_down = st.stopping;
   c.rounds_total = st.round + 1;
-  c.round_seconds = st.plan_histogram;
-  c.dispatch_seconds = st.dispatch_histogram;
+  c.round_seconds = st.plan_seconds;
+  c.dispatch_seconds = st.dispatch_seconds;
   return c;
 }
 

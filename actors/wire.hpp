@@ -126,4 +126,26 @@ typename Inspector::result_type fields(Inspector& f, const char* name, Ts&... xs
   return f(caf::meta::type_name(name), on_wire(xs)...);
 }
 
+/// A named field of a record. A record with a field list (a `fields_of(x, visit)` found by
+/// argument-dependent lookup, calling `visit(type name, field(name, x.member)...)`) lists its
+/// fields once: CAF's inspectors take the values (inspect_fields), JSON writers the names
+/// with the values (actors/record_json.hpp).
+template <class T>
+struct named {
+  const char* name;  ///< the field's name (its JSON key)
+  T& value;          ///< the field
+};
+
+/// The field `value` named `name`.
+template <class T>
+named<T> field(const char* name, T& value) {
+  return {name, value};
+}
+
+/// Inspects a record through its field list, doubles as bits (as `fields`).
+template <class Inspector, class T>
+typename Inspector::result_type inspect_fields(Inspector& f, T& x) {
+  return fields_of(x, [&f](const char* type, auto... fs) { return fields(f, type, fs.value...); });
+}
+
 }  // namespace tessera::actors::wire

@@ -15,6 +15,7 @@
 #include "launcher/common.hpp"
 #include "actors/service.hpp"
 #include "launcher/run_command.hpp"
+#include "launcher/run_report.hpp"
 #include "runtime/core/cluster_config.hpp"
 #include "runtime/node/gpu/discovery.hpp"
 
@@ -316,6 +317,8 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     problems() << "tessera: " << st.err().message << '\n';
     return exit_code_for(st.err());
   }
+  // Rank 0 (or this process of a local run) prints the summary and writes its JSON.
+  o.s.report = report_run;
   if (actors::under_mpirun() && o.rank < 0) {
     if (o.local > 0) {
       problems() << "tessera: --local and mpirun exclude each other\n";

@@ -12,11 +12,11 @@ using namespace tessera::actors;
 
 TEST_CASE("job, node, round and cluster documents carry docs/api.md's fields", "[api]") {
   job_status j;
-  j.id = 3;
-  j.kind = "mlp";
+  j.summary.id = 3;
+  j.summary.kind = "mlp";
   j.state = "running";
-  j.total_steps = 400;
-  j.steps = 120;
+  j.summary.total_steps = 400;
+  j.summary.steps = 120;
   j.placements = {{7, 3, 0, 1, 2}};
   const auto short_form = to_json(j, false);
   const auto long_form = to_json(j, true);

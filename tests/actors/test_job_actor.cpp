@@ -190,7 +190,7 @@ TEST_CASE("job actor: a cancel waits for the round boundary, and a finish of a c
   CHECK(v.life == job_state::cancelled);
   CHECK(v.status.state == "cancelled");
   CHECK(v.step == 5);
-  CHECK(v.status.checkpoint == f.dir.str() + "/job-3.r0.ckpt");
+  CHECK(v.status.summary.checkpoint == f.dir.str() + "/job-3.r0.ckpt");
 
   // A job whose round has reported is cancelled at once; its node's late finish is refused.
   job_fixture g(20);
@@ -238,7 +238,7 @@ TEST_CASE("job actor: the view carries what planning and dispatch need, and the 
   auto v = f.view();
   CHECK(v.id == 3);
   CHECK(v.book.epoch() == 10);
-  CHECK(v.status.total_steps == 100);
+  CHECK(v.status.summary.total_steps == 100);
   f.assign(0, {f.piece(0, 0)});
   f.report(f.node0, copy_started{0, 3, 0, 0, 0, {}, ""});
   f.report(f.node0, progress(0, 0, 30, 25));
@@ -289,7 +289,7 @@ TEST_CASE("job actor: a lost node loses the round, fences the job and is heard n
   f.coord.run();
   auto h = f.drain();
   REQUIRE(h.pushes.size() == 1);
-  CHECK(h.pushes[0].status.lost_rounds == 1);
+  CHECK(h.pushes[0].status.summary.lost_rounds == 1);
   CHECK(h.pushes[0].sync_epoch == 1);
   CHECK(h.pushes[0].book.epoch() == 11);
   CHECK(std::filesystem::exists(f.dir.str() + "/job-3.fence"));
@@ -317,7 +317,7 @@ TEST_CASE("job actor: a failed checkpoint write and a failed copy are told to th
   h = f.drain();
   REQUIRE(h.pushes.size() == 1);
   CHECK(h.pushes[0].life == job_state::failed);
-  CHECK(h.pushes[0].status.failure == "on node rank 1: unknown kind");
+  CHECK(h.pushes[0].status.summary.failure == "on node rank 1: unknown kind");
   // Its other copy is stopped on its node.
   std::optional<stop_copy> stopped;
   f.node0->receive([&](const stop_copy& s) { stopped = s; },

@@ -6,6 +6,7 @@
 #include <caf/binary_serializer.hpp>
 
 #include "actor_support.hpp"
+#include "actors/record_json.hpp"
 
 using namespace tessera::actors;
 using tessera::actors::test::test_config;
@@ -199,4 +200,35 @@ TEST_CASE("run errors carry their message", "[actors][protocol]") {
   CHECK(e.code() == static_cast<std::uint8_t>(run_errc::protocol_mismatch));
   CHECK(describe(sys, e) == "speaks version 9");
   CHECK(sys.render(e).find("speaks version 9") != std::string::npos);
+}
+
+TEST_CASE("a job summary's JSON and its serialisation walk one field list", "[protocol]") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  // Every field set to a value unlike its default, so a field the walk missed would show.
+  job_summary js;
+  std::size_t fields = 0;
+  fields_of(js, [&](const char* type, auto... fs) {
+    CHECK(std::string(type) == "job_summary");
+    fields = sizeof...(fs);
+  });
+  js.id = 7;
+  js.kind = "mlp";
+  js.state = "finished";
+  js.failure = "none";
+  js.loss = 0.25;
+  js.jct = 12.5;
+  js.planned_gpu_seconds = {1.0, 2.0};
+  js.startup_seconds = 0.75;
+  js.reached_target = true;
+  const auto j = json_of_fields<nlohmann::json>(js);
+  CHECK(j.size() == fields);  // one key per field: no two fields share a name
+  CHECK(j["id"] == 7);
+  CHECK(j["kind"] == "mlp");
+  CHECK(j["jct"] == 12.5);
+  CHECK(j["planned_gpu_seconds"] == nlohmann::json::array({1.0, 2.0}));
+  CHECK(j["startup_seconds"] == 0.75);
+  CHECK(j["reached_target"] == true);
+  // What crosses the wire is what the JSON shows.
+  CHECK(json_of_fields<nlohmann::json>(round_trip(sys, js)) == j);
 }
