@@ -11,7 +11,7 @@
 ///   answers another type.
 /// The actors themselves stay dynamically typed: each takes messages from several interfaces
 /// (the scheduler from nodes, job actors and clients) and switches phases with `become`, so
-/// it composes the typed handler sets into each phase's behaviour (`unbox`).
+/// it composes the typed handler sets into each phase's behaviour (`handlers_of`).
 
 #include <cstdint>
 #include <string>
@@ -19,7 +19,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/job_actor.hpp"
+#include "actors/job_messages.hpp"
 #include "actors/protocol.hpp"
 
 namespace tessera::actors {
@@ -63,5 +63,13 @@ using job_node_api =
 using node_api = caf::typed_actor<caf::reacts_to<fenced_atom, std::string>,
                                   caf::reacts_to<round_orders>, caf::reacts_to<stop_copy>,
                                   caf::reacts_to<shutdown_atom, std::int32_t>>;
+
+/// A typed handler set (an interface's behavior_type) as a message_handler, to compose with
+/// other handlers into a phase's behaviour; the set was checked against its interface when
+/// it was built.
+template <class Typed>
+caf::message_handler handlers_of(Typed typed) {
+  return caf::message_handler{typed.unbox().as_behavior_impl()};
+}
 
 }  // namespace tessera::actors

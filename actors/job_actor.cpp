@@ -237,7 +237,7 @@ void stop_copies(self_ptr self) {
   auto& s = self->state;
   for (const auto& pc : s.job.pieces)
     if (s.reporters.count(pc.node.address()))
-      self->send(pc.node, stop_copy{s.job.round, id_of(self), pc.copy});
+      self->send(caf::actor_cast<node_api>(pc.node), stop_copy{s.job.round, id_of(self), pc.copy});
 }
 
 /// A job that cannot run (e.g. a node cannot build its kind) fails alone; the others go on.
@@ -436,7 +436,7 @@ cancel_outcome on_cancel(self_ptr self) {
 }
 
 /// What every phase handles the same way: the scheduler's messages and a client's cancel.
-caf::message_handler common(self_ptr self) {
+job_scheduler_api::behavior_type common(self_ptr self) {
   return {
       [=](view_atom) -> caf::result<job_snapshot> {
         if (!from_scheduler(self)) return caf::sec::unexpected_message;
@@ -460,7 +460,7 @@ caf::message_handler common(self_ptr self) {
 }
 
 /// Reports outside a round the job runs in: refused, counted.
-caf::message_handler refuse_reports(self_ptr self) {
+job_node_api::behavior_type refuse_reports(self_ptr self) {
   return {
       [=](const copy_started&) { ++self->state.dropped; },
       [=](const progress_report&) { ++self->state.dropped; },
@@ -470,11 +470,13 @@ caf::message_handler refuse_reports(self_ptr self) {
 }
 
 /// Waiting: queued, preempted, or its round closed.
-caf::behavior waiting(self_ptr self) { return common(self).or_else(refuse_reports(self)); }
+caf::behavior waiting(self_ptr self) {
+  return handlers_of(common(self)).or_else(handlers_of(refuse_reports(self)));
+}
 
-/// In a round: the round's reports from the nodes its assignment lists.
-caf::behavior in_round(self_ptr self) {
-  return caf::message_handler{
+/// The round's reports, taken from the nodes its assignment lists (others refused, counted).
+job_node_api::behavior_type take_reports(self_ptr self) {
+  return {
       [=](const copy_started& c) {
         if (reporter_rank(self, c.job, c.round) >= 0) on_started(self, c);
       },
@@ -487,11 +489,18 @@ caf::behavior in_round(self_ptr self) {
       [=](const job_finished& f) {
         if (reporter_rank(self, f.job, self->state.job.round) >= 0) on_finished(self, f);
       },
-  }.or_else(common(self));
+  };
+}
+
+/// In a round: the round's reports from the nodes its assignment lists.
+caf::behavior in_round(self_ptr self) {
+  return handlers_of(take_reports(self)).or_else(handlers_of(common(self)));
 }
 
 /// Ended: finished, failed or cancelled; nothing more happens to it.
-caf::behavior ended(self_ptr self) { return common(self).or_else(refuse_reports(self)); }
+caf::behavior ended(self_ptr self) {
+  return handlers_of(common(self)).or_else(handlers_of(refuse_reports(self)));
+}
 
 }  // namespace
 
@@ -500,7 +509,7 @@ caf::behavior job_actor(caf::stateful_actor<job_actor_state>* self, job_config c
   auto& s = self->state;
   s.job = make_job_data(cfg);
   s.cfg = std::move(cfg);
-  s.scheduler = scheduler;
+  s.scheduler = caf::actor_cast<scheduler_job_api>(scheduler);
   self->monitor(scheduler);
   self->set_down_handler([=](caf::down_msg& d) {
     if (d.source == self->state.scheduler.address()) self->quit();

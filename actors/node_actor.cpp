@@ -70,7 +70,7 @@ void send_hello(self_ptr self, const nonce_pair& n) {
             self->state.registered = true;
             self->state.heartbeat_interval = w.heartbeat_interval;
             if (const auto& hook = self->state.cfg.hooks.on_registered)
-              hook(self, self->state.scheduler);
+              hook(self, caf::actor_cast<caf::actor>(self->state.scheduler));
             self->send(self, hb_tick_atom::value);
             self->become(serving(self));
           },
@@ -140,7 +140,7 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o) {
                            static_cast<std::int32_t>(raw->source), raw->bad_files,
                            raw->source_why};
       caf::send_as(me, sched, c);
-      caf::send_as(me, raw->order.job_actor, c);
+      caf::send_as(me, caf::actor_cast<job_node_api>(raw->order.job_actor), c);
     };
     if (raw->order.is_program())
       run_program_round(*raw, pc, length, started, agg);
@@ -240,7 +240,7 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   r.checkpoint_error = slot.checkpoint_error;
   r.program_failed = slot.program_failed;
   r.startup_seconds = slot.startup_seconds;
-  const auto& job_actor = slot.order.job_actor;
+  const auto job_actor = caf::actor_cast<job_node_api>(slot.order.job_actor);
   self->send(job_actor, r);
   if (slot.checkpointed)
     self->send(job_actor, checkpoint_done{round, slot.order.job,
@@ -258,23 +258,14 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
     self->send(s.scheduler, round_done{round});
 }
 
-/// Serving: heartbeats and rounds until the scheduler ends the run (or fences the node).
-caf::behavior serving(self_ptr self) {
+/// What the scheduler and the job actors send a node: rounds, stops, its fence, the end.
+node_api::behavior_type from_cluster(self_ptr self) {
   return {
-      [=](hb_tick_atom) {
-        auto& s = self->state;
-        self->send(s.scheduler, heartbeat{s.heartbeat_seq++});
-        self->delayed_send(self, seconds(s.heartbeat_interval), hb_tick_atom::value);
-      },
       [=](const round_orders& o) { run_orders(self, o); },
-      [=](copy_done_atom, std::int64_t job, std::int32_t copy, std::int64_t round) {
-        report_copy(self, job, copy, round);
-      },
       [=](const stop_copy& sc) {
         auto it = self->state.slots.find(sc.id());
         if (it != self->state.slots.end()) it->second->stop = true;
       },
-      [=](leave_atom) { self->send(self->state.scheduler, leave_atom::value); },
       [=](fenced_atom, const std::string& why) {
         fail(self, run_errc::fenced, "was fenced by the scheduler (" + why + ")");
       },
@@ -290,13 +281,28 @@ caf::behavior serving(self_ptr self) {
   };
 }
 
+/// Serving: heartbeats and rounds until the scheduler ends the run (or fences the node).
+caf::behavior serving(self_ptr self) {
+  return caf::message_handler{
+      [=](hb_tick_atom) {
+        auto& s = self->state;
+        self->send(s.scheduler, heartbeat{s.heartbeat_seq++});
+        self->delayed_send(self, seconds(s.heartbeat_interval), hb_tick_atom::value);
+      },
+      [=](copy_done_atom, std::int64_t job, std::int32_t copy, std::int64_t round) {
+        report_copy(self, job, copy, round);
+      },
+      [=](leave_atom) { self->send(self->state.scheduler, leave_atom::value); },
+  }.or_else(handlers_of(from_cluster(self)));
+}
+
 }  // namespace
 
 caf::behavior node_actor(caf::stateful_actor<node_state>* self, node_config cfg,
                          caf::actor scheduler) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.scheduler = scheduler;
+  st.scheduler = caf::actor_cast<scheduler_node_api>(scheduler);
   self->monitor(scheduler);
   self->set_down_handler([=](caf::down_msg& d) {
     if (d.source != self->state.scheduler.address()) return;

@@ -31,6 +31,7 @@
 
 #include "actors/auth.hpp"
 #include "actors/copy_round.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/protocol.hpp"
 #include "runtime/node/comm/aggregator.hpp"
 #include "runtime/node/gpu/discovery.hpp"
@@ -85,7 +86,7 @@ struct node_state {
   /// Stops and joins every worker.
   ~node_state();
   node_config cfg;                                          ///< settings
-  caf::actor scheduler;                                     ///< registration, round_done
+  scheduler_node_api scheduler;                             ///< registration, round_done
   bool registered = false;                                  ///< welcome received
   double heartbeat_interval = 0.5;                          ///< from the welcome
   std::int64_t heartbeat_seq = 0;                           ///< next heartbeat number

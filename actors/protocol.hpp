@@ -1,45 +1,16 @@
 #pragma once
 /// @file protocol.hpp
-/// The typed message protocol between the scheduler, the nodes and clients. This file is the
-/// one place that lists every message; `register_protocol` registers each type for
+/// The messages between the scheduler, the nodes and clients (those between the scheduler and
+/// its job actors are actors/job_messages.hpp); `register_protocol` registers each type for
 /// serialisation, so every process of a run must call it on its actor_system_config.
 ///
-/// Messages (sender -> receiver: message [-> reply]):
-///   node -> scheduler:   auth_request             -> auth_challenge (actors/auth.hpp)
-///   node -> scheduler:   node_hello               -> node_welcome | error (no valid proof of
-///                                                     the cluster secret, protocol mismatch,
-///                                                     a server the cluster file does not list,
-///                                                     a rank held by a live node)
-///   node -> scheduler:   heartbeat                   every heartbeat interval
-///   node -> scheduler:   leave_atom                  drain: finish the round, then leave
-///   scheduler -> node:   fenced_atom, reason         the node was declared lost: its copies
-///                                                     stop, its reports are refused
-///   scheduler -> node:   round_orders                the node's part of one round plan: the
-///                                                     start_copy of every copy it runs
-///   job -> node:         stop_copy                   stop a running copy now (its job failed)
-///   node -> job:         copy_started                a copy is running (its state is loaded)
-///   node -> scheduler:   copy_started                the same, for the dispatch latency
-///   node -> job:         progress_report             steps, busy time, measured throughput
-///   node -> job:         checkpoint_done             a copy's state is on disk
-///   node -> job:         job_finished                a job reached its total steps
-///   node -> scheduler:   round_done                  every copy of the node's round reported
-///                                                     (sent after the round's reports)
-/// "job" is the job's actor (actors/job_actor.hpp), in the scheduler's process; a node learns
-/// its handle from start_copy::job_actor. Between the scheduler and its job actors (in-process
-/// only, never serialised; actors/job_actor.hpp):
-///   scheduler -> job:    view_atom                   -> job_snapshot (the round boundary)
-///   scheduler -> job:    job_assignment              its pieces this round, or left out
-///   scheduler -> job:    node_lost_atom, round, rank a node of its round was lost
-///   scheduler -> job:    summary_atom, at_boundary   -> job_final (the run ends)
-///   scheduler -> job:    cancel_job (a client's, delegated) -> cancel_outcome
-///   job -> scheduler:    job_snapshot                pushed when the job's state changes
-///   job -> scheduler:    rate_sample                 a measured rate (actors/run_rates.hpp)
-///   job -> scheduler:    write_failed_atom, job, why its checkpoint write failed
-///   client -> scheduler: submit_job                  -> job ids | error      (in-process only)
-///   client -> scheduler: cancel_job                  -> cancel_outcome       (in-process only)
-///   client -> scheduler: jobs/nodes/rounds/cluster queries, stop (in-process only; below)
-///   scheduler -> node:   shutdown_atom, exit code    the run is over
-///   scheduler -> client: run_summary                 once, when the run ends
+/// Who sends which message to whom, and what it answers, is actors/interfaces.hpp: the
+/// protocol's table as typed actor interfaces, which the compiler checks at every send and in
+/// every receiver's handlers. The node -> scheduler, scheduler -> node and node -> job
+/// messages cross processes (serialised, each with its `inspect` below); those between the
+/// scheduler, its job actors and clients stay in the scheduler's process. The scheduler sends
+/// its listener one run_summary when the run ends.
+///
 /// A node is a server of the cluster file, identified by its rank (its index in the file).
 /// Trust: a node proves the cluster secret when it registers; from then on the scheduler
 /// attributes every message to the actor (hence the connection) it came from, never to a rank

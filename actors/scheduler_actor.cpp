@@ -67,12 +67,6 @@ scheduler_client_api::behavior_type from_clients(self_ptr self) {
   };
 }
 
-/// A typed handler set as one to compose into a phase's behaviour.
-template <class Typed>
-caf::message_handler untyped(Typed typed) {
-  return caf::message_handler{typed.unbox().as_behavior_impl()};
-}
-
 /// What every phase handles the same way: the run's own alarms, the journal's
 /// acknowledgements and the three interfaces.
 caf::message_handler common(self_ptr self) {
@@ -88,9 +82,9 @@ caf::message_handler common(self_ptr self) {
         on_synced(self, ticket, err);
       },
   }
-      .or_else(untyped(from_nodes(self)))
-      .or_else(untyped(from_jobs(self)))
-      .or_else(untyped(from_clients(self)));
+      .or_else(handlers_of(from_nodes(self)))
+      .or_else(handlers_of(from_jobs(self)))
+      .or_else(handlers_of(from_clients(self)));
 }
 
 /// What no handler of the current phase takes. The scheduler's own timers and wake-ups that
