@@ -1,82 +1,53 @@
 #pragma once
 /// @file tessera_policy.hpp
-/// tessera's own policy, `tessera`: Hare's task-level filling under an order with two guards,
-/// then forked copies on the GPUs nobody else can use. It combines what the measurements of
-/// the published policies point at (docs/benchmarks.md, "Issue 18"): Hare's least attained
-/// service with relaxed fixed-scale synchronisation has the best average JCT and makespan at
-/// moderate load, but starves a few jobs (worst latency ratio); Hops' latency-ratio queue
-/// bounds starvation; Hadar's critical jobs bound the makespan; HadarE's copies use GPUs that
-/// would idle; and Hare's clairvoyant order (least remaining work) has the best average JCT
-/// under overload, which the latency-ratio guard keeps from starving the long jobs.
+/// tessera's own policy, `tessera`: Hare's task-level filling under an order of three job
+/// classes, then forked copies on the GPUs nobody else can use. How the defaults were chosen,
+/// with the figures: docs/benchmarks/policies.md, "How tessera's defaults were chosen".
 ///
 /// Per round, M active jobs:
 ///  1. Classes, in this order:
 ///     a. critical (option `critical_share` c; default 5, 0 = off): the job's remaining time
 ///        alone at its best rate, rem_m = remaining steps / best_m, is at least c x the
 ///        cluster's drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else
-///        runs. By rem_m descending. Needed since the normal class goes by least remaining
-///        work (c below): that order leaves the longest jobs to the end, which costs makespan
-///        under load; c = 5 keeps the class to a few jobs (at
-///        c = 3 they took the fast GPUs from short jobs on Hops' cluster; docs/benchmarks.md,
-///        "Issue 18 — tessera's policy").
+///        runs. By rem_m descending.
 ///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
 ///        / E_m, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio;
 ///        the metric's is wait over the run time actually taken). The guard g = lr_guard x
 ///        round length / 3600 s (option `lr_guard`, default 8, 0 = off): a job is starving
 ///        once it has waited lr_guard rounds per hour of its expected run time, g = 0.8 at
-///        Gavel's 360 s rounds and 0.067 at Hops' 30 s rounds. Waits come in rounds (a job
-///        waits for the next round boundary; a preemption costs whole rounds), so a guard
-///        fixed in LR would let a job be preempted 12x as often at 30 s rounds before it is
-///        guarded: on Hops' cluster, under least attained service, a long 8-GPU job preempted
-///        about 800 times stayed under a fixed 0.1 (worst LR 2.5x the best policy's; 1.1x
-///        with the scaled guard). Under least remaining work (c) short jobs no longer wait
-///        behind long ones, and the guard only has to catch the long jobs that order leaves
-///        behind: lr_guard 8 keeps most of that order's average JCT under overload while the
-///        worst LR over the expected run time stays below hops' (lr_guard 1 gave the order
-///        back to the guard; docs/benchmarks.md, "The order revised").
-///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the
-///        finish-time fairness the job heads for if it runs at its fair share from now on:
-///        (elapsed x fair rate + remaining steps) / total steps, the fair rate being its
-///        throughput on the cluster's GPU mix (per-type rates weighted by GPU counts) times
-///        min(1, GPUs / (active jobs x K)), the simulator's isolated 1/M share; above 1 the
-///        job has made fewer steps than that share would have. Without the FTF guard, a
-///        loaded cluster's starving jobs took the fast GPUs and left fresh short jobs on
-///        slow ones for their whole run (worst FTF 3.2x the best policy's at 4 jobs/h on 108
-///        GPUs); a lower g bounds the worst latency ratio tighter and costs average JCT.
-///        The defaults are the measured compromise (docs/benchmarks.md, "Issue 18 —
-///        tessera's policy").
-///     c. the rest by least remaining work (hare_offline.hpp: remaining steps x K / best /
-///        priority weight) ascending, Smith's rule at each job's best speed: it needs job
-///        sizes, which the traces give (Gavel's jobs declare their steps). Option
-///        `by_remaining` 0: by Hare's attained service instead (hare.hpp: steps done x K /
-///        best / weight), non-clairvoyant, for jobs whose sizes are unknown; on the grid that
-///        order lost average JCT and worst FTF (docs/benchmarks.md, "How the rule was chosen").
+///        Gavel's 360 s rounds and 0.067 at Hops' 30 s rounds.
+///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the finish-time fairness the
+///        job heads for if it runs at its fair share from now on: (elapsed x fair rate +
+///        remaining steps) / total steps, the fair rate being its throughput on the cluster's
+///        GPU mix (per-type rates weighted by GPU counts) times min(1, GPUs / (active jobs x
+///        K)), the simulator's isolated 1/M share; above 1 the job has made fewer steps than
+///        that share would have.
+///     c. the rest (option `by_remaining`, default 1) by least remaining work
+///        (hare_offline.hpp: remaining steps x K / best / priority weight) ascending, Smith's
+///        rule at each job's best speed: it needs job sizes, which the traces give (Gavel's
+///        jobs declare their steps). `by_remaining` 0: by Hare's attained service instead
+///        (hare.hpp: steps done x K / best / weight), non-clairvoyant, for jobs whose sizes
+///        are unknown.
 ///     Ties: arrival, then id.
 ///  2. Filling: each job in that order gets the placement of its K tasks with the shortest
 ///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
-///     tasks per GPU when that is faster; `relaxed` = 0 keeps one task per GPU).
-///  3. Forking (option `max_copies`, 1 = off; never more than snapshot::copy_limit): while
-///     GPUs are free, jobs in the same order, round robin, may add one more copy on servers
-///     their other copies do not use, placed by the same rule. A copy is added only when the
-///     job cannot finish within the round on the copies it has, and the job's effective rate
-///     grows by at least the fraction `fork_gain`: with copy step rates r_c (1 / step time),
+///     tasks per GPU when that is faster; option `relaxed`, default 1; 0 keeps one task per
+///     GPU).
+///  3. Forking (option `max_copies`, default 3, 1 = off; never more than snapshot::copy_limit):
+///     while GPUs are free, jobs in the same order, round robin, may add one more copy on
+///     servers their other copies do not use, placed by the same rule. A copy is added only
+///     when the job cannot finish within the round on the copies it has, and the job's
+///     effective rate grows by at least the fraction `fork_gain` (default 0.02): with copy
+///     step rates r_c (1 / step time),
 ///     eff(C + 1) (sum r_c + r_new) >= (1 + fork_gain) eff(C) sum r_c, where eff is the
 ///     executor's statistical efficiency of averaged copies (snapshot::fork_efficiency,
-///     runtime/core/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only where
-///     it pays after the efficiency loss, and only on GPUs that every job in the order before
-///     it has passed up. fork_gain defaults to 0.02: a copy on a GPU nobody else wants costs
-///     nothing, and 0.1 left light-load average JCT and makespan to hadare, which forks
-///     freely (single-GPU, 1-3 jobs/h on Gavel's cluster).
+///     runtime/core/copy_efficiency.hpp; 1 when the executor gives none). So a copy goes only
+///     where it pays after the efficiency loss, and only on GPUs that every job in the order
+///     before it has passed up.
 ///     Latency-ratio cap (option `fork_lr_cap` c, default 2.4, 0 = none): a copy is not added
 ///     when the job's projected latency ratio with it, wait_m / (run time_m + remaining_m /
 ///     its effective rate with the copy), would exceed c x round length / 3600 s: 0.02 at
-///     Hops' 30 s rounds, 0.24 at Gavel's 360 s. Forking shortens a job's run but not the
-///     time it already waited (at least until the round boundary after its arrival), so
-///     forking a short job that waited raises its latency ratio, the metric Hops bounds.
-///     The cap scales with the round length as lr_guard does, since waits come in rounds: a
-///     cap of 0.02 at 360 s rounds kept almost every job of Gavel's cluster from forking,
-///     one round boundary's wait being already above it (docs/benchmarks.md, "Issue 18 —
-///     tessera's policy").
+///     Hops' 30 s rounds, 0.24 at Gavel's 360 s.
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
 /// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
@@ -120,7 +91,7 @@ bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
                        double eff_now, double eff_next);
 
 /// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
-/// fork_lr_cap.
+/// by_remaining, fork_lr_cap.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);
