@@ -203,7 +203,8 @@ void route(api_ptr self, const api_call& c) {
 
 /// GETs are answered from an answer of the last cache_ttl when there is one, and the same
 /// GET arriving while the scheduler works on it waits for that answer: however many clients
-/// poll, the scheduler sees a few queries per second (docs/benchmarks.md, "Issue 14 - API").
+/// poll, the scheduler sees a few queries per second (docs/benchmarks/service.md, "Control
+/// API of tessera serve").
 void route_cached(api_ptr self, const api_call& c) {
   auto& st = self->state;
   if (c.req.method != "GET") st.cache.clear();  // a submission or cancel: answers change

@@ -73,10 +73,10 @@ struct node_config {
   /// The node's lease socket for jobs of kind "program" (docs/lease-protocol.md); null when
   /// the launch runs none, and then such a job's copy fails with a message saying so.
   std::shared_ptr<program::lease_server> leases;
-  /// The GPUs the node process found, checked against `srv` (actors/run.cpp); none: the
-  /// node runs on its declared GPUs, each step throttled by the speed factor. With real ones
-  /// nothing is throttled, and each copy is given its device indices (copy_slot::devices;
-  /// CUDA_VISIBLE_DEVICES for programs).
+  /// The GPUs the node process found, checked against `srv` (find_node_gpus in
+  /// actors/launch.cpp); none: the node runs on its declared GPUs, each step throttled by the
+  /// speed factor. With real ones nothing is throttled, and each copy is given its device
+  /// indices (copy_slot::devices; CUDA_VISIBLE_DEVICES for programs).
   gpu::node_gpus gpus;
   node_hooks hooks;  ///< tests and benchmarks only
 };

@@ -9,12 +9,13 @@
 // MPI_Comm_create_group) while the caller waits on a future with a timeout -- and (c) the
 // reproducible rank_order mode (allgather + ordered sum). Each time is the maximum over ranks
 // of one call between barriers; prints the medians and the ratio raw / backend (1.0 = no
-// overhead; the issue's target is >= 0.9 for (b)).
+// overhead; the target is >= 0.9 for (b)).
 //
 // Then, with --handoff (or alone with --handoff-only), the backend's fixed costs measured
-// without any tessera code (docs/benchmarks.md): the latency of the 16-byte MPI_Allreduce by
-// which members agree on the element count before every call, and what it costs to run the
-// same MPI_Allreduce on a thread other than the caller's: per size, medians of
+// without any tessera code (docs/benchmarks/runtime.md, "MPI backend allreduce vs raw
+// MPI_Allreduce"): the latency of the 16-byte MPI_Allreduce by which members agree on the
+// element count before every call, and what it costs to run the same MPI_Allreduce on a
+// thread other than the caller's: per size, medians of
 //   caller -- on the calling thread;
 //   worker -- handed to one persistent worker thread through a queue, the caller waiting on a
 //             future (the backend's shape: one thread per communicator);

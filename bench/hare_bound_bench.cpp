@@ -1,8 +1,8 @@
 // hare_offline (and hare) against the lower bound of policies/hare_offline.hpp (point 1): for
 // every job, JCT >= total_steps / (its fastest per-server rate), so the mean JCT of any
 // schedule is at least the mean of those bounds. Prints the measured ratio, which the header
-// promises is reported (docs/benchmarks.md, Hare): no approximation ratio is proven for the
-// general setting.
+// promises is reported (docs/benchmarks/policies.md, "hare_offline against its lower
+// bound"): no approximation ratio is proven for the general setting.
 //
 //   build/bench_hare_bound_bench [--cluster config/gavel_108.toml] [--rates 1.4,2.8,4.2,5.6]
 //       [--seeds 1,2,3] [--jobs 1000] [--window 500-999]

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Soak test of the actor runtime (issue 12; not part of the test suite).
+"""Soak test of the actor runtime (not part of the test suite).
 
 Starts `tessera run --local 4` on a 4-server cluster with 50 jobs arriving over the run,
 and every --interval seconds SIGKILLs a random node process (never rank 0, which hosts the
 scheduler) and brings it back with `tessera node --join`. Prints, at the end: rounds, faults,
 jobs lost (must be 0), progress lost per fault, and the scheduler's resident memory at the
-start and the end. Figures go to docs/benchmarks.md with the command that produced them.
+start and the end. Figures go to docs/benchmarks/reliability.md ("Soak") with the command
+that produced them.
 
 usage: bench/soak.py [--minutes 30] [--interval 120] [--binary build/tessera] [--seed 1]
 """

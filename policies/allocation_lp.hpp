@@ -57,8 +57,8 @@
 ///
 /// Complexity: one LP with C*K + 1 columns and 2C + K rows (C classes, K types), two with the
 /// efficiency stage; building the classes is O(M K) expected (hashing). bench/lp_bench.cpp
-/// times it against CLP's dual simplex on the plain LP (docs/benchmarks.md, "Design
-/// figures").
+/// times it against CLP's dual simplex on the plain LP (docs/benchmarks/simulator-scale.md,
+/// "Solver speed: the heterogeneity-aware LAS LP").
 
 #include <memory>
 #include <string>

@@ -40,7 +40,7 @@
 /// U = 1 (`price_high`): a full pool asks the utility per GPU of a fresh job at full speed;
 /// L = 0.3 (`price_low`): on an empty pool a fresh job must reach 30% of its best speed per
 /// unit of pool value (a lower L admits more slow mixed placements and raised the average
-/// JCT: docs/benchmarks.md, "Design figures"). Pooling
+/// JCT: docs/benchmarks/policies.md, "Hadar and HadarE in simulation"). Pooling
 /// the servers of a type (rather than pricing each 4-GPU server apart) is deliberate: with
 /// per-server prices the exponential spreads one-GPU jobs over every server and leaves no
 /// whole server for gang jobs; within a pool placement is best-fit.
@@ -56,13 +56,13 @@
 /// Order: "critical" jobs first, i.e. jobs whose remaining time alone (rem_m) is at least
 /// `critical_share` (default 2) x the time the cluster needs to drain all remaining work
 /// (sum_m k_m rem_m / GPUs): they bound the total time whatever else runs (the default trades
-/// total time against average JCT: docs/benchmarks.md, "Design figures"). Then w_m
-/// descending, then remaining time, arrival, id. Starvation-freedom: a waiting job's w grows
-/// linearly in time while a new job starts near 1, so after a finite time the job heads the
-/// order (only critical jobs, which finish, stay ahead), sees an empty cluster and is
-/// admitted: each GPU's price is below v_c U while its pool is not full, so its best placement
-/// costs less than k_m U max_c v_c <= k_m w_m = its utility once w_m >= U max_c v_c (v_c <= 1
-/// unless servers have speed factors above 1).
+/// total time against average JCT: docs/benchmarks/policies.md, "Hadar and HadarE in
+/// simulation"). Then w_m descending, then remaining time, arrival, id. Starvation-freedom:
+/// a waiting job's w grows linearly in time while a new job starts near 1, so after a finite
+/// time the job heads the order (only critical jobs, which finish, stay ahead), sees an empty
+/// cluster and is admitted: each GPU's price is below v_c U while its pool is not full, so its
+/// best placement costs less than k_m U max_c v_c <= k_m w_m = its utility once
+/// w_m >= U max_c v_c (v_c <= 1 unless servers have speed factors above 1).
 ///
 /// HadarE (forking): after every job has had its turn, a second pass gives jobs additional
 /// copies (copy 1, then copy 2, ... up to `max_copies` - 1, round robin in the same order) on

@@ -41,7 +41,8 @@
 ///     leaves its GPUs idle). Rounds alone cost up to one round per job (arrival to the next
 ///     boundary) plus the idle tail of the round in which a job finishes; the measured ratio
 ///     of average JCT to the bound of (1) is measured by bench/hare_bound_bench.cpp and
-///     reported in docs/benchmarks.md ("Hare"), not claimed as a theorem.
+///     reported in docs/benchmarks/policies.md ("hare_offline against its lower bound"),
+///     not claimed as a theorem.
 ///
 /// Complexity per round: as `hare` (O(M log M + M (S + K (S + K)))).
 

@@ -349,7 +349,8 @@ std::vector<option_spec> hops_options() {
       {"ilp_gap", "relative optimality gap at which CBC stops", 1e-4, 0.0, 0.5},
       bool_option("ilp_preprocess",
                   "1 = CBC preprocesses each round's ILP (default), 0 = off: 1.2-1.5x faster "
-                  "rounds at 2,500-10,000 GPUs, possibly another optimal plan (docs/benchmarks.md)",
+                  "rounds at 2,500-10,000 GPUs, possibly another optimal plan "
+                  "(docs/benchmarks/simulator-scale.md)",
                   true),
       {"stay_bonus",
        "objective bonus (fraction) for keeping a running job on its server class and GPU count",

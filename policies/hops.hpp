@@ -28,8 +28,9 @@
 ///     Addition (option `size_value` s, default 1; 0 = the paper's objective): the value is
 ///     (LR_i + bias)^lambda * (G[i][c] + s * GPUs of c). With G alone a multi-GPU job is worth
 ///     no more than a one-GPU job, so whenever types or packing force the ILP to leave
-///     something out it leaves out the big job, however high its LR (docs/benchmarks.md,
-///     "Design figures"); the GPU term weighs who runs per GPU, while G still decides where.
+///     something out it leaves out the big job, however high its LR
+///     (docs/benchmarks/policies.md, "Gavel's 108 GPUs, every policy in one table"); the GPU
+///     term weighs who runs per GPU, while G still decides where.
 ///     A configuration is (server class, GPU count from the job's acceptable set, shape):
 ///     one server; or, for a count above the class's server size, whole servers plus one
 ///     remainder share ("adjacent, filled servers"); or, for jobs with low placement
@@ -43,7 +44,8 @@
 ///     sum_p n[k][p] <= servers of k. Any per-server packing induces such patterns and any
 ///     pattern solution packs, so the feasible set is the same as the per-server ILP's,
 ///     without its symmetric copies, which CBC proves optimal far sooner than the per-server
-///     ILP (bench_hops_bench --compare; docs/benchmarks.md).
+///     ILP (bench_hops_bench --compare; docs/benchmarks/policies.md, "ILP solve time per
+///     round, full queue").
 ///     Addition (option `group_tolerance` t, see hops_ilp.hpp): window jobs of one shape
 ///     (same configurations, values proportional) whose weights lie within a factor 1 + t
 ///     share one integer column per configuration; the shape's chosen configurations go to

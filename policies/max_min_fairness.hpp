@@ -16,9 +16,10 @@
 /// scale_factor GPUs if throughputs are equal" (scheduler/policies/max_min_fairness.py). We
 /// follow it because LAS means least attained *service*, and a gang of s GPUs attains s
 /// GPU-seconds per second; without the factor a 4-GPU job holds four GPUs for as long as a
-/// 1-GPU job holds one, and under load the 1-GPU jobs wait (tessera's average JCT on a
-/// multi-GPU trace at 3 jobs/h was 23-38% above Gavel's simulator's, docs/benchmarks.md,
-/// issue 15). Off (`scale_weighted=0`) equalises time share, tessera's earlier form. On
+/// 1-GPU job holds one, and under load the 1-GPU jobs wait (without the factor, tessera's
+/// agnostic LAS on a loaded multi-GPU window at 3 jobs/h had an average JCT 22.7% above
+/// Gavel's simulator's, with it 6.1%: docs/benchmarks/gavel-fidelity.md, "LAS weighted by
+/// scale factor"). Off (`scale_weighted=0`) equalises time share, tessera's earlier form. On
 /// single-GPU jobs both are the same LP.
 /// Constraints: 0 <= x[m][j] <= 1; sum_j x[m][j] <= 1; sum_m scale_m x[m][j] <= gpus_j;
 /// x[m][j] = 0 where T[m][j] = 0 or gpus_j < scale_m (a gang cannot fit on that type).

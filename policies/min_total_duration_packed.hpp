@@ -12,7 +12,8 @@
 /// `efficiency_stage` (default off, unlike min_total_duration's) then maximises
 /// sum_m e_m / rem_m keeping C: it spreads the allocation over many more job pairs, which the
 /// mechanism, round by round, delivered less exactly (makespan 8.6 % longer on a 300-job
-/// static trace, and 10x the LP time; docs/benchmarks.md, issue 15). Heterogeneity-aware only.
+/// static trace, and 10x the LP time; docs/benchmarks/policies.md,
+/// "min_total_duration_packed"). Heterogeneity-aware only.
 /// Jobs with nothing left take no part.
 ///
 /// Cost per round: the packed LP (one or two LPs of up to (C + P) K + 1 columns and 2C + K

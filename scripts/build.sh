@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds tessera into build/ (or $BUILD_DIR). Extra arguments go to cmake.
+# Configures and builds tessera with a preset of CMakePresets.json: `default` (build/,
+# warnings as errors) unless PRESET names another (asan, fuzz, no-actors). Extra arguments go
+# to the configure step (cmake --preset NAME ARGS...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build}
-gen=()
-command -v ninja >/dev/null && [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && gen=(-G Ninja)
-cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DTESSERA_WERROR=ON "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+preset=${PRESET:-default}
+cmake --preset "$preset" "$@" >/dev/null
+cmake --build --preset "$preset" -j"$(nproc)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Evaluation grid (issue 18): every policy on loads x clusters x job kinds x seeds, and per
+"""Evaluation grid: every policy on loads x clusters x job kinds x seeds, and per
 cell each metric's best policy and the chosen policy's ratio to it.
 
 The grid wraps `tessera sweep`, one sweep per (cluster, kind) into OUT/<cluster>_<kind>/
@@ -25,8 +25,8 @@ metrics and it is strictly best (lower than every other policy) on at least two 
 
 Trace length (--jobs, default 1000): a trace must keep arriving for longer than its long
 jobs run (up to ~170 h) for queues to build. Measured on gavel_108, multi-GPU at 6 jobs/h,
-seed 181, policies hare/hops/hadare/max_min_fairness_perf (docs/benchmarks.md, "Issue 18 -
-evaluation grid"): 120 jobs (the trace ends after 20 h) give utilisation 0.07-0.35 and a
+seed 181, policies hare/hops/hadare/max_min_fairness_perf (docs/benchmarks/policies.md,
+"Trace length"): 120 jobs (the trace ends after 20 h) give utilisation 0.07-0.35 and a
 mean wait of 0.05 h (the wait for the next round boundary): no queueing; 300 jobs 0.38-0.78
 and 0.14-0.45 h; 1000 jobs 0.53-0.94 and 9.4-13.4 h (at 3 jobs/h 0.9-2.6 h; single-GPU jobs
 at 6 jobs/h 0.4-1.9 h). A gavel_108 cell then takes 0.3-1.5 s of CPU, hops' (an ILP per
@@ -40,7 +40,8 @@ added by later commands into the same OUT join the earlier ones.
 With --latency-ratio expected the fourth metric is Hops' latency ratio, wait / expected run
 time (lre_max: the expected run time is the job's steps at its best throughput), instead of
 the simulator's wait / run time taken; the two part where a policy runs a job faster or
-slower than one copy at its best rate (docs/benchmarks.md, "The worst latency ratio").
+slower than one copy at its best rate (docs/benchmarks/policies.md, "The worst latency
+ratio, over the run time taken and over the expected run time").
 Outputs: OUT/<cluster>_<kind>/ (the sweep), OUT/eval_grid.log (the sweeps' own output,
 solver logs included), OUT/summary.md (a table per cluster and kind), OUT/summary.json
 (summary_expected.md/.json with --latency-ratio expected), and a last line

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Both latency ratios for an evaluation grid's cells (docs/benchmarks.md, "Issue 18").
+"""Both latency ratios for an evaluation grid's cells (docs/benchmarks/policies.md, "The
+worst latency ratio, over the run time taken and over the expected run time").
 
 The grid judges the worst latency ratio over the run time *taken* (the simulator's metric);
 Hops defines it over the *expected* run time. For each cell of an eval_grid summary, this

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs a CUDA build made on this (Debian) machine for a GPU machine that has the NVIDIA driver,
 # CUDA and NCCL but none of tessera's other dependencies (CAF, COIN-OR, TOML++, Boost's
-# program_options, OpenMPI): the lent GPU machines of docs/benchmarks.md, "Issue 17 — on a
-# real GPU", run a stock CUDA image and cannot install packages.
+# program_options, OpenMPI): the lent GPU machines of docs/benchmarks/gpus.md, "On a real
+# GPU (H100)", run a stock CUDA image and cannot install packages.
 #
 # usage: scripts/gpu_bundle.sh [build-dir] [bundle-dir]   (defaults: build, .gpu)
 # It writes BUNDLE-DIR/bundle.tar.xz (about 17 MB; scripts/gpu_device_run.sh unpacks it there).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 17 in one command, on a machine with NVIDIA GPUs (docs/design.md,
+# The GPU checks in one command, on a machine with NVIDIA GPUs (docs/design.md,
 # "CUDA trainable and device buffers"):
 #   1. the devices, driver and nvcc in use;
 #   2. a build with CUDA and NCCL (warnings are errors) in its own build directory;

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Reproduces Gavel's headline simulations with tessera and writes the figures to
-# docs/results/ (JSON per experiment) — the source of the tables in docs/benchmarks.md.
+# docs/results/ (JSON per experiment) — the source of the tables in
+# docs/benchmarks/gavel-fidelity.md.
 #  1. LAS agnostic vs aware, single-GPU jobs, rates 0.4 2.8 4.8 5.6 jobs/h, JCT of jobs
 #     4000-4999 (7000 jobs generated so arrivals continue while the window runs).
 #  2. The same on multi-GPU jobs at 2.8 jobs/h.
 #  3. Makespan: 100 and 700 multi-GPU jobs all at time 0, FIFO vs makespan policies, on
-#     4-GPU servers (the issue's cluster) and on 8-GPU servers (where an 8-GPU job fits on one).
+#     4-GPU servers (Gavel's, as config/gavel_108.toml) and on 8-GPU servers (where an 8-GPU
+#     job fits on one).
 # The multi-GPU experiments (2, 3 on 4-GPU servers) also run with --assume-consolidated
 # (files *_consolidated_*), Gavel's simulator's placement assumption: those are the figures
-# to set beside Gavel's published ones (docs/design.md, docs/benchmarks.md issue 15).
+# to set beside Gavel's published ones (docs/design.md; docs/benchmarks/gavel-fidelity.md,
+# "Gavel's placement assumption beside Gavel's published figures").
 # usage: scripts/reproduce_gavel.sh [SEED]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

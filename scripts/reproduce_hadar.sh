@@ -6,7 +6,8 @@
 #  1. online: 1000 jobs at 2.8 jobs/h, windowed JCT over jobs 500-999;
 #  2. static: 100 and 300 jobs all at time 0;
 #  plus the ablation of Hadar without mixed-type placements (mixed_types=0).
-# Writes docs/results/hadar_*.json; the tables in docs/benchmarks.md come from these.
+# Writes docs/results/hadar_*.json; the tables in docs/benchmarks/policies.md ("Hadar and
+# HadarE in simulation") come from these.
 # usage: scripts/reproduce_hadar.sh [SEED]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

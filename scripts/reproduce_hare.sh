@@ -6,7 +6,7 @@
 # (config/gavel_108.toml: 36 V100 + 36 P100 + 36 K80, 4 GPUs per server, 360 s rounds) and
 # traces from Gavel's multi-GPU recipe: 1000 jobs at each arrival rate, windowed JCT over
 # jobs 500-999 (the simulation stops once the window has finished).
-# Writes docs/results/hare_multi_rate<R>_seed<S>.json; docs/benchmarks.md (the Hare section)
+# Writes docs/results/hare_multi_rate<R>_seed<S>.json; docs/benchmarks/policies.md ("Hare")
 # summarises them.
 # usage: scripts/reproduce_hare.sh [SEED] [RATES...]   (run scripts/build.sh first)
 set -euo pipefail

@@ -4,7 +4,7 @@
 #     `tessera trace generate --preset hops` (500 multi-GPU jobs, Poisson 100 jobs/h), with
 #     360 s rounds (Gavel's) and with 30 s rounds for every policy (Hops refreshes its
 #     priorities every 30 s); per-job latency-ratio breakdown of both (the round-boundary
-#     floor, docs/benchmarks.md);
+#     floor: docs/benchmarks/policies.md, "Where the maximum latency ratio comes from");
 #  2. Gavel's cluster (config/gavel_108.toml) with every registered policy in one table:
 #     a. the same 500-job trace; b. a Gavel multi-GPU trace, 1000 jobs at 2.8 jobs/h,
 #     windowed JCT over jobs 500-999 (the Hadar comparison's online setting).
@@ -16,7 +16,8 @@
 #            every job's steps (so its duration) multiplied by 2, 4 and 8 (a sensitivity
 #            study: the summary of the paper we work from gives no job durations);
 #   only512  skip setting 2 (and its ablations).
-# Writes docs/results/hops_*.json; the tables in docs/benchmarks.md come from these.
+# Writes docs/results/hops_*.json; the tables in docs/benchmarks/policies.md ("Hops") come
+# from these.
 # usage: scripts/reproduce_hops.sh [SEED] [full] [sweep] [only512]   (run scripts/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

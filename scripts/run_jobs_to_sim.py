@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Turns a `tessera run` job set and its cluster into the simulator's inputs, so a run and a
-simulation of the same jobs can be compared (docs/benchmarks.md, issue 16: Gantt side by side).
+simulation of the same jobs can be compared (docs/benchmarks/runtime.md, "The README run and
+its simulation, side by side").
 
 usage: run_jobs_to_sim.py CLUSTER.toml JOBS.toml OUT_DIR
 Writes OUT_DIR/jobs.toml (job_type, scale_factor, total_steps, arrival, id per [[job]]) and

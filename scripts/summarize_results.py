@@ -19,7 +19,7 @@ for path in sorted(glob.glob(os.path.join(root, "*.json"))):
     with open(path) as f:
         runs = json.load(f)
     # Other experiments' files (one object, or runs without a JCT or makespan) are not
-    # summarised here; their own sections of docs/benchmarks.md read them.
+    # summarised here; their own sections of docs/benchmarks/ read them.
     if not isinstance(runs, list) or not all("avg_jct_s" in r for r in runs):
         continue
     for run in runs:

@@ -26,7 +26,8 @@
 /// exactly eff(C, B) times the copies' total steps whatever their split, so the simulator
 /// charges a forked job eff(C, B) times the sum of its copies' steps (C = copies run that
 /// round). It can be less than the fastest copy alone: averaging pulls the fast copy back to
-/// the slow ones, as measured (docs/benchmarks.md, "Issue 18 — forked copies' efficiency").
+/// the slow ones, as measured (docs/benchmarks/runtime.md, "Forked copies' statistical
+/// efficiency: the fit").
 ///
 /// Calibration (docs/design.md, "Forked copies' statistical efficiency"): B_noise = 74
 /// samples, fitted by least squares in log efficiency to the 23 forked-vs-unforked runs

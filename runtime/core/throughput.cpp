@@ -87,7 +87,8 @@ std::optional<job_key> parse_job_key(const std::string& text) {
 
 /// Builds a table straight from the parser's events, without a JSON DOM: the bundled table has
 /// some 10 000 co-location pairs and every CLI command loads it, so the DOM's extra copy is
-/// worth avoiding (bench/table_load_bench.cpp, docs/benchmarks.md).
+/// worth avoiding (bench/table_load_bench.cpp; docs/benchmarks/simulator-scale.md, "Loading
+/// the throughput table").
 /// Nesting: depth 1 = GPU types, 2 = job keys of a type, 3 = entries of a row, 4 = [self, other].
 class throughput_table::sax_builder : public nlohmann::json_sax<nlohmann::json> {
  public:

@@ -307,7 +307,7 @@ TEST_CASE("job actors: a node's reports reach its jobs ahead of the next round's
   CHECK(s->jobs[0].busy_gpu_seconds == std::vector<double>{3.0});
 }
 
-// ---- trust: registration, attribution, fencing, joins and drains (issue 12) ------------------
+// ---- trust: registration, attribution, fencing, joins and drains ------------------------------
 
 namespace {
 

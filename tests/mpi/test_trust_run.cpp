@@ -1,4 +1,4 @@
-// Multi-process tests of the runtime's trust and fault handling (issue 12): the exit status
+// Multi-process tests of the runtime's trust and fault handling: the exit status
 // under mpirun's recovery mode, strangers and rogue processes at the scheduler's port,
 // oversized messages and connection floods, a node that joins, drains, or wakes up fenced.
 // Each runs `tessera` (or tessera_faulty) for real, on this host.

@@ -1,4 +1,4 @@
-// Weighting by scale factor in Gavel's fairness policies (issue 15): max-min fairness and
+// Weighting by scale factor in Gavel's fairness policies: max-min fairness and
 // finish-time fairness equalise GPU-time by default, time share with the option off.
 #include <catch2/catch.hpp>
 
@@ -21,7 +21,8 @@ namespace {
 /// gives t = 0.8: x = 0.8 and 0.2. Unweighted (time share): all equal, 4 t + 4 t = 4 gives
 /// 0.5. The capacity row is tight at either optimum, so the efficiency stage cannot move it.
 /// Gavel's own MaxMinFairnessPolicyWithPerf (cvxpy, ECOS) gives 0.8 and 0.2 on this case
-/// (run from scripts/peer_gavel.sh's venv; docs/benchmarks.md, issue 15).
+/// (run from scripts/peer_gavel.sh's venv; docs/benchmarks/gavel-fidelity.md, "LAS weighted
+/// by scale factor").
 void four_small_one_wide(gavel_fixture& fx, double steps = 1000) {
   fx.add_type("a", 4);
   for (int i = 0; i < 4; ++i) fx.add_job({1.0}, 1, steps);

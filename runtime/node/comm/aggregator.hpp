@@ -4,7 +4,8 @@
 /// a job spread over processes (Hare): an allreduce, and an allgather, over a subset of the
 /// participants.
 ///
-/// Backends (one class each, same interface, same tests in tests/runtime/test_aggregator*.cpp):
+/// Backends (one class each, same interface, same tests: tests/runtime/node/comm/
+/// test_aggregator_local.cpp, and under mpirun tests/mpi/test_aggregator_mpi.cpp):
 /// - `local_aggregator` (local_aggregator.hpp): threads of one process; a node actor's worker
 ///   threads in single-process clusters and tests.
 /// - `mpi_aggregator` (mpi_aggregator.hpp): ranks of MPI_COMM_WORLD; one communicator per member

@@ -10,11 +10,12 @@
 /// thread of its own, which runs that communicator's collectives (blocking MPI calls) in the
 /// order they were submitted, while the caller waits for the result with the timeout. The
 /// blocking collectives are MPI's tuned ones, faster than polling a non-blocking collective
-/// (docs/benchmarks.md compares them). An MPI collective cannot be cancelled: on timeout
-/// the caller returns an error, the communicator is marked broken (later calls on it fail at
-/// once), the caller's buffer moves to a graveyard the stuck thread may still write to, and the
-/// thread is detached at destruction if it is still inside MPI. The caller decides what to do
-/// (a node reports the copy as failed; the scheduler replans from checkpoints).
+/// (docs/benchmarks/runtime.md, "MPI backend allreduce vs raw MPI_Allreduce", compares
+/// them). An MPI collective cannot be cancelled: on timeout the caller returns an error, the
+/// communicator is marked broken (later calls on it fail at once), the caller's buffer moves
+/// to a graveyard the stuck thread may still write to, and the thread is detached at
+/// destruction if it is still inside MPI. The caller decides what to do (a node reports the
+/// copy as failed; the scheduler replans from checkpoints).
 ///
 /// rank_order: every member's buffer is gathered (MPI_Allgather) and each member sums them in
 /// member order with reference_reduce -- members x count floats of traffic, reproducible bits.

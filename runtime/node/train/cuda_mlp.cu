@@ -155,7 +155,7 @@ class cuda_mlp final : public device_trainable {
   /// The whole step on the GPU: the K shard gradients summed in shard order on the device
   /// (add_into), then the update; no gradient crosses to the host. Bitwise equal to the default
   /// path (compute_gradient to the host, sum_shard_gradients, apply_gradient), whose host copies
-  /// cost up to 22x its steps/s (docs/benchmarks.md, "Issue 17 — on a real GPU").
+  /// cost up to 18.6x its steps/s (docs/benchmarks/gpus.md, "On a real GPU (H100)").
   status step_on(int k, std::int64_t data_step) override {
     std::lock_guard<std::mutex> g(mu_);
     const std::size_t np = net_.params();

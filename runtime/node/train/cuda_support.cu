@@ -2,7 +2,7 @@
 // and cuBLAS loaded on first use. cuBLAS (with cuBLASLt, ~600 MB of shared objects) is opened
 // with dlopen when the first CUDA MLP is made, not linked: every tessera process links this
 // library, and mapping cuBLAS at start-up cost each of them ~200 MB of resident memory and
-// ~0.1 s (docs/benchmarks.md, "Issue 17 — what linking CUDA costs every process"). The
+// ~0.1 s (docs/benchmarks/gpus.md, "What linking CUDA costs every process"). The
 // pointers keep the header's types.
 #include "runtime/node/train/cuda_support.cuh"
 

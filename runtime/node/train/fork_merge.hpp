@@ -11,15 +11,16 @@
 /// - `weighted`: theta = sum_c (n_c / N) theta_c, s = sum_c (n_c / N) s_c. Federated averaging
 ///   weighted by the data each copy processed; a copy that made no step has no say.
 ///
-/// What to expect (bench/fork_merge_bench.cpp; figures in docs/benchmarks.md): a round of
-/// averaged copies moves the model no further along the gradient than its fastest copy
-/// (weighted: sum n_c^2 / N of its steps), but the average of n copies' independent batch
-/// noise has 1/n of the variance. So forking saves rounds for jobs whose progress is limited
-/// by gradient noise (small batches, late training), and costs rounds where the gradient
-/// dominates; `mean` gives the lowest variance, `weighted` follows the fastest copy more
-/// closely. A third rule, the sum of the copies' updates (theta_0 + sum_c (theta_c - theta_0)),
-/// would credit all N steps, but it is delayed SGD with a delay of a whole round, which
-/// diverges (docs/benchmarks.md), so it is not offered.
+/// What to expect (bench/fork_merge_bench.cpp; figures in docs/benchmarks/runtime.md, "Which
+/// merge rule: rounds to a target loss, in one process"): a round of averaged copies moves
+/// the model no further along the gradient than its fastest copy (weighted: sum n_c^2 / N of
+/// its steps), but the average of n copies' independent batch noise has 1/n of the variance.
+/// So forking saves rounds for jobs whose progress is limited by gradient noise (small
+/// batches, late training), and costs rounds where the gradient dominates; `mean` gives the
+/// lowest variance, `weighted` follows the fastest copy more closely. A third rule, the sum of
+/// the copies' updates (theta_0 + sum_c (theta_c - theta_0)), would credit all N steps, but it
+/// is delayed SGD with a delay of a whole round, which diverges (same section), so it is not
+/// offered.
 ///
 /// Why the optimizer state is merged too: each copy's momentum describes its own trajectory;
 /// keeping one copy's (copy 0's) after averaging the parameters pushes the merged model along

@@ -4,8 +4,8 @@
 ///
 /// Threading: the server runs one io_context on one thread of its own. One is enough: the
 /// server only parses and writes (the routes hand work to the actors and answer later), and
-/// the API serves a few CLI clients and a dashboard, not a crowd (docs/benchmarks.md, "Issue
-/// 14 — HTTP layer"). Each connection still runs on a strand of its own, so more threads
+/// the API serves a few CLI clients and a dashboard, not a crowd (docs/benchmarks/service.md,
+/// "HTTP layer"). Each connection still runs on a strand of its own, so more threads
 /// would need no change. The handler is called on the server's thread and must not block: it
 /// keeps the `responder` and calls it later, from any thread.
 ///

@@ -91,9 +91,10 @@ TEST_CASE("copy efficiency: the batch size a job type names", "[runtime][copy_ef
 
 namespace {
 
-/// One measured forked-vs-unforked pair (docs/benchmarks.md): batch, the forked copies'
-/// steps per round and merge weights, and the measured efficiency per copy-step (the
-/// single-copy steps the unforked run needed over the steps the forked copies made).
+/// One measured forked-vs-unforked pair (docs/benchmarks/runtime.md, "Forked copies'
+/// statistical efficiency: the fit"): batch, the forked copies' steps per round and merge
+/// weights, and the measured efficiency per copy-step (the single-copy steps the unforked
+/// run needed over the steps the forked copies made).
 struct forked_run {
   double batch;
   std::vector<double> steps, weights;

@@ -1,6 +1,7 @@
 // Tests of the input bounds (runtime/core/input_limits.hpp): every number a reader takes is refused
 // outside its range, NaN and infinities included, with the file, line and field named; lines
-// and files have bounded sizes. Table-driven: one row per finding of issue 12.
+// and files have bounded sizes. Table-driven: one row per input that was once unbounded
+// (docs/benchmarks/reliability.md, "Inputs bounded").
 #include <catch2/catch.hpp>
 
 #include <filesystem>
