@@ -22,10 +22,9 @@ std::vector<std::string> scheduler_proof_parts(const nonce_pair& n) {
 }
 
 std::vector<std::string> hello_proof_parts(const node_hello& h, const nonce_pair& n) {
-  return {"tessera node",         bytes(n.client),         bytes(n.server),
-          std::to_string(h.version), std::to_string(h.rank), h.name,
-          h.gpu_type,             std::to_string(h.gpus),  exact(h.speed),
-          h.host,                 std::to_string(h.pid)};
+  return {"tessera node",         bytes(n.client), bytes(n.server),      std::to_string(h.version),
+          std::to_string(h.rank), h.name,          h.gpu_type,           std::to_string(h.gpus),
+          exact(h.speed),         h.host,          std::to_string(h.pid)};
 }
 
 result<auth_challenge> answer_request(const secret_key& key, const auth_request& request,

@@ -32,7 +32,7 @@ struct cached_answer {
 /// The API actor's state.
 struct api_state {
   api_config cfg;
-  std::map<std::string, cached_answer> cache;          ///< by target
+  std::map<std::string, cached_answer> cache;            ///< by target
   std::map<std::string, std::vector<reply_fn>> waiting;  ///< GETs waiting for the scheduler
 };
 
@@ -80,7 +80,7 @@ job_text_format body_format(const http::request& r) {
   if (r.content_type.find("toml") != std::string::npos) return job_text_format::toml;
   const auto first = r.body.find_first_not_of(" \t\r\n");
   return first != std::string::npos && r.body[first] == '{' ? job_text_format::json
-                                                             : job_text_format::toml;
+                                                            : job_text_format::toml;
 }
 
 void submit(api_ptr self, const api_call& c) {
@@ -93,46 +93,62 @@ void submit(api_ptr self, const api_call& c) {
       return reply_error(c, 400, "query 'base_dir': expected an absolute directory");
     base = it->second;
   }
-  auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", base,
-                             &st.known_kinds, st.check);
+  auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", base, &st.known_kinds,
+                             st.check);
   if (!jobs) return reply_error(c, 400, jobs.err().message);
   self->request(st.scheduler, st.timeout, submit_job{std::move(*jobs)})
-      .then([=](std::vector<std::int64_t>& ids) { reply_json(c, 201, ojson{{"ids", ids}}.dump()); },
-            [=](caf::error& e) {
-              const bool refused = e.category() == run_error_category &&
-                                   e.code() == static_cast<std::uint8_t>(run_errc::bad_job);
-              reply_error(c, refused ? 400 : 503, describe(self->system(), e));
-            });
+      .then(
+          [=](std::vector<std::int64_t>& ids) {
+            reply_json(c, 201, ojson{{"ids", ids}}.dump());
+          },
+          [=](caf::error& e) {
+            const bool refused = e.category() == run_error_category &&
+                                 e.code() == static_cast<std::uint8_t>(run_errc::bad_job);
+            reply_error(c, refused ? 400 : 503, describe(self->system(), e));
+          });
 }
 
 void list_jobs(api_ptr self, const api_call& c) {
   std::string filter;
   if (auto it = c.req.query.find("state"); it != c.req.query.end()) filter = it->second;
-  ask<std::vector<job_status>>(self, c, [=](std::vector<job_status>& v) {
-    ojson a = ojson::array();
-    for (const auto& j : v)
-      if (filter.empty() || j.state == filter) a.push_back(to_json(j, false));
-    reply_json(c, 200, ojson{{"jobs", std::move(a)}}.dump());
-  }, jobs_atom::value, std::int64_t{-1}, false);
+  ask<std::vector<job_status>>(
+      self, c,
+      [=](std::vector<job_status>& v) {
+        ojson a = ojson::array();
+        for (const auto& j : v)
+          if (filter.empty() || j.state == filter) a.push_back(to_json(j, false));
+        reply_json(c, 200, ojson{{"jobs", std::move(a)}}.dump());
+      },
+      jobs_atom::value, std::int64_t{-1}, false);
 }
 
 void show_job(api_ptr self, const api_call& c, std::int64_t id) {
-  ask<std::vector<job_status>>(self, c, [=](std::vector<job_status>& v) {
-    if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
-    reply_json(c, 200, to_json(v.front(), true).dump());
-  }, jobs_atom::value, id, true);
+  ask<std::vector<job_status>>(
+      self, c,
+      [=](std::vector<job_status>& v) {
+        if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
+        reply_json(c, 200, to_json(v.front(), true).dump());
+      },
+      jobs_atom::value, id, true);
 }
 
 void cancel(api_ptr self, const api_call& c, std::int64_t id) {
-  ask<cancel_outcome>(self, c, [=](cancel_outcome o) {
-    if (o == cancel_outcome::unknown) return reply_error(c, 404, "no job " + std::to_string(id));
-    if (o == cancel_outcome::ended)
-      return reply_error(c, 409, "job " + std::to_string(id) + " has already ended");
-    ask<std::vector<job_status>>(self, c, [=](std::vector<job_status>& v) {
-      if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
-      reply_json(c, 202, to_json(v.front(), false).dump());
-    }, jobs_atom::value, id, false);
-  }, cancel_job{id});
+  ask<cancel_outcome>(
+      self, c,
+      [=](cancel_outcome o) {
+        if (o == cancel_outcome::unknown)
+          return reply_error(c, 404, "no job " + std::to_string(id));
+        if (o == cancel_outcome::ended)
+          return reply_error(c, 409, "job " + std::to_string(id) + " has already ended");
+        ask<std::vector<job_status>>(
+            self, c,
+            [=](std::vector<job_status>& v) {
+              if (v.empty()) return reply_error(c, 404, "no job " + std::to_string(id));
+              reply_json(c, 202, to_json(v.front(), false).dump());
+            },
+            jobs_atom::value, id, false);
+      },
+      cancel_job{id});
 }
 
 void rounds(api_ptr self, const api_call& c) {
@@ -143,11 +159,14 @@ void rounds(api_ptr self, const api_call& c) {
       return reply_error(c, 400, "query 'limit': expected an integer in [1, 1000]");
     limit = static_cast<std::int32_t>(*n);
   }
-  ask<std::vector<round_status>>(self, c, [=](std::vector<round_status>& v) {
-    ojson a = ojson::array();
-    for (const auto& r : v) a.push_back(to_json(r));
-    reply_json(c, 200, ojson{{"rounds", std::move(a)}}.dump());
-  }, rounds_atom::value, limit);
+  ask<std::vector<round_status>>(
+      self, c,
+      [=](std::vector<round_status>& v) {
+        ojson a = ojson::array();
+        for (const auto& r : v) a.push_back(to_json(r));
+        reply_json(c, 200, ojson{{"rounds", std::move(a)}}.dump());
+      },
+      rounds_atom::value, limit);
 }
 
 /// Routes under /v1/jobs: the list, one job, its cancel.
@@ -176,28 +195,39 @@ void route(api_ptr self, const api_call& c) {
     return (void)c.answer(200, "text/html; charset=utf-8", std::string(http::dashboard_page()));
   if (p == "/metrics" && m == "GET") {
     auto counts = self->state.cfg.request_counts;
-    return ask<cluster_status>(self, c, [=](cluster_status& s) {
-      c.answer(200, "text/plain; version=0.0.4", metrics_text(s, counts ? counts() : decltype(counts())()));
-    }, cluster_atom::value);
+    return ask<cluster_status>(
+        self, c,
+        [=](cluster_status& s) {
+          c.answer(200, "text/plain; version=0.0.4",
+                   metrics_text(s, counts ? counts() : decltype(counts())()));
+        },
+        cluster_atom::value);
   }
   const std::string jobs = "/v1/jobs";
   if (p == jobs) return jobs_route(self, c, "");
-  if (p.compare(0, jobs.size() + 1, jobs + "/") == 0) return jobs_route(self, c, p.substr(jobs.size() + 1));
+  if (p.compare(0, jobs.size() + 1, jobs + "/") == 0)
+    return jobs_route(self, c, p.substr(jobs.size() + 1));
   if (p == "/v1/nodes" && m == "GET")
-    return ask<std::vector<node_status>>(self, c, [=](std::vector<node_status>& v) {
-      ojson a = ojson::array();
-      for (const auto& n : v) a.push_back(to_json(n));
-      reply_json(c, 200, ojson{{"nodes", std::move(a)}}.dump());
-    }, nodes_atom::value);
+    return ask<std::vector<node_status>>(
+        self, c,
+        [=](std::vector<node_status>& v) {
+          ojson a = ojson::array();
+          for (const auto& n : v) a.push_back(to_json(n));
+          reply_json(c, 200, ojson{{"nodes", std::move(a)}}.dump());
+        },
+        nodes_atom::value);
   if (p == "/v1/rounds" && m == "GET") return rounds(self, c);
   if (p == "/v1/cluster" && m == "GET")
-    return ask<cluster_status>(self, c, [=](cluster_status& s) {
-      reply_json(c, 200, to_json(s).dump());
-    }, cluster_atom::value);
+    return ask<cluster_status>(
+        self, c, [=](cluster_status& s) { reply_json(c, 200, to_json(s).dump()); },
+        cluster_atom::value);
   if (p == "/v1/shutdown" && m == "POST")
-    return ask<bool>(self, c, [=](bool) {
-      reply_json(c, 202, ojson{{"shutting_down", true}}.dump());
-    }, stop_atom::value);
+    return ask<bool>(
+        self, c,
+        [=](bool) {
+          reply_json(c, 202, ojson{{"shutting_down", true}}.dump());
+        },
+        stop_atom::value);
   reply_error(c, 404, "no such resource: " + m + " " + p);
 }
 
@@ -218,14 +248,15 @@ void route_cached(api_ptr self, const api_call& c) {
   auto& queue = st.waiting[key];
   queue.push_back(c.answer);
   if (queue.size() > 1) return;
-  api_call first{c.req, [self, key](int status, const std::string& type, const std::string& body) {
-                   auto& s = self->state;
-                   if (status == 200 && s.cache.size() < 1024)
-                     s.cache[key] = cached_answer{std::chrono::steady_clock::now(), status, type, body};
-                   auto waiters = std::move(s.waiting[key]);
-                   s.waiting.erase(key);
-                   for (auto& w : waiters) w(status, type, body);
-                 }};
+  api_call first{
+      c.req, [self, key](int status, const std::string& type, const std::string& body) {
+        auto& s = self->state;
+        if (status == 200 && s.cache.size() < 1024)
+          s.cache[key] = cached_answer{std::chrono::steady_clock::now(), status, type, body};
+        auto waiters = std::move(s.waiting[key]);
+        s.waiting.erase(key);
+        for (auto& w : waiters) w(status, type, body);
+      }};
   route(self, first);
 }
 

@@ -117,19 +117,20 @@ ojson to_json(const cluster_status& c) {
   return o;
 }
 
-std::string metrics_text(const cluster_status& c, const std::vector<http::request_count>& requests) {
+std::string metrics_text(const cluster_status& c,
+                         const std::vector<http::request_count>& requests) {
   std::ostringstream o;
   o << "# HELP tessera_jobs Jobs by state.\n# TYPE tessera_jobs gauge\n";
-  for (const char* s : {"queued", "running", "preempted", "cancelling", "finished", "failed",
-                        "cancelled"}) {
+  for (const char* s :
+       {"queued", "running", "preempted", "cancelling", "finished", "failed", "cancelled"}) {
     auto it = c.jobs.find(s);
     o << "tessera_jobs{state=\"" << s << "\"} " << (it == c.jobs.end() ? 0 : it->second) << '\n';
   }
   o << "# HELP tessera_nodes Nodes by state.\n# TYPE tessera_nodes gauge\n";
   for (const char* s : {"waiting", "alive", "lost", "left"}) {
     auto it = c.nodes_by_state.find(s);
-    o << "tessera_nodes{state=\"" << s << "\"} "
-      << (it == c.nodes_by_state.end() ? 0 : it->second) << '\n';
+    o << "tessera_nodes{state=\"" << s << "\"} " << (it == c.nodes_by_state.end() ? 0 : it->second)
+      << '\n';
   }
   o << "# HELP tessera_rounds_total Rounds planned.\n# TYPE tessera_rounds_total counter\n"
     << "tessera_rounds_total " << c.rounds_total << '\n';

@@ -67,8 +67,8 @@ result<std::vector<std::uint8_t>> from_hex(const std::string& hex) {
   for (std::size_t i = 0; i < hex.size(); i += 2) {
     const int hi = value(hex[i]), lo = value(hex[i + 1]);
     if (hi < 0 || lo < 0)
-      return error{error_kind::invalid_input, "not a hexadecimal digit at offset " +
-                                                  std::to_string(hi < 0 ? i : i + 1)};
+      return error{error_kind::invalid_input,
+                   "not a hexadecimal digit at offset " + std::to_string(hi < 0 ? i : i + 1)};
     out.push_back(static_cast<std::uint8_t>(hi * 16 + lo));
   }
   return out;
@@ -77,7 +77,8 @@ result<std::vector<std::uint8_t>> from_hex(const std::string& hex) {
 status write_secret_file(const std::string& path, const secret_key& key) {
   // O_EXCL|O_NOFOLLOW: never write through a file or link someone else put there.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return io_error(path, std::string("cannot create the secret file: ") + std::strerror(errno));
+  if (fd < 0)
+    return io_error(path, std::string("cannot create the secret file: ") + std::strerror(errno));
   const std::string text = to_hex(key) + "\n";
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   const int closed = ::close(fd);
@@ -87,7 +88,8 @@ status write_secret_file(const std::string& path, const secret_key& key) {
 
 result<secret_key> read_secret_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return io_error(path, std::string("cannot open the secret file: ") + std::strerror(errno));
+  if (fd < 0)
+    return io_error(path, std::string("cannot open the secret file: ") + std::strerror(errno));
   struct stat sb {};
   if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     ::close(fd);
@@ -103,9 +105,10 @@ result<secret_key> read_secret_file(const std::string& path) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
     text.pop_back();
   if (text.size() != 2 * secret_bytes)
-    return error{error_kind::invalid_input,
-                 path + ": a secret file holds " + std::to_string(2 * secret_bytes) +
-                     " hexadecimal digits, this one " + std::to_string(text.size()) + " characters"};
+    return error{error_kind::invalid_input, path + ": a secret file holds " +
+                                                std::to_string(2 * secret_bytes) +
+                                                " hexadecimal digits, this one " +
+                                                std::to_string(text.size()) + " characters"};
   auto key = from_hex(text);
   if (!key) return error{error_kind::invalid_input, path + ": " + key.err().message};
   return std::move(*key);

@@ -30,7 +30,8 @@ std::int64_t job_of_name(const std::string& name, Tail tail) {
 /// "r<digits>.ckpt": the tail of a checkpoint file name.
 bool checkpoint_tail(const std::string& t) {
   static const std::string ext = ".ckpt";
-  if (t.size() <= 1 + ext.size() || t[0] != 'r' || t.compare(t.size() - ext.size(), ext.size(), ext) != 0)
+  if (t.size() <= 1 + ext.size() || t[0] != 'r' ||
+      t.compare(t.size() - ext.size(), ext.size(), ext) != 0)
     return false;
   const auto digits = t.substr(1, t.size() - 1 - ext.size());
   return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -136,7 +137,7 @@ bool note_start(job_checkpoints& jc, std::int64_t job, state_source source,
   if (source != state_source::fallback && source != state_source::scratch) return false;
   int newly = 0;
   for (const auto& p : bad_files) newly += jc.book.forget(p) ? 1 : 0;
-  remove_files(bad_files);  // never to be loaded again; a failure leaves a stray for later
+  remove_files(bad_files);      // never to be loaded again; a failure leaves a stray for later
   if (newly == 0) return true;  // another part of the job reported it first
   if (source == state_source::fallback) {
     ++jc.fallbacks;
@@ -186,8 +187,7 @@ bool before_round(run_checkpoints& rc, std::int64_t round,
     train::write_options opt;
     if (rc.probe_errno) opt.inject_errno = [&] { return rc.probe_errno(round); };
     if (train::probe_directory(rc.dir, opt) && rc.health.recovered())
-      log << "tessera: checkpoint directory " << rc.dir
-          << " takes writes again; the jobs resume\n";
+      log << "tessera: checkpoint directory " << rc.dir << " takes writes again; the jobs resume\n";
   }
   // Stray files of interrupted or refused writes; a failure is retried next round.
   remove_files(stray_files(rc.dir, list_directory(rc.dir), books));

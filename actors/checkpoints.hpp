@@ -115,17 +115,17 @@ class checkpoint_dir_health {
 
 /// The checkpoint side of one job as the scheduler tracks it.
 struct job_checkpoints {
-  checkpoint_book book;                ///< its confirmed files and epoch
-  std::int32_t fallbacks = 0;          ///< starts from the fallback: the newest was unusable
+  checkpoint_book book;                    ///< its confirmed files and epoch
+  std::int32_t fallbacks = 0;              ///< starts from the fallback: the newest was unusable
   std::int32_t restarts_from_scratch = 0;  ///< starts at step 0: no file was usable
-  std::int32_t write_failures = 0;     ///< rounds whose checkpoint could not be written
-  std::int32_t paused_rounds = 0;      ///< rounds it waited for the directory
+  std::int32_t write_failures = 0;         ///< rounds whose checkpoint could not be written
+  std::int32_t paused_rounds = 0;          ///< rounds it waited for the directory
 };
 
 /// The checkpoint directory of a run as the scheduler tracks it.
 struct run_checkpoints {
-  std::string dir;                ///< the shared checkpoint directory
-  checkpoint_dir_health health;   ///< whether it takes writes
+  std::string dir;               ///< the shared checkpoint directory
+  checkpoint_dir_health health;  ///< whether it takes writes
   /// Fault injection for tests (scheduler_hooks): asked at each probe after `round`; a
   /// non-zero errno fails the probe as the system would.
   std::function<int(std::int64_t round)> probe_errno;
@@ -157,8 +157,7 @@ void note_dir_failure(run_checkpoints& rc, std::int64_t job, const std::string& 
 
 /// A node running job `job` was declared lost: its writers from now on get a newer epoch,
 /// written to the job's fence file so the lost one cannot publish (logged when that fails).
-void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job,
-               std::ostream& log);
+void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job, std::ostream& log);
 
 /// Before planning the round after `round`: while the directory is paused, probes it and
 /// resumes the jobs when it takes a file again (logged once); removes the stray files of the

@@ -7,9 +7,8 @@ namespace tessera::actors {
 
 void cluster_journal::submitted(const std::vector<run_job>& jobs,
                                 std::function<void(std::string)> done) {
-  auto st = file_->append(submit_record(jobs), [done](const status& s) {
-    done(s ? std::string() : s.err().message);
-  });
+  auto st = file_->append(submit_record(jobs),
+                          [done](const status& s) { done(s ? std::string() : s.err().message); });
   if (!st) done(st.err().message);
 }
 
@@ -48,8 +47,7 @@ result<opened_cluster_journal> open_cluster_journal(const std::string& path, boo
     auto replayed = replay_journal(opened->records);
     if (!replayed) return error{error_kind::invalid_input, path + ": " + replayed.err().message};
     out.restored = std::move(*replayed);
-    if (auto st = opened->file->compact_sync(compacted_records(out.restored)); !st)
-      return st.err();
+    if (auto st = opened->file->compact_sync(compacted_records(out.restored)); !st) return st.err();
   }
   out.log = std::make_shared<cluster_journal>(std::move(opened->file));
   return out;

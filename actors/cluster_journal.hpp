@@ -1,8 +1,8 @@
 #pragma once
 /// @file cluster_journal.hpp
 /// A served cluster's journal as the scheduler uses it: the records of
-/// actors/journal_records.hpp written to runtime/service/journal.hpp's file. Thread-safe (the journal
-/// is), so any actor of the scheduler's process may note what it owns.
+/// actors/journal_records.hpp written to runtime/service/journal.hpp's file. Thread-safe (the
+/// journal is), so any actor of the scheduler's process may note what it owns.
 ///
 /// A submission is acknowledged only once its record is on disk: `submitted` calls back
 /// (on the journal's writer thread) when it is, or with the error. State changes, cancels

@@ -87,8 +87,8 @@ std::string load_state(copy_slot& slot, const train::trainable_registry& kinds, 
 /// epoch than the order's. Sets slot.checkpointed, or slot.checkpoint_error for a failed
 /// write; returns the refusal when the fence stopped it ("" otherwise), logged here: a lost
 /// node's actor may be gone, and the scheduler ignores it anyway.
-std::string publish_checkpoint(copy_slot& slot, const train::trainable& m,
-                               const copy_hooks& hooks, std::int32_t rank) {
+std::string publish_checkpoint(copy_slot& slot, const train::trainable& m, const copy_hooks& hooks,
+                               std::int32_t rank) {
   const auto& o = slot.order;
   train::write_options opt;
   if (hooks.checkpoint_errno)
@@ -100,8 +100,8 @@ std::string publish_checkpoint(copy_slot& slot, const train::trainable& m,
     slot.fenced = !st;
     return st;
   };
-  auto st = train::save_trainable_checkpoint(o.checkpoint_path, {o.job, slot.round, o.epoch}, m,
-                                             opt);
+  auto st =
+      train::save_trainable_checkpoint(o.checkpoint_path, {o.job, slot.round, o.epoch}, m, opt);
   if (st) {
     slot.checkpointed = true;
     if (hooks.after_checkpoint) hooks.after_checkpoint(o, slot.round, o.checkpoint_path);
@@ -221,8 +221,7 @@ std::string share_leader_state(const start_copy& o, train::trainable& m, bool le
     return "the copy's leader sent " + std::to_string(all.size()) + " values, expected " +
            std::to_string(want);
   std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(p.size()), p.begin());
-  if (s)
-    std::copy(all.begin() + static_cast<std::ptrdiff_t>(p.size()), all.end() - 2, s->begin());
+  if (s) std::copy(all.begin() + static_cast<std::ptrdiff_t>(p.size()), all.end() - 2, s->begin());
   m.set_step(read_step(all.data() + all.size() - 2));
   return "";
 }
@@ -257,11 +256,11 @@ bool leads_copy(const start_copy& o, std::int32_t rank) {
 
 void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
                     std::optional<double> speed, double length,
-                    const std::function<void(std::int64_t)>& on_started,
-                    comm::aggregator* agg, std::int32_t rank, const copy_hooks& hooks) {
+                    const std::function<void(std::int64_t)>& on_started, comm::aggregator* agg,
+                    std::int32_t rank, const copy_hooks& hooks) {
   const auto t0 = clock_type::now();
-  const auto deadline = t0 + std::chrono::duration_cast<clock_type::duration>(
-                                 std::chrono::duration<double>(length));
+  const auto deadline =
+      t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(length));
   const auto& o = slot.order;
   slot.steps = 0;
   slot.finished = false;
@@ -291,11 +290,10 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
     if (on_started) on_started(slot.start_step);
     // A throttled step lasts `pace`; an unthrottled one (real GPUs) what it takes, and there
     // the last step's time tells whether another fits in the round.
-    const auto pace = speed ? std::chrono::duration_cast<clock_type::duration>(
-                                  std::chrono::duration<double>(std::max(1, o.task_times) *
-                                                                o.step_time /
-                                                                (*speed * o.speed_share)))
-                            : clock_type::duration::zero();
+    const auto pace =
+        speed ? std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
+                    std::max(1, o.task_times) * o.step_time / (*speed * o.speed_share)))
+              : clock_type::duration::zero();
     auto last_step = pace;
     // Another step may begin (for the flag of a spread copy: after the one in progress).
     auto can_step = [&](std::int64_t done, std::int64_t at_step, clock_type::time_point from) {
@@ -359,8 +357,7 @@ void run_copy_round(copy_slot& slot, const train::trainable_registry& kinds,
   slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (slot.busy_seconds > 0 && slot.steps > 0) {
     const double rate = slot.steps / slot.busy_seconds;
-    slot.ema_throughput =
-        slot.ema_throughput > 0 ? 0.5 * slot.ema_throughput + 0.5 * rate : rate;
+    slot.ema_throughput = slot.ema_throughput > 0 ? 0.5 * slot.ema_throughput + 0.5 * rate : rate;
   }
 }
 

@@ -58,30 +58,30 @@ namespace tessera::actors {
 /// The worker thread owns every field but `stop` while it runs; the actor reads the results
 /// only after the worker has posted `copy_done` (the mailbox orders the two).
 struct copy_slot {
-  start_copy order;                          ///< what the current round asks for
-  std::int64_t round = -1;                   ///< current round
-  std::unique_ptr<train::trainable> model;   ///< in-memory state, null until loaded
-  std::thread worker;                        ///< runs the round
-  std::atomic<bool> stop{false};             ///< ends the round early (stop_copy, shutdown)
-  std::atomic<bool> abort{false};            ///< a program's processes are ended now (shutdown)
+  start_copy order;                         ///< what the current round asks for
+  std::int64_t round = -1;                  ///< current round
+  std::unique_ptr<train::trainable> model;  ///< in-memory state, null until loaded
+  std::thread worker;                       ///< runs the round
+  std::atomic<bool> stop{false};            ///< ends the round early (stop_copy, shutdown)
+  std::atomic<bool> abort{false};           ///< a program's processes are ended now (shutdown)
   /// The node's GPUs this copy holds in the current round (runtime/node/gpu/devices.hpp's
   /// assign_devices, CUDA ordinals of the node process); empty on a node without real GPUs.
   std::vector<int> devices;
   /// The device a CUDA trainable of this copy runs on: the first it holds; -1 = none.
   int device_index() const { return devices.empty() ? -1 : devices.front(); }
   // Results of the round.
-  std::int64_t start_step = 0;   ///< step the round started from
-  std::int64_t steps = 0;        ///< steps made
-  std::int64_t end_step = 0;     ///< the job's step after the round (its start on failure)
-  double busy_seconds = 0;       ///< wall seconds from start to checkpoint
-  double loss = 0;               ///< training loss after the round
-  double accuracy = 0;           ///< held-out accuracy (computed when finished)
-  bool finished = false;         ///< reached total_steps or the target loss
-  bool reached_target = false;   ///< finished by reaching the target loss
-  bool checkpointed = false;     ///< the checkpoint was written
+  std::int64_t start_step = 0;  ///< step the round started from
+  std::int64_t steps = 0;       ///< steps made
+  std::int64_t end_step = 0;    ///< the job's step after the round (its start on failure)
+  double busy_seconds = 0;      ///< wall seconds from start to checkpoint
+  double loss = 0;              ///< training loss after the round
+  double accuracy = 0;          ///< held-out accuracy (computed when finished)
+  bool finished = false;        ///< reached total_steps or the target loss
+  bool reached_target = false;  ///< finished by reaching the target loss
+  bool checkpointed = false;    ///< the checkpoint was written
   state_source source = state_source::fresh;  ///< where the round's state came from
-  std::vector<std::string> bad_files;  ///< checkpoints found unusable at the start
-  std::string source_why;        ///< why they were unusable
+  std::vector<std::string> bad_files;         ///< checkpoints found unusable at the start
+  std::string source_why;                     ///< why they were unusable
   std::string checkpoint_error;  ///< why the checkpoint could not be written ("" = it was)
   bool fenced = false;           ///< the job's fence refused the checkpoint (a stale writer)
   std::string error;             ///< why the round failed, empty if it did not
@@ -113,9 +113,9 @@ bool leads_copy(const start_copy& o, std::int32_t rank);
 
 /// Runs one copy for one round on the calling thread (the worker's body); see the file
 /// comment. `speed` is the node's speed factor, which throttles each step; nullopt on a node
-/// with real GPUs: no throttling. `rank` is this node's rank (its aggregator rank); `agg` may be null when the copy
-/// runs here alone and is not forked. Steps until `length` seconds have passed since the
-/// call (a step that would end later is not begun), the step budget or total steps are
+/// with real GPUs: no throttling. `rank` is this node's rank (its aggregator rank); `agg` may be
+/// null when the copy runs here alone and is not forked. Steps until `length` seconds have passed
+/// since the call (a step that would end later is not begun), the step budget or total steps are
 /// reached, or `slot.stop` is set; then merges (forked), and the leader of copy 0 writes the
 /// checkpoint. `on_started` is called once the state is loaded, with the step it starts from
 /// (the slot's source, bad_files and source_why are set by then). Fills the slot's results.

@@ -169,9 +169,9 @@ result<std::map<job_id, double>> pair_shares(
     if (!a || !b) continue;
     const auto& ta = a->spec->spec.job_type;
     const int k = a->spec->spec.scale_factor;
-    const auto pair =
-        ctx.rates ? ctx.rates->colocated_rate(ta, b->spec->spec.job_type, k, as.shares)
-                  : std::nullopt;
+    const auto pair = ctx.rates
+                          ? ctx.rates->colocated_rate(ta, b->spec->spec.job_type, k, as.shares)
+                          : std::nullopt;
     const double solo = ctx.rates ? ctx.rates->rate(ta, as.shares) : 0;
     if (!pair || !(solo > 0))
       return error{error_kind::internal,

@@ -74,7 +74,6 @@ struct dispatch_context {
 /// job the scheduler does not know; its assignments are skipped.
 result<std::map<int, round_orders>> dispatch_plan(
     const round_plan& p, const dispatch_context& ctx,
-    const std::function<const dispatch_job*(std::int64_t)>& job_of,
-    const std::string& policy_name);
+    const std::function<const dispatch_job*(std::int64_t)>& job_of, const std::string& policy_name);
 
 }  // namespace tessera::actors

@@ -84,15 +84,14 @@ std::string frame_verdict(const std::uint8_t* hdr_bytes, const std::uint8_t* pay
 
 /// One relayed connection: a peer's socket and the socket to CAF.
 struct session : std::enable_shared_from_this<session> {
-  session(tcp::socket c, asio::io_context& io)
-      : client(std::move(c)), upstream(io), timer(io) {}
+  session(tcp::socket c, asio::io_context& io) : client(std::move(c)), upstream(io), timer(io) {}
   tcp::socket client;
   tcp::socket upstream;
   asio::steady_timer timer;
   caf::node_id peer;
-  std::vector<std::uint8_t> in;    ///< bytes read from the peer, not yet relayed
-  std::size_t checked = 0;         ///< bytes of `in` (whole frames) that passed the rules
-  std::vector<std::uint8_t> out;   ///< frames being written to CAF
+  std::vector<std::uint8_t> in;   ///< bytes read from the peer, not yet relayed
+  std::size_t checked = 0;        ///< bytes of `in` (whole frames) that passed the rules
+  std::vector<std::uint8_t> out;  ///< frames being written to CAF
   std::array<std::uint8_t, 1 << 16> up{};
   std::array<std::uint8_t, 1 << 16> down{};
   bool closed = false;
@@ -166,53 +165,53 @@ struct gate::impl {
       counters.open = static_cast<int>(sessions.size());
     }
     arm_idle(s);
-    s->upstream.async_connect(tcp::endpoint(asio::ip::address_v4::loopback(),
-                                            static_cast<unsigned short>(upstream_port)),
-                              [this, s](const boost::system::error_code& ec) {
-                                if (ec) return close(s);
-                                // Small frames go out at once both ways: with Nagle's
-                                // algorithm a reply waits for a delayed ACK (about 40 ms).
-                                boost::system::error_code opt;
-                                s->client.set_option(tcp::no_delay(true), opt);
-                                s->upstream.set_option(tcp::no_delay(true), opt);
-                                relay_down(s);
-                                read_up(s);
-                              });
+    s->upstream.async_connect(
+        tcp::endpoint(asio::ip::address_v4::loopback(), static_cast<unsigned short>(upstream_port)),
+        [this, s](const boost::system::error_code& ec) {
+          if (ec) return close(s);
+          // Small frames go out at once both ways: with Nagle's
+          // algorithm a reply waits for a delayed ACK (about 40 ms).
+          boost::system::error_code opt;
+          s->client.set_option(tcp::no_delay(true), opt);
+          s->upstream.set_option(tcp::no_delay(true), opt);
+          relay_down(s);
+          read_up(s);
+        });
   }
 
   /// CAF -> peer: relayed as it is.
   void relay_down(const std::shared_ptr<session>& s) {
-    s->upstream.async_read_some(asio::buffer(s->down), [this, s](const boost::system::error_code& ec,
-                                                                 std::size_t n) {
-      if (ec) return close(s);
-      asio::async_write(s->client, asio::buffer(s->down.data(), n),
-                        [this, s](const boost::system::error_code& wec, std::size_t) {
-                          if (wec) return close(s);
-                          relay_down(s);
-                        });
-    });
+    s->upstream.async_read_some(
+        asio::buffer(s->down), [this, s](const boost::system::error_code& ec, std::size_t n) {
+          if (ec) return close(s);
+          asio::async_write(s->client, asio::buffer(s->down.data(), n),
+                            [this, s](const boost::system::error_code& wec, std::size_t) {
+                              if (wec) return close(s);
+                              relay_down(s);
+                            });
+        });
   }
 
   /// Peer -> CAF: reads what the peer sends in chunks, checks every whole frame in it (a
   /// header announcing too much closes the connection before its payload is read), and
   /// relays the frames that passed in one write; reading goes on once that write is done.
   void read_up(const std::shared_ptr<session>& s) {
-    s->client.async_read_some(asio::buffer(s->up), [this, s](const boost::system::error_code& ec,
-                                                             std::size_t n) {
-      if (ec) return close(s);
-      arm_idle(s);
-      s->in.insert(s->in.end(), s->up.begin(), s->up.begin() + static_cast<std::ptrdiff_t>(n));
-      if (auto why = check_frames(s)) return close(s, why);
-      if (s->checked == 0) return read_up(s);
-      s->out.assign(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
-      s->in.erase(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
-      s->checked = 0;
-      asio::async_write(s->upstream, asio::buffer(s->out),
-                        [this, s](const boost::system::error_code& wec, std::size_t) {
-                          if (wec) return close(s);
-                          read_up(s);
-                        });
-    });
+    s->client.async_read_some(
+        asio::buffer(s->up), [this, s](const boost::system::error_code& ec, std::size_t n) {
+          if (ec) return close(s);
+          arm_idle(s);
+          s->in.insert(s->in.end(), s->up.begin(), s->up.begin() + static_cast<std::ptrdiff_t>(n));
+          if (auto why = check_frames(s)) return close(s, why);
+          if (s->checked == 0) return read_up(s);
+          s->out.assign(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
+          s->in.erase(s->in.begin(), s->in.begin() + static_cast<std::ptrdiff_t>(s->checked));
+          s->checked = 0;
+          asio::async_write(s->upstream, asio::buffer(s->out),
+                            [this, s](const boost::system::error_code& wec, std::size_t) {
+                              if (wec) return close(s);
+                              read_up(s);
+                            });
+        });
   }
 
   /// Checks the whole frames in `s->in` past `s->checked`; the counter to close the
@@ -230,9 +229,9 @@ struct gate::impl {
         why = &gate_stats::oversized;
       } else if (s->in.size() - s->checked - hs < *len) {
         break;  // the rest of its payload is to come
-      } else if (!frame_verdict(h, h + hs, *len, s->peer, self,
-                                [&](const caf::node_id& id) { return taken(id, s); })
-                      .empty()) {
+      } else if (!frame_verdict(h, h + hs, *len, s->peer, self, [&](const caf::node_id& id) {
+                    return taken(id, s);
+                  }).empty()) {
         why = &gate_stats::bad_frames;
       } else {
         s->checked += hs + *len;
@@ -253,15 +252,16 @@ result<std::unique_ptr<gate>> gate::open(const std::string& bind, int port, int 
   p->limits = limits;
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(bind, ec);
-  if (ec) return error{error_kind::invalid_input, "cannot listen on '" + bind + "': not an IP address"};
+  if (ec)
+    return error{error_kind::invalid_input, "cannot listen on '" + bind + "': not an IP address"};
   const tcp::endpoint ep(addr, static_cast<unsigned short>(port));
   p->acceptor.open(ep.protocol(), ec);
   if (!ec) p->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) p->acceptor.bind(ep, ec);
   if (!ec) p->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    return error{error_kind::io, "cannot listen on " + bind + ":" + std::to_string(port) + ": " +
-                                     ec.message()};
+    return error{error_kind::io,
+                 "cannot listen on " + bind + ":" + std::to_string(port) + ": " + ec.message()};
   p->port = p->acceptor.local_endpoint().port();
   p->accept();
   auto* raw = p.get();

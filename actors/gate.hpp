@@ -37,20 +37,20 @@ struct gate_limits {
 
 /// What the gate did (counts since it opened).
 struct gate_stats {
-  std::int64_t accepted = 0;        ///< connections relayed
-  std::int64_t over_capacity = 0;   ///< connections closed at accept (too many)
-  std::int64_t oversized = 0;       ///< closed for a frame over max_message
-  std::int64_t idle = 0;            ///< closed after idle_timeout
-  std::int64_t bad_frames = 0;      ///< closed for a frame the rules above forbid
-  std::int64_t frames = 0;          ///< frames relayed to CAF
-  int open = 0;                     ///< connections open now
+  std::int64_t accepted = 0;       ///< connections relayed
+  std::int64_t over_capacity = 0;  ///< connections closed at accept (too many)
+  std::int64_t oversized = 0;      ///< closed for a frame over max_message
+  std::int64_t idle = 0;           ///< closed after idle_timeout
+  std::int64_t bad_frames = 0;     ///< closed for a frame the rules above forbid
+  std::int64_t frames = 0;         ///< frames relayed to CAF
+  int open = 0;                    ///< connections open now
 };
 
 /// Why the gate would close a connection for a frame, or "" when the frame may pass.
-/// `hdr` is the frame's header bytes; `payload` its `payload_size` payload bytes. `peer` is the node id the
-/// connection's handshake named (empty before it), `self` the scheduler's; `taken(id)` says
-/// whether another open connection announced node `id`. On a valid client handshake `peer`
-/// is set. Plain function: the gate's rules, tested without sockets.
+/// `hdr` is the frame's header bytes; `payload` its `payload_size` payload bytes. `peer` is the
+/// node id the connection's handshake named (empty before it), `self` the scheduler's; `taken(id)`
+/// says whether another open connection announced node `id`. On a valid client handshake `peer` is
+/// set. Plain function: the gate's rules, tested without sockets.
 std::string frame_verdict(const std::uint8_t* hdr, const std::uint8_t* payload,
                           std::size_t payload_size, caf::node_id& peer, const caf::node_id& self,
                           const std::function<bool(const caf::node_id&)>& taken);

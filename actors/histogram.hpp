@@ -14,7 +14,7 @@ struct latency_histogram {
   std::vector<double> bounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
   /// Observations at most bounds[i], for each i (cumulative, as Prometheus counts them).
   std::vector<std::uint64_t> counts = std::vector<std::uint64_t>(bounds.size(), 0);
-  double sum = 0;          ///< of every observation
+  double sum = 0;           ///< of every observation
   std::uint64_t count = 0;  ///< observations
 
   /// Adds one observation of `seconds`.

@@ -26,10 +26,11 @@ namespace tessera::actors {
 
 /// The scheduler as a node sees it: registration (two steps), heartbeats, a drain request,
 /// its copies' starts (dispatch latency) and the end of its round's reports.
-using scheduler_node_api = caf::typed_actor<
-    caf::replies_to<auth_request>::with<auth_challenge>,
-    caf::replies_to<node_hello>::with<node_welcome>, caf::reacts_to<heartbeat>,
-    caf::reacts_to<leave_atom>, caf::reacts_to<copy_started>, caf::reacts_to<round_done>>;
+using scheduler_node_api =
+    caf::typed_actor<caf::replies_to<auth_request>::with<auth_challenge>,
+                     caf::replies_to<node_hello>::with<node_welcome>, caf::reacts_to<heartbeat>,
+                     caf::reacts_to<leave_atom>, caf::reacts_to<copy_started>,
+                     caf::reacts_to<round_done>>;
 
 /// The scheduler as its job actors see it: their latest snapshots, measured rates and failed
 /// checkpoint writes.
@@ -38,21 +39,22 @@ using scheduler_job_api =
                      caf::reacts_to<write_failed_atom, std::int64_t, std::string>>;
 
 /// The scheduler as clients in its process see it (the control API, the launcher).
-using scheduler_client_api = caf::typed_actor<
-    caf::replies_to<submit_job>::with<std::vector<std::int64_t>>,
-    caf::replies_to<cancel_job>::with<cancel_outcome>, caf::replies_to<stop_atom>::with<bool>,
-    caf::replies_to<jobs_atom, std::int64_t, bool>::with<std::vector<job_status>>,
-    caf::replies_to<nodes_atom>::with<std::vector<node_status>>,
-    caf::replies_to<rounds_atom, std::int32_t>::with<std::vector<round_status>>,
-    caf::replies_to<cluster_atom>::with<cluster_status>>;
+using scheduler_client_api =
+    caf::typed_actor<caf::replies_to<submit_job>::with<std::vector<std::int64_t>>,
+                     caf::replies_to<cancel_job>::with<cancel_outcome>,
+                     caf::replies_to<stop_atom>::with<bool>,
+                     caf::replies_to<jobs_atom, std::int64_t, bool>::with<std::vector<job_status>>,
+                     caf::replies_to<nodes_atom>::with<std::vector<node_status>>,
+                     caf::replies_to<rounds_atom, std::int32_t>::with<std::vector<round_status>>,
+                     caf::replies_to<cluster_atom>::with<cluster_status>>;
 
 /// A job actor as its scheduler sees it: the round boundary, the round's assignment, a lost
 /// node of its round, the run's end and a client's cancel (delegated).
-using job_scheduler_api = caf::typed_actor<
-    caf::replies_to<view_atom>::with<job_snapshot>, caf::reacts_to<job_assignment>,
-    caf::reacts_to<node_lost_atom, std::int64_t, std::int32_t>,
-    caf::replies_to<summary_atom, bool>::with<job_final>,
-    caf::replies_to<cancel_job>::with<cancel_outcome>>;
+using job_scheduler_api =
+    caf::typed_actor<caf::replies_to<view_atom>::with<job_snapshot>, caf::reacts_to<job_assignment>,
+                     caf::reacts_to<node_lost_atom, std::int64_t, std::int32_t>,
+                     caf::replies_to<summary_atom, bool>::with<job_final>,
+                     caf::replies_to<cancel_job>::with<cancel_outcome>>;
 
 /// A job actor as the nodes of its round see it: its copies' reports.
 using job_node_api =
@@ -60,9 +62,9 @@ using job_node_api =
                      caf::reacts_to<checkpoint_done>, caf::reacts_to<job_finished>>;
 
 /// A node as the scheduler and the job actors see it.
-using node_api = caf::typed_actor<caf::reacts_to<fenced_atom, std::string>,
-                                  caf::reacts_to<round_orders>, caf::reacts_to<stop_copy>,
-                                  caf::reacts_to<shutdown_atom, std::int32_t>>;
+using node_api =
+    caf::typed_actor<caf::reacts_to<fenced_atom, std::string>, caf::reacts_to<round_orders>,
+                     caf::reacts_to<stop_copy>, caf::reacts_to<shutdown_atom, std::int32_t>>;
 
 /// A typed handler set (an interface's behavior_type) as a message_handler, to compose with
 /// other handlers into a phase's behaviour; the set was checked against its interface when

@@ -205,9 +205,9 @@ int reporter_rank(self_ptr self, std::int64_t job, std::int64_t round) {
 /// The behaviour the job's life and round call for.
 void settle(self_ptr self) {
   const auto& s = self->state;
-  const auto& phase = !s.reporters.empty()    ? s.phases.in_round
-                     : is_final(s.job.life) ? s.phases.ended
-                                            : s.phases.waiting;
+  const auto& phase = !s.reporters.empty()   ? s.phases.in_round
+                      : is_final(s.job.life) ? s.phases.ended
+                                             : s.phases.waiting;
   self->become(phase);
 }
 
@@ -216,7 +216,8 @@ void settle(self_ptr self) {
 void close_round(self_ptr self) {
   auto& s = self->state;
   s.reporters.clear();
-  if (s.job.cancel_requested && !is_final(s.job.life)) advance(s.job, job_event::cancelled, std::cerr);
+  if (s.job.cancel_requested && !is_final(s.job.life))
+    advance(s.job, job_event::cancelled, std::cerr);
   settle(self);
 }
 
@@ -364,7 +365,8 @@ void on_started(self_ptr self, const copy_started& c) {
   const auto source = static_cast<state_source>(c.source);
   if (note_start(j.ckpt, c.job, source, c.bad_files, c.why, std::cerr)) {
     j.step = c.step;
-    if (std::any_of(j.pieces.begin(), j.pieces.end(), [](const copy_piece& p) { return p.copy > 0; }))
+    if (std::any_of(j.pieces.begin(), j.pieces.end(),
+                    [](const copy_piece& p) { return p.copy > 0; }))
       j.round_failed = true;
   } else if (c.step < j.step) {
     ++j.regressions;
@@ -481,7 +483,8 @@ job_node_api::behavior_type take_reports(self_ptr self) {
         if (reporter_rank(self, c.job, c.round) >= 0) on_started(self, c);
       },
       [=](const progress_report& r) {
-        if (const int rank = reporter_rank(self, r.job, r.round); rank >= 0) on_progress(self, rank, r);
+        if (const int rank = reporter_rank(self, r.job, r.round); rank >= 0)
+          on_progress(self, rank, r);
       },
       [=](const checkpoint_done& c) {
         if (reporter_rank(self, c.job, c.round) >= 0) on_checkpoint(self, c);

@@ -70,47 +70,47 @@ struct job_config {
 
 /// What a job actor knows of its job.
 struct job_data {
-  run_job spec;                             ///< as submitted
-  job_state life = job_state::queued;       ///< actors/job_life.hpp
-  bool cancel_requested = false;            ///< takes effect at the next round boundary
-  std::string failure;                      ///< the last failure of its program
-  int program_failures = 0;                 ///< rounds its program failed in
-  double startup_sum = 0;                   ///< its program's start-to-hello times, summed
-  int startups = 0;                         ///< how many are summed
-  bool slow_start_told = false;             ///< the slow-start warning was printed
-  std::int64_t step = 0;                    ///< step of its latest checkpoint
-  double run_time = 0;                      ///< seconds it held GPUs
-  double gpu_seconds = 0;                   ///< GPUs x seconds it held
-  int last_type = -1;                       ///< live-cluster type of the last round
-  std::uint64_t live_generation = 0;        ///< the live cluster last_type indexes
-  int last_rank = -1;                       ///< node of its last round, -1 if never ran
-  double last_busy = 0;                     ///< GPU-seconds it ran in its last round
-  std::int64_t round = -1;                  ///< round of its latest assignment
-  caf::actor_clock::time_point run_start;   ///< when the run started
-  int round_rank = -1;                      ///< node running copy 0 this round, -1 if none
-  int round_gpus = 0;                       ///< GPUs it holds this round (all copies)
-  std::vector<copy_piece> pieces;           ///< this round: its parts, by copy then rank
-  int reports_left = 0;                     ///< pieces of this round not reported yet
-  bool reported = false;                    ///< this round's progress arrived (every piece)
-  bool round_failed = false;                ///< this round's progress is lost
-  std::uint32_t sync_epoch = 0;             ///< bumped after a failed synchronisation
-  int rounds = 0;                           ///< rounds it was scheduled in
-  double first_start = -1;                  ///< seconds after the start of its first round
-  int max_copies = 0;                       ///< most copies it ran as in one round
-  bool reached_target = false;              ///< finished by reaching its target loss
-  double finish = -1;                       ///< seconds after the start
-  double loss = 0;                          ///< latest training loss
-  double accuracy = 0;                      ///< final held-out accuracy
-  int restarts = 0;                         ///< rounds it resumed on another node
-  int lost_rounds = 0;                      ///< rounds lost to node failures
-  int regressions = 0;                      ///< starts before its latest checkpoint
-  std::vector<double> planned;              ///< per rank: planned GPU-seconds
-  std::vector<double> busy;                 ///< per rank: GPU-seconds it ran
-  std::vector<double> throughput;           ///< per rank: last measured steps/s
-  std::map<std::string, double> measured;   ///< per GPU type: measured steps/s
-  job_checkpoints ckpt;                     ///< its checkpoints and their counters
-  std::deque<placement> history;            ///< its parts in its last 100 rounds
-  double round_rate = 0;                    ///< steps/s of copy 0 in its latest round
+  run_job spec;                            ///< as submitted
+  job_state life = job_state::queued;      ///< actors/job_life.hpp
+  bool cancel_requested = false;           ///< takes effect at the next round boundary
+  std::string failure;                     ///< the last failure of its program
+  int program_failures = 0;                ///< rounds its program failed in
+  double startup_sum = 0;                  ///< its program's start-to-hello times, summed
+  int startups = 0;                        ///< how many are summed
+  bool slow_start_told = false;            ///< the slow-start warning was printed
+  std::int64_t step = 0;                   ///< step of its latest checkpoint
+  double run_time = 0;                     ///< seconds it held GPUs
+  double gpu_seconds = 0;                  ///< GPUs x seconds it held
+  int last_type = -1;                      ///< live-cluster type of the last round
+  std::uint64_t live_generation = 0;       ///< the live cluster last_type indexes
+  int last_rank = -1;                      ///< node of its last round, -1 if never ran
+  double last_busy = 0;                    ///< GPU-seconds it ran in its last round
+  std::int64_t round = -1;                 ///< round of its latest assignment
+  caf::actor_clock::time_point run_start;  ///< when the run started
+  int round_rank = -1;                     ///< node running copy 0 this round, -1 if none
+  int round_gpus = 0;                      ///< GPUs it holds this round (all copies)
+  std::vector<copy_piece> pieces;          ///< this round: its parts, by copy then rank
+  int reports_left = 0;                    ///< pieces of this round not reported yet
+  bool reported = false;                   ///< this round's progress arrived (every piece)
+  bool round_failed = false;               ///< this round's progress is lost
+  std::uint32_t sync_epoch = 0;            ///< bumped after a failed synchronisation
+  int rounds = 0;                          ///< rounds it was scheduled in
+  double first_start = -1;                 ///< seconds after the start of its first round
+  int max_copies = 0;                      ///< most copies it ran as in one round
+  bool reached_target = false;             ///< finished by reaching its target loss
+  double finish = -1;                      ///< seconds after the start
+  double loss = 0;                         ///< latest training loss
+  double accuracy = 0;                     ///< final held-out accuracy
+  int restarts = 0;                        ///< rounds it resumed on another node
+  int lost_rounds = 0;                     ///< rounds lost to node failures
+  int regressions = 0;                     ///< starts before its latest checkpoint
+  std::vector<double> planned;             ///< per rank: planned GPU-seconds
+  std::vector<double> busy;                ///< per rank: GPU-seconds it ran
+  std::vector<double> throughput;          ///< per rank: last measured steps/s
+  std::map<std::string, double> measured;  ///< per GPU type: measured steps/s
+  job_checkpoints ckpt;                    ///< its checkpoints and their counters
+  std::deque<placement> history;           ///< its parts in its last 100 rounds
+  double round_rate = 0;                   ///< steps/s of copy 0 in its latest round
 };
 
 /// A fresh job of `cfg` (queued, no checkpoint).
@@ -145,12 +145,12 @@ struct job_phases {
 
 /// Mutable state of a job actor.
 struct job_actor_state {
-  job_config cfg;                           ///< settings
-  scheduler_job_api scheduler;              ///< its scheduler: assignments come from it only
-  job_data job;                             ///< the job
+  job_config cfg;                            ///< settings
+  scheduler_job_api scheduler;               ///< its scheduler: assignments come from it only
+  job_data job;                              ///< the job
   std::map<caf::actor_addr, int> reporters;  ///< node actors of its open round -> rank
-  std::int64_t dropped = 0;                 ///< reports refused (not from a node of its round)
-  job_phases phases;                        ///< its behaviours, built once
+  std::int64_t dropped = 0;                  ///< reports refused (not from a node of its round)
+  job_phases phases;                         ///< its behaviours, built once
   static inline const char* name = "tessera.job";  ///< actor name for logs
 };
 

@@ -91,8 +91,8 @@ std::string submit_record(const std::vector<run_job>& jobs) {
 }
 
 std::string state_record(std::int64_t id, job_state s, std::int64_t step, std::int64_t round) {
-  return ojson{{"t", "state"}, {"id", id}, {"state", state_name(s)}, {"step", step},
-               {"round", round}}
+  return ojson{
+      {"t", "state"}, {"id", id}, {"state", state_name(s)}, {"step", step}, {"round", round}}
       .dump();
 }
 

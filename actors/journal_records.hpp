@@ -32,10 +32,10 @@ namespace tessera::actors {
 
 /// A job as a journal gives it back.
 struct restored_job {
-  run_job spec;                        ///< as submitted (arrival 0: it is there at once)
-  job_state life = job_state::queued;  ///< its last state
-  bool cancel_requested = false;       ///< a cancel waited for its round boundary
-  std::int64_t step = 0;               ///< step of its newest confirmed checkpoint
+  run_job spec;                              ///< as submitted (arrival 0: it is there at once)
+  job_state life = job_state::queued;        ///< its last state
+  bool cancel_requested = false;             ///< a cancel waited for its round boundary
+  std::int64_t step = 0;                     ///< step of its newest confirmed checkpoint
   std::vector<checkpoint_file> checkpoints;  ///< its last two confirmed, oldest first
 };
 

@@ -74,8 +74,9 @@ std::shared_ptr<program::lease_server> open_leases(int rank) {
   auto h = std::make_shared<holder>();
   std::string tmpl = "/tmp/tessera-node-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::cerr << "tessera: node rank " << rank << ": no lease socket (mkdtemp: "
-              << std::strerror(errno) << "); program jobs cannot run here\n";
+    std::cerr << "tessera: node rank " << rank
+              << ": no lease socket (mkdtemp: " << std::strerror(errno)
+              << "); program jobs cannot run here\n";
     return nullptr;
   }
   h->dir = tmpl;
@@ -100,8 +101,8 @@ node_config make_node_config(const run_settings& o, const run_inputs& in, int ra
   nc.kinds = &kinds;
   nc.gpus = in.gpus;
   nc.register_timeout = o.connect_timeout;
-  const bool programs = std::any_of(in.jobs.begin(), in.jobs.end(),
-                                    [](const run_job& j) { return j.is_program(); });
+  const bool programs =
+      std::any_of(in.jobs.begin(), in.jobs.end(), [](const run_job& j) { return j.is_program(); });
   if (programs || in.jobs.empty()) nc.leases = open_leases(rank);
   if (setup) setup(nc);
   return nc;
@@ -127,9 +128,10 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.verbose = o.verbose;
   // Fencing epochs above those of any earlier run in the same checkpoint directory.
   sc.master_port_base = 20000 + static_cast<int>(::getpid() % 10) * 4096;
-  sc.epoch_base = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                 .count());
+  sc.epoch_base =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
   return sc;
 }
 
@@ -365,7 +367,8 @@ result<run_inputs> load_inputs(const run_settings& o, const train::trainable_reg
         return input_error(o.jobs_file, 0, "scale_factor",
                            st.err().message + " " + o.cluster_file + " (no GPU type has " +
                                std::to_string(j.spec.scale_factor) + " GPUs, so policy " +
-                               (*pol)->name() + " cannot place it; hare, which stacks tasks "
+                               (*pol)->name() +
+                               " cannot place it; hare, which stacks tasks "
                                "on GPUs, could)");
     }
   in.pol = std::shared_ptr<policy>(std::move(*pol));
@@ -407,9 +410,8 @@ std::optional<secret_key> run_secret(const run_settings& s) {
 
 int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
               const node_setup& setup, const scheduler_setup& sched_setup,
-              const std::function<bool(int port)>& start_nodes,
-              const secret_key& key, const std::string& bind,
-              std::shared_ptr<comm::aggregator> agg) {
+              const std::function<bool(int port)>& start_nodes, const secret_key& key,
+              const std::string& bind, std::shared_ptr<comm::aggregator> agg) {
   run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
   caf::actor_system sys{cfg};
   caf::scoped_actor listener{sys};
@@ -459,9 +461,9 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
 }
 
 int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
-                         const std::string& host, int port,
-                         const train::trainable_registry& kinds, const node_setup& setup,
-                         std::shared_ptr<comm::aggregator> agg, const secret_key& key) {
+                         const std::string& host, int port, const train::trainable_registry& kinds,
+                         const node_setup& setup, std::shared_ptr<comm::aggregator> agg,
+                         const secret_key& key) {
   run_actor_config cfg(s.heartbeat_interval, s.heartbeat_timeout);
   caf::actor_system sys{cfg};
   auto sched = connect(sys, host, port, s.connect_timeout);
@@ -491,7 +493,8 @@ void write_status_file(const std::string& path, int code) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) std::cerr << "tessera: cannot write the status file " << path << ": " << ec.message() << '\n';
+  if (ec)
+    std::cerr << "tessera: cannot write the status file " << path << ": " << ec.message() << '\n';
 }
 
 }  // namespace tessera::actors

@@ -60,14 +60,13 @@ std::optional<secret_key> run_secret(const run_settings& s);
 /// run's summary goes to `o.report`.
 int run_rank0(const run_settings& o, const run_inputs& in, const train::trainable_registry& kinds,
               const node_setup& setup, const scheduler_setup& sched_setup,
-              const std::function<bool(int port)>& start_nodes,
-              const secret_key& key, const std::string& bind,
-              std::shared_ptr<comm::aggregator> agg = nullptr);
+              const std::function<bool(int port)>& start_nodes, const secret_key& key,
+              const std::string& bind, std::shared_ptr<comm::aggregator> agg = nullptr);
 
 /// Connects to the scheduler at host:port and runs node `rank` until the run ends.
 int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
-                         const std::string& host, int port,
-                         const train::trainable_registry& kinds, const node_setup& setup,
-                         std::shared_ptr<comm::aggregator> agg, const secret_key& key);
+                         const std::string& host, int port, const train::trainable_registry& kinds,
+                         const node_setup& setup, std::shared_ptr<comm::aggregator> agg,
+                         const secret_key& key);
 
 }  // namespace tessera::actors::launch

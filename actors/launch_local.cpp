@@ -62,8 +62,8 @@ std::vector<pid_t> spawn_children(const node_command& start_node, int n, int por
 /// Waits for the children to exit, killing those left after `grace` seconds. A child killed
 /// by a signal before (e.g. an injected fault) counts as exited.
 void reap(std::vector<pid_t>& pids, double grace) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<long>(grace * 1000));
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(grace * 1000));
   while (!pids.empty()) {
     for (auto it = pids.begin(); it != pids.end();) {
       int status = 0;
@@ -115,8 +115,8 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
   if (!in) return bad_input;
   // With a secret file the servers --local does not start may join (tessera node --join)
   // before the registration time-out; without one every server needs a process here.
-  const bool joins = !s.secret_file.empty() && s.local >= 1 &&
-                     s.local <= static_cast<int>(in->cl.servers.size());
+  const bool joins =
+      !s.secret_file.empty() && s.local >= 1 && s.local <= static_cast<int>(in->cl.servers.size());
   if (auto bad = check_size(s, in->cl, s.local, "--local " + std::to_string(s.local));
       bad && !joins) {
     std::cerr << "tessera: " << *bad << '\n';
@@ -142,11 +142,14 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
   }
   std::vector<pid_t> children;
   const std::string bind = s.bind.empty() ? "127.0.0.1" : s.bind;
-  const int code = run_rank0(s, *in, kinds, setup, sched_setup, [&](int port) {
-    if (port == 0) return false;
-    children = spawn_children(start_node, s.local, port, secret_path);
-    return static_cast<int>(children.size()) == s.local - 1;
-  }, *key, bind);
+  const int code = run_rank0(
+      s, *in, kinds, setup, sched_setup,
+      [&](int port) {
+        if (port == 0) return false;
+        children = spawn_children(start_node, s.local, port, secret_path);
+        return static_cast<int>(children.size()) == s.local - 1;
+      },
+      *key, bind);
   reap(children, 10);
   return code;
 }

@@ -50,7 +50,8 @@ std::string routable_address(const std::string& host) {
   for (auto* a = res; a && found.empty(); a = a->ai_next) {
     char buf[64] = {0};
     const auto* in4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
-    if (::inet_ntop(AF_INET, &in4->sin_addr, buf, sizeof buf) && std::string(buf).rfind("127.", 0) != 0)
+    if (::inet_ntop(AF_INET, &in4->sin_addr, buf, sizeof buf) &&
+        std::string(buf).rfind("127.", 0) != 0)
       found = buf;
   }
   ::freeaddrinfo(res);
@@ -59,9 +60,9 @@ std::string routable_address(const std::string& host) {
 
 /// What rank 0 of an mpirun run tells the others: where the scheduler listens, the secret.
 struct mpi_rendezvous {
-  int port = 0;                                  ///< 0: the scheduler did not open
-  char address[256] = {0};                       ///< address to dial
-  std::uint8_t secret[secret_bytes] = {0};       ///< the cluster secret
+  int port = 0;                             ///< 0: the scheduler did not open
+  char address[256] = {0};                  ///< address to dial
+  std::uint8_t secret[secret_bytes] = {0};  ///< the cluster secret
 };
 
 /// True on every rank when every rank runs on rank 0's host (collective).
@@ -95,8 +96,8 @@ struct mpi_start {
   std::string problem;  ///< empty when this rank can go on
 };
 
-mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registry& kinds,
-                           int rank, int size) {
+mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registry& kinds, int rank,
+                           int size) {
   mpi_start st;
   auto in = load_inputs(s, kinds);
   if (!in) {
@@ -134,8 +135,7 @@ int run_mpi_node(const run_settings& s, const run_inputs& in, int rank,
 }  // namespace
 
 bool under_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-         std::getenv("PMIX_RANK");
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }
 
 /// MPI_Finalize, bounded: it is collective, and after a rank died (or while a communicator
@@ -160,8 +160,8 @@ int finalize_mpi(int code, double grace) {
   return code;
 }
 
-int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
-            const node_setup& setup, const scheduler_setup& sched_setup) {
+int run_mpi(const run_settings& s, const train::trainable_registry& kinds, const node_setup& setup,
+            const scheduler_setup& sched_setup) {
   int provided = 0;
   // MPI_THREAD_MULTIPLE: the aggregator's communicator threads call MPI concurrently.
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -187,15 +187,18 @@ int run_mpi(const run_settings& s, const train::trainable_registry& kinds,
   if (rank == 0) {
     auto key = run_secret(s);
     const std::string bind = mpi_bind_address(s, one_host);
-    code = run_rank0(s, *st.in, kinds, setup, sched_setup, [&](int port) {
-      mpi_rendezvous rv;
-      rv.port = key ? port : 0;
-      std::snprintf(rv.address, sizeof rv.address, "%s",
-                    bind == "0.0.0.0" ? host_name().c_str() : bind.c_str());
-      if (key) std::copy(key->begin(), key->end(), rv.secret);
-      MPI_Bcast(&rv, sizeof rv, MPI_BYTE, 0, MPI_COMM_WORLD);
-      return rv.port != 0;
-    }, key ? *key : secret_key{}, bind, st.agg);
+    code = run_rank0(
+        s, *st.in, kinds, setup, sched_setup,
+        [&](int port) {
+          mpi_rendezvous rv;
+          rv.port = key ? port : 0;
+          std::snprintf(rv.address, sizeof rv.address, "%s",
+                        bind == "0.0.0.0" ? host_name().c_str() : bind.c_str());
+          if (key) std::copy(key->begin(), key->end(), rv.secret);
+          MPI_Bcast(&rv, sizeof rv, MPI_BYTE, 0, MPI_COMM_WORLD);
+          return rv.port != 0;
+        },
+        key ? *key : secret_key{}, bind, st.agg);
   } else {
     code = run_mpi_node(s, *st.in, rank, kinds, setup, st.agg);
   }

@@ -41,7 +41,8 @@ namespace {
 /// Ends the node with a run error of `code` and `text`, stopping its copies.
 void fail(self_ptr self, run_errc code, const std::string& text) {
   for (auto& [key, slot] : self->state.slots) slot->stop = slot->abort = true;
-  self->quit(make_run_error(code, "node rank " + std::to_string(self->state.cfg.rank) + " " + text));
+  self->quit(
+      make_run_error(code, "node rank " + std::to_string(self->state.cfg.rank) + " " + text));
 }
 
 /// The hello this node sends, with its proof over the exchange's nonces.
@@ -136,8 +137,12 @@ void start_worker(self_ptr self, copy_slot& slot, const round_orders& o) {
       // As the node actor (reports are attributed to their sender): to the scheduler, which
       // waits for every start (first: the round's dispatch latency), and to the job's actor,
       // which keeps its checkpoint book.
-      const copy_started c{round, raw->order.job, raw->order.copy, step,
-                           static_cast<std::int32_t>(raw->source), raw->bad_files,
+      const copy_started c{round,
+                           raw->order.job,
+                           raw->order.copy,
+                           step,
+                           static_cast<std::int32_t>(raw->source),
+                           raw->bad_files,
                            raw->source_why};
       caf::send_as(me, sched, c);
       caf::send_as(me, caf::actor_cast<job_node_api>(raw->order.job_actor), c);
@@ -243,19 +248,17 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
   const auto job_actor = caf::actor_cast<job_node_api>(slot.order.job_actor);
   self->send(job_actor, r);
   if (slot.checkpointed)
-    self->send(job_actor, checkpoint_done{round, slot.order.job,
-                                            slot.order.copy, r.step,
-                                            slot.order.checkpoint_path});
+    self->send(job_actor, checkpoint_done{round, slot.order.job, slot.order.copy, r.step,
+                                          slot.order.checkpoint_path});
   // A job is finished once its final state is on disk.
   if (slot.finished && slot.error.empty() && slot.checkpoint_error.empty()) {
     // One report per job, also when forked or spread over nodes.
     if (slot.order.copy == 0 && leads_copy(slot.order, s.cfg.rank))
-      self->send(job_actor, job_finished{slot.order.job, r.step, slot.loss,
-                                           slot.accuracy, slot.reached_target});
+      self->send(job_actor, job_finished{slot.order.job, r.step, slot.loss, slot.accuracy,
+                                         slot.reached_target});
     s.slots.erase(it);
   }
-  if (round == s.round && --s.pending == 0)
-    self->send(s.scheduler, round_done{round});
+  if (round == s.round && --s.pending == 0) self->send(s.scheduler, round_done{round});
 }
 
 /// What the scheduler and the job actors send a node: rounds, stops, its fence, the end.
@@ -274,9 +277,9 @@ node_api::behavior_type from_cluster(self_ptr self) {
         if (code == 0)
           self->quit();
         else
-          self->quit(make_run_error(run_errc::bad_job,
-                                    "the scheduler ended the run with exit code " +
-                                        std::to_string(code)));
+          self->quit(
+              make_run_error(run_errc::bad_job,
+                             "the scheduler ended the run with exit code " + std::to_string(code)));
       },
   };
 }
@@ -293,7 +296,8 @@ caf::behavior serving(self_ptr self) {
         report_copy(self, job, copy, round);
       },
       [=](leave_atom) { self->send(self->state.scheduler, leave_atom::value); },
-  }.or_else(handlers_of(from_cluster(self)));
+  }
+      .or_else(handlers_of(from_cluster(self)));
 }
 
 }  // namespace

@@ -85,15 +85,15 @@ struct node_config {
 struct node_state {
   /// Stops and joins every worker.
   ~node_state();
-  node_config cfg;                                          ///< settings
-  scheduler_node_api scheduler;                             ///< registration, round_done
-  bool registered = false;                                  ///< welcome received
-  double heartbeat_interval = 0.5;                          ///< from the welcome
-  std::int64_t heartbeat_seq = 0;                           ///< next heartbeat number
-  std::int64_t round = -1;                                  ///< current round
-  int pending = 0;                                          ///< copies of `round` not done
+  node_config cfg;                                      ///< settings
+  scheduler_node_api scheduler;                         ///< registration, round_done
+  bool registered = false;                              ///< welcome received
+  double heartbeat_interval = 0.5;                      ///< from the welcome
+  std::int64_t heartbeat_seq = 0;                       ///< next heartbeat number
+  std::int64_t round = -1;                              ///< current round
+  int pending = 0;                                      ///< copies of `round` not done
   std::map<copy_id, std::shared_ptr<copy_slot>> slots;  ///< by job copy
-  static inline const char* name = "tessera.node";          ///< actor name for logs
+  static inline const char* name = "tessera.node";      ///< actor name for logs
 };
 
 /// Posted by a worker thread when its round is over: (copy_done_atom, job, copy, round).

@@ -51,8 +51,13 @@ std::int64_t read_count(const float* two) {
 class program_run {
  public:
   program_run(copy_slot& slot, const program_context& ctx, double length, comm::aggregator* agg)
-      : slot_(slot), o_(slot.order), ctx_(ctx), agg_(agg), t0_(clock_type::now()),
-        deadline_(t0_ + secs(length)), out_(ctx.out ? *ctx.out : std::cout),
+      : slot_(slot),
+        o_(slot.order),
+        ctx_(ctx),
+        agg_(agg),
+        t0_(clock_type::now()),
+        deadline_(t0_ + secs(length)),
+        out_(ctx.out ? *ctx.out : std::cout),
         err_(ctx.err ? *ctx.err : std::cerr) {}
   ~program_run() {
     for (auto& t : tasks_) ctx_.leases->remove(t.token);
@@ -101,8 +106,8 @@ std::int64_t program_run::lease_cap() const {
 void program_run::fail(const std::string& why, const task_proc* t) {
   if (!slot_.error.empty()) return;
   slot_.program_failed = true;
-  std::string text = "job " + std::to_string(o_.job) + " copy " + std::to_string(o_.copy) +
-                     ": its program " + why;
+  std::string text =
+      "job " + std::to_string(o_.job) + " copy " + std::to_string(o_.copy) + ": its program " + why;
   if (t && t->proc) {
     const auto tail = t->proc->stderr_tail();
     if (!tail.empty()) text += "; the end of its stderr:\n" + tail;
@@ -114,8 +119,8 @@ bool program_run::start() {
   std::error_code ec;
   std::filesystem::create_directories(o_.checkpoint_path, ec);
   if (ec) {
-    slot_.checkpoint_error = "cannot make the checkpoint directory " + o_.checkpoint_path +
-                             ": " + ec.message();
+    slot_.checkpoint_error =
+        "cannot make the checkpoint directory " + o_.checkpoint_path + ": " + ec.message();
     return false;
   }
   const int n = local_tasks(o_);
@@ -195,7 +200,8 @@ void program_run::watch() {
   const bool sync = o_.fork_ranks.size() > 1;
   while (true) {
     bool running = false;
-    for (auto& t : tasks_) running = t.proc->poll(tasks_.size() == 1 ? 20 : 5, out_, err_) || running;
+    for (auto& t : tasks_)
+      running = t.proc->poll(tasks_.size() == 1 ? 20 : 5, out_, err_) || running;
     const auto now = clock_type::now();
     if (slot_.stop.load(std::memory_order_relaxed))
       for (auto& t : tasks_) t.lease->stop();
@@ -239,8 +245,7 @@ void program_run::maybe_average() {
   const auto v0 = tasks_[0].lease->view();
   std::int64_t step = v0.own_step.value_or(o_.resume_step) + v0.steps;
   std::vector<float> mean = data0;
-  if (forked && leads())
-    mean = merge_with_copies(data0, v0.steps, have_first, copies, step);
+  if (forked && leads()) mean = merge_with_copies(data0, v0.steps, have_first, copies, step);
   averaged_ = true;
   for (std::size_t i = 0; i < tasks_.size(); ++i) {
     std::vector<std::size_t> sizes;
@@ -280,13 +285,13 @@ std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine
   }
   if (auto st = agg_->allgather(leaders, send, all, &counts, opt); !st) {
     slot_.retry = true;
-    if (slot_.error.empty()) slot_.error = "merging the copies of job " + std::to_string(o_.job) +
-                                           ": " + st.err().message;
+    if (slot_.error.empty())
+      slot_.error = "merging the copies of job " + std::to_string(o_.job) + ": " + st.err().message;
     return mine;
   }
   std::vector<std::pair<std::int64_t, std::vector<float>>> by_copy(leaders.size());
-  step = tasks_.empty() ? o_.resume_step
-                        : tasks_[0].lease->view().own_step.value_or(o_.resume_step);
+  step =
+      tasks_.empty() ? o_.resume_step : tasks_[0].lease->view().own_step.value_or(o_.resume_step);
   std::size_t at = 0;
   for (std::size_t k = 0; k < counts.size(); at += counts[k], ++k) {
     if (counts[k] < 4 || all[at + 1] < 0.5f) continue;
@@ -348,7 +353,8 @@ void program_run::finish() {
   const double ran = seconds_between(v.hello_at, v.last_contact);
   if (ran > 0 && v.steps > 0) {
     const double rate = v.steps / ran;
-    slot_.ema_throughput = slot_.ema_throughput > 0 ? 0.5 * slot_.ema_throughput + 0.5 * rate : rate;
+    slot_.ema_throughput =
+        slot_.ema_throughput > 0 ? 0.5 * slot_.ema_throughput + 0.5 * rate : rate;
   }
 }
 
@@ -403,8 +409,7 @@ std::vector<float> average_copies(
 }
 
 void run_program_round(copy_slot& slot, const program_context& ctx, double length,
-                       const std::function<void(std::int64_t)>& on_started,
-                       comm::aggregator* agg) {
+                       const std::function<void(std::int64_t)>& on_started, comm::aggregator* agg) {
   const auto t0 = clock_type::now();
   slot.steps = 0;
   slot.finished = slot.reached_target = slot.checkpointed = slot.fenced = slot.retry = false;
@@ -417,7 +422,8 @@ void run_program_round(copy_slot& slot, const program_context& ctx, double lengt
   slot.start_step = slot.end_step = slot.order.resume_step;
   slot.source = slot.order.resume_step > 0 ? state_source::resume : state_source::fresh;
   if (!ctx.leases) {
-    slot.error = "job " + std::to_string(slot.order.job) + " is a program but this node has no "
+    slot.error = "job " + std::to_string(slot.order.job) +
+                 " is a program but this node has no "
                  "lease socket";
   } else {
     program_run run(slot, ctx, length, agg);

@@ -48,8 +48,8 @@ struct program_context {
   std::vector<int> devices;
   /// The node process's own CUDA_VISIBLE_DEVICES ("" = unset), which the ordinals index.
   std::string node_visible;
-  std::ostream* out = nullptr;              ///< where the programs' stdout lines go
-  std::ostream* err = nullptr;              ///< where their stderr lines go
+  std::ostream* out = nullptr;  ///< where the programs' stdout lines go
+  std::ostream* err = nullptr;  ///< where their stderr lines go
 };
 
 /// The environment of task `local` of the copy `o` on this node (docs/lease-protocol.md),
@@ -69,7 +69,8 @@ void run_program_round(copy_slot& slot, const program_context& ctx, double lengt
 /// a copy with no data is absent): equal weights under "mean", weights proportional to the
 /// steps under "weighted" (equal when no copy made a step). Summed in double, then rounded
 /// to float. Exposed for tests.
-std::vector<float> average_copies(const std::vector<std::pair<std::int64_t, std::vector<float>>>& copies,
-                                  const std::string& rule);
+std::vector<float> average_copies(
+    const std::vector<std::pair<std::int64_t, std::vector<float>>>& copies,
+    const std::string& rule);
 
 }  // namespace tessera::actors

@@ -37,8 +37,8 @@ namespace tessera {
 /// Serialises round_record (runtime/core/records.hpp), carried in run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_record& x) {
-  return actors::wire::fields(f, "round_record", x.start, x.busy_gpus, x.idle_gpus,
-           x.active_jobs, x.waiting_jobs);
+  return actors::wire::fields(f, "round_record", x.start, x.busy_gpus, x.idle_gpus, x.active_jobs,
+                              x.waiting_jobs);
 }
 
 }  // namespace tessera
@@ -91,67 +91,67 @@ struct node_welcome {
 
 /// A node is alive (sent every heartbeat interval).
 struct heartbeat {
-  std::int64_t seq = 0;   ///< counts up from 0
+  std::int64_t seq = 0;  ///< counts up from 0
 };
 
 /// How a node runs a copy of a job of kind "program" (runtime/core/job_file.hpp program_spec,
 /// docs/lease-protocol.md): one process per task of the part it runs here.
 struct program_order {
-  std::vector<std::string> command;          ///< argv
-  std::string workdir;                       ///< where the processes run
-  std::map<std::string, std::string> env;    ///< added to the node's environment
-  double grace = 30;                         ///< seconds the node waits for the program
+  std::vector<std::string> command;        ///< argv
+  std::string workdir;                     ///< where the processes run
+  std::map<std::string, std::string> env;  ///< added to the node's environment
+  double grace = 30;                       ///< seconds the node waits for the program
   /// Steps of the lease when the copy has several processes (all must stop at the same
   /// step, as torch.distributed needs), -1 when it has one (its lease is the round's time).
   std::int64_t lease_steps = -1;
-  std::string master_addr;                   ///< MASTER_ADDR: host of the copy's first part
-  std::int32_t master_port = 0;              ///< MASTER_PORT of the copy's process group
+  std::string master_addr;       ///< MASTER_ADDR: host of the copy's first part
+  std::int32_t master_port = 0;  ///< MASTER_PORT of the copy's process group
 };
 
 /// Start (or continue) one copy of a job on a node for one round.
 struct start_copy {
-  std::int64_t job = 0;                   ///< job id
-  std::int32_t copy = 0;                  ///< copy index (0 unless forked)
-  std::string kind;                       ///< trainable kind
-  std::uint64_t seed = 0;                 ///< trainable seed
-  std::map<std::string, double> config;   ///< trainable configuration
-  std::int32_t scale = 1;                 ///< tasks per step (K)
-  std::int32_t gpus = 1;                  ///< GPUs the copy holds on this node
-  std::int64_t total_steps = 0;           ///< steps at which the job is finished
-  std::int64_t resume_step = 0;           ///< step of resume_path (0 when there is none)
-  std::int64_t step_budget = -1;          ///< most steps to run this round, -1 = no cap
-  double step_time = 0.05;                ///< seconds per step on a speed-1.0 server
+  std::int64_t job = 0;                  ///< job id
+  std::int32_t copy = 0;                 ///< copy index (0 unless forked)
+  std::string kind;                      ///< trainable kind
+  std::uint64_t seed = 0;                ///< trainable seed
+  std::map<std::string, double> config;  ///< trainable configuration
+  std::int32_t scale = 1;                ///< tasks per step (K)
+  std::int32_t gpus = 1;                 ///< GPUs the copy holds on this node
+  std::int64_t total_steps = 0;          ///< steps at which the job is finished
+  std::int64_t resume_step = 0;          ///< step of resume_path (0 when there is none)
+  std::int64_t step_budget = -1;         ///< most steps to run this round, -1 = no cap
+  double step_time = 0.05;               ///< seconds per step on a speed-1.0 server
   /// Space sharing: the job sharing this copy's GPUs on this node (-1 = none) and the
   /// copy's rate beside it relative to its rate alone, (0, 1]; a throttled node steps the
   /// copy at speed x speed_share, and gives both copies of the pair the same device indices.
   std::int64_t partner = -1;
   double speed_share = 1.0;
-  std::string checkpoint_path;            ///< where this round's checkpoint is written
+  std::string checkpoint_path;  ///< where this round's checkpoint is written
   /// Leader rank of every copy of the job this round, indexed by copy; empty (or one rank) when
   /// the job is not forked. Forked copies draw disjoint batches and at the round end merge their
   /// states under `merge` through the node's aggregator (channel = job id,
   /// runtime/node/train/fork_merge.hpp); copy 0 writes the merged checkpoint.
   std::vector<std::int32_t> fork_ranks;
-  double aggregate_timeout = 10;          ///< seconds a copy waits for the others to merge
-  double target_loss = 0;                 ///< done when the round-end loss is this low (0 = off)
-  std::string merge = "mean";             ///< forked copies' merge rule (train::fork_merge_rule)
+  double aggregate_timeout = 10;  ///< seconds a copy waits for the others to merge
+  double target_loss = 0;         ///< done when the round-end loss is this low (0 = off)
+  std::string merge = "mean";     ///< forked copies' merge rule (train::fork_merge_rule)
   /// Ranks holding a part of this copy (increasing; actors/task_layout.hpp), empty or one rank
   /// when the copy runs on this node alone. Parts step together: each computes its shards,
   /// the parts gather all K shard gradients through the aggregator and each applies their
   /// sum in shard order, so every part holds the same state. The first rank is the copy's
   /// leader: it merges with the other copies of a forked job and writes the checkpoint.
   std::vector<std::int32_t> part_ranks;
-  std::int32_t shard_begin = 0;           ///< first shard this node computes
-  std::int32_t shards = 0;                ///< shards it computes per step (0 = all K)
-  std::int32_t task_times = 1;            ///< task-times per step on its busiest GPU
-  std::uint64_t channel = 0;              ///< aggregator channel of the job's collectives
+  std::int32_t shard_begin = 0;  ///< first shard this node computes
+  std::int32_t shards = 0;       ///< shards it computes per step (0 = all K)
+  std::int32_t task_times = 1;   ///< task-times per step on its busiest GPU
+  std::uint64_t channel = 0;     ///< aggregator channel of the job's collectives
   /// The newest checkpoint the scheduler confirmed ("" = none: the job starts at step 0).
   std::string resume_path;
-  std::string fallback_path;              ///< the one before, used when resume_path is unusable
-  std::int64_t fallback_step = 0;         ///< step of fallback_path
-  std::uint64_t epoch = 0;                ///< this round's writer epoch (checkpoint fencing)
-  std::string fence_path;                 ///< the job's fence file, checked before publishing
-  program_order program;                  ///< kind "program" only
+  std::string fallback_path;       ///< the one before, used when resume_path is unusable
+  std::int64_t fallback_step = 0;  ///< step of fallback_path
+  std::uint64_t epoch = 0;         ///< this round's writer epoch (checkpoint fencing)
+  std::string fence_path;          ///< the job's fence file, checked before publishing
+  program_order program;           ///< kind "program" only
   /// The job's actor in the scheduler's process: the copy's copy_started, progress_report,
   /// checkpoint_done and job_finished go to it (round_done still goes to the scheduler).
   caf::actor job_actor;
@@ -163,9 +163,9 @@ struct start_copy {
 
 /// One node's part of a round plan.
 struct round_orders {
-  std::int64_t round = 0;             ///< round number, from 0
-  double length = 0;                  ///< seconds the copies run
-  std::vector<start_copy> copies;     ///< copies to run; anything else is stopped
+  std::int64_t round = 0;          ///< round number, from 0
+  double length = 0;               ///< seconds the copies run
+  std::vector<start_copy> copies;  ///< copies to run; anything else is stopped
 };
 
 /// Stop a copy before its round ends (its state is checkpointed as at a round end).
@@ -188,10 +188,10 @@ enum class state_source : std::int32_t {
 
 /// A copy has loaded its state and is stepping.
 struct copy_started {
-  std::int64_t round = 0;  ///< round
-  std::int64_t job = 0;    ///< job id
-  std::int32_t copy = 0;   ///< copy index
-  std::int64_t step = 0;   ///< step it starts from
+  std::int64_t round = 0;              ///< round
+  std::int64_t job = 0;                ///< job id
+  std::int32_t copy = 0;               ///< copy index
+  std::int64_t step = 0;               ///< step it starts from
   std::int32_t source = 0;             ///< a state_source
   std::vector<std::string> bad_files;  ///< checkpoints it found unusable, in the order tried
   std::string why;                     ///< why each was unusable ("" when none was)
@@ -199,19 +199,19 @@ struct copy_started {
 
 /// What a copy did in one round.
 struct progress_report {
-  std::int64_t round = 0;        ///< round
-  std::int64_t job = 0;          ///< job id
-  std::int32_t copy = 0;         ///< copy index
-  std::int64_t step = 0;         ///< step counter after the round
-  std::int64_t steps = 0;        ///< steps made this round
-  double busy_seconds = 0;       ///< wall seconds the copy held its GPUs
-  double throughput = 0;         ///< moving average of measured steps/s on this node
-  double loss = 0;               ///< training loss after the round
-  std::string error;             ///< non-empty when the copy failed (e.g. unknown kind)
+  std::int64_t round = 0;   ///< round
+  std::int64_t job = 0;     ///< job id
+  std::int32_t copy = 0;    ///< copy index
+  std::int64_t step = 0;    ///< step counter after the round
+  std::int64_t steps = 0;   ///< steps made this round
+  double busy_seconds = 0;  ///< wall seconds the copy held its GPUs
+  double throughput = 0;    ///< moving average of measured steps/s on this node
+  double loss = 0;          ///< training loss after the round
+  std::string error;        ///< non-empty when the copy failed (e.g. unknown kind)
   /// The failure was in a synchronisation with other nodes (a member never came, a timeout):
   /// the round's progress is lost and the job resumes from its checkpoint; the run goes on.
   bool retry = false;
-  std::int32_t task_times = 1;   ///< task-times per step the node ran (for the rate model)
+  std::int32_t task_times = 1;  ///< task-times per step the node ran (for the rate model)
   /// Non-empty when the round ran but its checkpoint could not be written (e.g. the
   /// directory is full): the round's progress is lost and the run goes on.
   std::string checkpoint_error;
@@ -235,10 +235,10 @@ struct checkpoint_done {
 
 /// A job reached its total steps (its final state is checkpointed).
 struct job_finished {
-  std::int64_t job = 0;    ///< job id
-  std::int64_t step = 0;   ///< final step counter
-  double loss = 0;         ///< final training loss
-  double accuracy = 0;     ///< final held-out accuracy
+  std::int64_t job = 0;         ///< job id
+  std::int64_t step = 0;        ///< final step counter
+  double loss = 0;              ///< final training loss
+  double accuracy = 0;          ///< final held-out accuracy
   bool reached_target = false;  ///< ended by reaching its target loss
 };
 
@@ -281,42 +281,42 @@ struct placement {
 
 /// How one job ended (or where it stands): built by summary_of (actors/job_actor.hpp) only.
 struct job_summary {
-  std::int64_t id = 0;                     ///< job id
-  std::string kind;                        ///< trainable kind
-  std::string job_type;                    ///< job type (the throughput-table key)
-  std::int32_t scale = 1;                  ///< scale factor
-  std::int64_t total_steps = 0;            ///< steps to train
-  bool finished = false;                   ///< reached its total steps
-  bool canceled = false;                   ///< cancelled by a client
-  double arrival = 0;                      ///< seconds after the run started
-  double first_start = -1;                 ///< start of its first round (s), -1 if never
-  double finish = -1;                      ///< seconds after the run started, -1 if not
-  double jct = -1;                         ///< finish - arrival, -1 if not finished
-  std::int64_t steps = 0;                  ///< final step counter
-  double run_time = 0;                     ///< seconds it held GPUs
-  double loss = 0;                         ///< final training loss
-  double accuracy = 0;                     ///< final held-out accuracy
-  std::int32_t restarts = 0;               ///< rounds it resumed on another node
-  std::int32_t lost_rounds = 0;            ///< rounds whose progress a node failure lost
-  std::int32_t regressions = 0;            ///< starts from before its last checkpoint (0)
-  std::vector<double> planned_gpu_seconds;  ///< per rank: GPUs x round length planned
-  std::vector<double> busy_gpu_seconds;     ///< per rank: GPUs x seconds it actually ran
-  std::vector<double> throughput;           ///< per rank: last measured steps/s (0 = never)
-  std::int32_t final_rank = -1;             ///< node of its last round, -1 if it never ran
-  double final_round_busy = 0;              ///< GPU-seconds it ran in that last round
-  std::int32_t rounds = 0;                  ///< rounds it was scheduled in
-  std::int32_t max_copies = 0;              ///< most copies it ran as in one round
-  bool reached_target = false;              ///< finished by reaching its target loss
-  std::int32_t checkpoint_fallbacks = 0;    ///< resumed from the previous checkpoint
-  std::int32_t restarts_from_scratch = 0;   ///< restarted at step 0: no usable checkpoint
+  std::int64_t id = 0;                         ///< job id
+  std::string kind;                            ///< trainable kind
+  std::string job_type;                        ///< job type (the throughput-table key)
+  std::int32_t scale = 1;                      ///< scale factor
+  std::int64_t total_steps = 0;                ///< steps to train
+  bool finished = false;                       ///< reached its total steps
+  bool canceled = false;                       ///< cancelled by a client
+  double arrival = 0;                          ///< seconds after the run started
+  double first_start = -1;                     ///< start of its first round (s), -1 if never
+  double finish = -1;                          ///< seconds after the run started, -1 if not
+  double jct = -1;                             ///< finish - arrival, -1 if not finished
+  std::int64_t steps = 0;                      ///< final step counter
+  double run_time = 0;                         ///< seconds it held GPUs
+  double loss = 0;                             ///< final training loss
+  double accuracy = 0;                         ///< final held-out accuracy
+  std::int32_t restarts = 0;                   ///< rounds it resumed on another node
+  std::int32_t lost_rounds = 0;                ///< rounds whose progress a node failure lost
+  std::int32_t regressions = 0;                ///< starts from before its last checkpoint (0)
+  std::vector<double> planned_gpu_seconds;     ///< per rank: GPUs x round length planned
+  std::vector<double> busy_gpu_seconds;        ///< per rank: GPUs x seconds it actually ran
+  std::vector<double> throughput;              ///< per rank: last measured steps/s (0 = never)
+  std::int32_t final_rank = -1;                ///< node of its last round, -1 if it never ran
+  double final_round_busy = 0;                 ///< GPU-seconds it ran in that last round
+  std::int32_t rounds = 0;                     ///< rounds it was scheduled in
+  std::int32_t max_copies = 0;                 ///< most copies it ran as in one round
+  bool reached_target = false;                 ///< finished by reaching its target loss
+  std::int32_t checkpoint_fallbacks = 0;       ///< resumed from the previous checkpoint
+  std::int32_t restarts_from_scratch = 0;      ///< restarted at step 0: no usable checkpoint
   std::int32_t checkpoint_write_failures = 0;  ///< rounds whose checkpoint was not written
-  std::int32_t paused_rounds = 0;           ///< rounds it waited for the checkpoint directory
-  std::string checkpoint;                   ///< its newest confirmed checkpoint ("" = none)
-  bool failed = false;                      ///< its program failed past max_restarts
-  std::string failure;                      ///< why (the last failure, with stderr's tail)
-  std::int32_t program_failures = 0;        ///< rounds its program failed in
-  double startup_seconds = 0;               ///< its program's mean start-to-hello time (s)
-  std::string state;                        ///< actors/job_life.hpp state at the end
+  std::int32_t paused_rounds = 0;              ///< rounds it waited for the checkpoint directory
+  std::string checkpoint;                      ///< its newest confirmed checkpoint ("" = none)
+  bool failed = false;                         ///< its program failed past max_restarts
+  std::string failure;                         ///< why (the last failure, with stderr's tail)
+  std::int32_t program_failures = 0;           ///< rounds its program failed in
+  double startup_seconds = 0;                  ///< its program's mean start-to-hello time (s)
+  std::string state;                           ///< actors/job_life.hpp state at the end
 };
 
 /// A job as the control API shows it (docs/api.md, "job"): its summary as summary_of
@@ -346,7 +346,7 @@ struct round_status {
   std::int64_t round = 0;
   double start = 0, length = 0;
   std::int32_t busy_gpus = 0, idle_gpus = 0, active_jobs = 0, waiting_jobs = 0;
-  double plan_seconds = 0;      ///< policy and layout (wall time of start_round)
+  double plan_seconds = 0;       ///< policy and layout (wall time of start_round)
   double dispatch_latency = -1;  ///< orders out -> every copy running; -1 until known
   std::vector<placement> assignments;
 };
@@ -359,9 +359,9 @@ struct cluster_status {
   double round_length = 0, uptime = 0;
   std::int32_t nodes = 0, gpus = 0;
   std::map<std::string, std::int32_t> nodes_by_state;  ///< waiting, alive, lost, left
-  std::map<std::string, std::int32_t> jobs;             ///< by state
-  std::map<std::string, double> utilisation;            ///< per GPU type, current round
-  std::int64_t rounds_total = 0;       ///< rounds planned
+  std::map<std::string, std::int32_t> jobs;            ///< by state
+  std::map<std::string, double> utilisation;           ///< per GPU type, current round
+  std::int64_t rounds_total = 0;                       ///< rounds planned
   latency_histogram round_seconds;     ///< planning time of each round (policy and layout)
   latency_histogram dispatch_seconds;  ///< orders out -> every copy running
   std::int64_t steps_total = 0;        ///< confirmed steps over all jobs
@@ -418,8 +418,8 @@ typename Inspector::result_type inspect(Inspector& f, auth_challenge& x) {
 /// Serialises node_hello.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
-  return wire::fields(f, "node_hello", x.version, x.rank, x.name, x.gpu_type, x.gpus,
-           x.speed, x.host, x.pid, x.proof);
+  return wire::fields(f, "node_hello", x.version, x.rank, x.name, x.gpu_type, x.gpus, x.speed,
+                      x.host, x.pid, x.proof);
 }
 /// Serialises node_welcome.
 template <class Inspector>
@@ -435,17 +435,17 @@ typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, program_order& x) {
   return wire::fields(f, "program_order", x.command, x.workdir, x.env, x.grace, x.lease_steps,
-           x.master_addr, x.master_port);
+                      x.master_addr, x.master_port);
 }
 /// Serialises start_copy.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_copy& x) {
-  return wire::fields(f, "start_copy", x.job, x.copy, x.kind, x.seed, x.config, x.scale,
-           x.gpus, x.total_steps, x.resume_step, x.step_budget, x.step_time, x.partner,
-           x.speed_share, x.checkpoint_path,
-           x.fork_ranks, x.aggregate_timeout, x.target_loss, x.merge, x.part_ranks, x.shard_begin,
-           x.shards, x.task_times, x.channel, x.resume_path, x.fallback_path, x.fallback_step,
-           x.epoch, x.fence_path, x.program, x.job_actor);
+  return wire::fields(f, "start_copy", x.job, x.copy, x.kind, x.seed, x.config, x.scale, x.gpus,
+                      x.total_steps, x.resume_step, x.step_budget, x.step_time, x.partner,
+                      x.speed_share, x.checkpoint_path, x.fork_ranks, x.aggregate_timeout,
+                      x.target_loss, x.merge, x.part_ranks, x.shard_begin, x.shards, x.task_times,
+                      x.channel, x.resume_path, x.fallback_path, x.fallback_step, x.epoch,
+                      x.fence_path, x.program, x.job_actor);
 }
 /// Serialises round_orders.
 template <class Inspector>
@@ -460,27 +460,25 @@ typename Inspector::result_type inspect(Inspector& f, stop_copy& x) {
 /// Serialises copy_started.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, copy_started& x) {
-  return wire::fields(f, "copy_started", x.round, x.job, x.copy, x.step, x.source,
-           x.bad_files, x.why);
+  return wire::fields(f, "copy_started", x.round, x.job, x.copy, x.step, x.source, x.bad_files,
+                      x.why);
 }
 /// Serialises progress_report.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return wire::fields(f, "progress_report", x.round, x.job, x.copy, x.step,
-           x.steps, x.busy_seconds, x.throughput, x.loss, x.error, x.retry, x.task_times,
-           x.checkpoint_error, x.program_failed, x.startup_seconds);
+  return wire::fields(f, "progress_report", x.round, x.job, x.copy, x.step, x.steps, x.busy_seconds,
+                      x.throughput, x.loss, x.error, x.retry, x.task_times, x.checkpoint_error,
+                      x.program_failed, x.startup_seconds);
 }
 /// Serialises checkpoint_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_done& x) {
-  return wire::fields(f, "checkpoint_done", x.round, x.job, x.copy, x.step,
-           x.path);
+  return wire::fields(f, "checkpoint_done", x.round, x.job, x.copy, x.step, x.path);
 }
 /// Serialises job_finished.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
-  return wire::fields(f, "job_finished", x.job, x.step, x.loss, x.accuracy,
-           x.reached_target);
+  return wire::fields(f, "job_finished", x.job, x.step, x.loss, x.accuracy, x.reached_target);
 }
 /// Serialises round_done.
 template <class Inspector>
@@ -493,15 +491,14 @@ typename Inspector::result_type inspect(Inspector& f, round_done& x) {
 template <class Summary, class Visit>
 decltype(auto) fields_of(Summary& x, Visit&& v) {
   using wire::field;
-  return v("job_summary", field("id", x.id), field("kind", x.kind),
-           field("job_type", x.job_type), field("scale", x.scale),
-           field("total_steps", x.total_steps), field("finished", x.finished),
-           field("canceled", x.canceled), field("arrival", x.arrival),
-           field("first_start", x.first_start), field("finish", x.finish), field("jct", x.jct),
-           field("steps", x.steps), field("run_time", x.run_time), field("loss", x.loss),
-           field("accuracy", x.accuracy), field("restarts", x.restarts),
-           field("lost_rounds", x.lost_rounds), field("regressions", x.regressions),
-           field("planned_gpu_seconds", x.planned_gpu_seconds),
+  return v("job_summary", field("id", x.id), field("kind", x.kind), field("job_type", x.job_type),
+           field("scale", x.scale), field("total_steps", x.total_steps),
+           field("finished", x.finished), field("canceled", x.canceled),
+           field("arrival", x.arrival), field("first_start", x.first_start),
+           field("finish", x.finish), field("jct", x.jct), field("steps", x.steps),
+           field("run_time", x.run_time), field("loss", x.loss), field("accuracy", x.accuracy),
+           field("restarts", x.restarts), field("lost_rounds", x.lost_rounds),
+           field("regressions", x.regressions), field("planned_gpu_seconds", x.planned_gpu_seconds),
            field("busy_gpu_seconds", x.busy_gpu_seconds), field("throughput", x.throughput),
            field("final_rank", x.final_rank), field("final_round_busy", x.final_round_busy),
            field("rounds", x.rounds), field("max_copies", x.max_copies),
@@ -522,10 +519,10 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 /// Serialises run_summary.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
-  return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs,
-           x.failed_ranks, x.dispatch_latency, x.round_records, x.messages, x.dropped,
-           x.refused, x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
-           x.checkpoint_pauses);
+  return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs, x.failed_ranks,
+                      x.dispatch_latency, x.round_records, x.messages, x.dropped, x.refused,
+                      x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
+                      x.checkpoint_pauses);
 }
 
 // ---- errors -------------------------------------------------------------------------------
@@ -565,4 +562,3 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tessera::actors::cluster_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::job_status>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::node_status>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<tessera::actors::round_status>)
-

@@ -61,8 +61,8 @@ struct run_settings {
   int local = 1;                                 ///< node processes of a local run
   std::string checkpoint_dir;                    ///< shared directory for job checkpoints
   std::string json_out;                          ///< file for the report's JSON ("" = none)
-  double connect_timeout = 20;     ///< seconds for nodes to reach the scheduler and register
-  double timeout = 600;            ///< the run gives up when it has not ended by then (s)
+  double connect_timeout = 20;       ///< seconds for nodes to reach the scheduler and register
+  double timeout = 600;              ///< the run gives up when it has not ended by then (s)
   double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
   double heartbeat_timeout = 3;      ///< seconds of silence after which a node is lost
   bool verbose = false;              ///< one line per round on stderr

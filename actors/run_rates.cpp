@@ -22,8 +22,9 @@ void run_rates::add(run_job& j) {
   live_.reset();  // the next for_live() rebuilds with the new entries
 }
 
-std::optional<std::pair<double, double>> run_rates::colocation_ratios(
-    const std::string& gpu_type, const job_key& a, const job_key& b) const {
+std::optional<std::pair<double, double>> run_rates::colocation_ratios(const std::string& gpu_type,
+                                                                      const job_key& a,
+                                                                      const job_key& b) const {
   const job_key sa{registered_.at(a).source_type, a.scale_factor};
   const job_key sb{registered_.at(b).source_type, b.scale_factor};
   const auto ab = colocation_->colocated(gpu_type, sa, sb);

@@ -66,8 +66,7 @@ class run_rates {
 
   /// Records a measured rate: `steps_per_s` of `job_type` at scale `scale` run alone on
   /// `rank` with `task_times` task-times per step. Ignores non-positive rates.
-  void record(int rank, const std::string& job_type, int scale, int task_times,
-              double steps_per_s);
+  void record(int rank, const std::string& job_type, int scale, int task_times, double steps_per_s);
 
   /// The type table (tier 2 of the look-up).
   const throughput_table& type_table() const { return types_; }

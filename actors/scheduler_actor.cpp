@@ -74,8 +74,7 @@ caf::message_handler common(self_ptr self) {
       [=](refused_atom, const std::string& text) { finish(self, false, text); },
       [=](run_timeout_atom) {
         finish(self, false,
-               "the run did not end within " + std::to_string(self->state.cfg.max_seconds) +
-                   " s");
+               "the run did not end within " + std::to_string(self->state.cfg.max_seconds) + " s");
       },
       [=](hb_check_atom) { check_heartbeats(self); },
       [=](journal_ack_atom, std::uint64_t ticket, const std::string& err) {
@@ -97,8 +96,7 @@ caf::result<caf::message> unhandled(caf::scheduled_actor* ptr, caf::message_view
     ++self->state.messages;
     ++self->state.dropped;
   }
-  if (self->current_message_id().is_request())
-    return caf::make_error(caf::sec::unexpected_message);
+  if (self->current_message_id().is_request()) return caf::make_error(caf::sec::unexpected_message);
   return caf::make_message();
 }
 
@@ -106,14 +104,16 @@ caf::result<caf::message> unhandled(caf::scheduled_actor* ptr, caf::message_view
 caf::behavior registering(self_ptr self) {
   return caf::message_handler{
       [=](reg_timeout_atom) { registration_overdue(self); },
-  }.or_else(common(self));
+  }
+      .or_else(common(self));
 }
 
 /// Idle: no job is active; the next arrival (a timer, or a submission) starts a round.
 caf::behavior idle(self_ptr self) {
   return caf::message_handler{
       [=](arrival_atom) { start_round(self); },
-  }.or_else(common(self));
+  }
+      .or_else(common(self));
 }
 
 /// Starting: the round's views are being collected (start_round). A cancel waits until the
@@ -122,7 +122,8 @@ caf::behavior idle(self_ptr self) {
 caf::behavior starting(self_ptr self) {
   return caf::message_handler{
       [=](const cancel_job&) -> caf::result<cancel_outcome> { return caf::skip; },
-  }.or_else(common(self));
+  }
+      .or_else(common(self));
 }
 
 /// Running: the round's orders are out and its time is not up.
@@ -136,7 +137,8 @@ caf::behavior running(self_ptr self) {
         else
           self->become(self->state.phases.draining);
       },
-  }.or_else(common(self));
+  }
+      .or_else(common(self));
 }
 
 /// Draining: the round's time is up; the next round starts once every live node reported
@@ -152,7 +154,8 @@ caf::behavior draining(self_ptr self) {
       [=](round_deadline_atom, std::int64_t round) {
         if (round == self->state.round && lose_late_nodes(self, round)) start_round(self);
       },
-  }.or_else(common(self));
+  }
+      .or_else(common(self));
 }
 
 /// The relay that brings the journal's acknowledgements (from its writer thread) back to the

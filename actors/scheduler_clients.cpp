@@ -21,15 +21,17 @@ void journal_changes(scheduler_state& st, const job_snapshot& was, const job_sna
     log.cancel_requested(now.id);
   const auto* newer = now.book.resume();
   const auto* older = was.book.resume();
-  if (newer && (!older || newer->path != older->path)) log.checkpointed(now.id, *newer);
-  else if (!newer && now.step != was.step) log.checkpointed(now.id, {"", st.round, now.step});
+  if (newer && (!older || newer->path != older->path))
+    log.checkpointed(now.id, *newer);
+  else if (!newer && now.step != was.step)
+    log.checkpointed(now.id, {"", st.round, now.step});
 }
 
 /// Why a client's job cannot be accepted ("" when it can): the scheduler's own checks, for
 /// clients that did not read it through runtime/core/job_file.hpp.
 std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
-  if (!rj.is_program() && std::find(cfg.known_kinds.begin(), cfg.known_kinds.end(), rj.kind) ==
-                              cfg.known_kinds.end())
+  if (!rj.is_program() &&
+      std::find(cfg.known_kinds.begin(), cfg.known_kinds.end(), rj.kind) == cfg.known_kinds.end())
     return "unknown job kind '" + rj.kind + "'";
   // The job-file bound (runtime/core/input_limits.hpp) also keeps total_steps exact through the
   // double the job spec holds and back to int64 (summarise, dispatch).
@@ -39,9 +41,8 @@ std::string job_refusal(const scheduler_config& cfg, const run_job& rj) {
   // As `tessera run` checks its job file: a gang needs a GPU type with its K GPUs, unless
   // the policy stacks tasks (hare).
   if (cfg.pol && !cfg.pol->stacks_tasks() &&
-      std::none_of(cfg.cl.types.begin(), cfg.cl.types.end(), [&](const gpu_type& t) {
-        return t.gpus >= rj.spec.scale_factor;
-      }))
+      std::none_of(cfg.cl.types.begin(), cfg.cl.types.end(),
+                   [&](const gpu_type& t) { return t.gpus >= rj.spec.scale_factor; }))
     return "scale_factor " + std::to_string(rj.spec.scale_factor) +
            ": no GPU type of the cluster has that many GPUs, so policy " + cfg.pol->name() +
            " cannot place it";

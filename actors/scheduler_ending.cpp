@@ -86,8 +86,7 @@ void final_missing(self_ptr self, const end_ptr& end, std::size_t i, const std::
 /// reports until they are shut down, and the scheduler's own timers of the phases before
 /// still fire. Requests among them are answered with an error; nothing is counted as dropped.
 caf::result<caf::message> after_end(caf::scheduled_actor* self, caf::message_view&) {
-  if (self->current_message_id().is_request())
-    return caf::make_error(caf::sec::unexpected_message);
+  if (self->current_message_id().is_request()) return caf::make_error(caf::sec::unexpected_message);
   return caf::make_message();
 }
 
@@ -146,9 +145,7 @@ void finish(self_ptr self, bool ok, std::string why, bool at_boundary) {
   for (auto& e : st.jobs) {
     self->request(e.handle, caf::infinite, summary_atom::value, at_boundary)
         .then([=](job_final& f) { take_final(self, end, i, std::move(f)); },
-              [=](caf::error& err) {
-                final_missing(self, end, i, describe(self->system(), err));
-              });
+              [=](caf::error& err) { final_missing(self, end, i, describe(self->system(), err)); });
     ++i;
   }
   self->delayed_send(self, seconds(st.cfg.job_timeout), finals_due_atom::value);

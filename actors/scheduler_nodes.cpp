@@ -114,10 +114,10 @@ caf::error refusal_of(const scheduler_state& st, const node_hello& h) {
   const std::string who = "node rank " + std::to_string(h.rank) + " (" + h.host + ", pid " +
                           std::to_string(h.pid) + ")";
   if (h.version != protocol_version)
-    return make_run_error(run_errc::protocol_mismatch,
-                          who + " speaks protocol version " + std::to_string(h.version) +
-                              ", this scheduler speaks version " +
-                              std::to_string(protocol_version));
+    return make_run_error(run_errc::protocol_mismatch, who + " speaks protocol version " +
+                                                           std::to_string(h.version) +
+                                                           ", this scheduler speaks version " +
+                                                           std::to_string(protocol_version));
   if (h.rank < 0 || h.rank >= n)
     return make_run_error(run_errc::unknown_node,
                           who + " is not in the cluster file, which lists " + std::to_string(n) +
@@ -128,9 +128,11 @@ caf::error refusal_of(const scheduler_state& st, const node_hello& h) {
   const auto& sv = st.cfg.cl.servers[h.rank];
   if (sv.gpu_type != h.gpu_type || sv.gpus != h.gpus || sv.speed != h.speed)
     return make_run_error(run_errc::unknown_node,
-                          who + " describes its server differently from the scheduler's "
-                                "cluster file (" + h.gpu_type + " x" + std::to_string(h.gpus) +
-                              " vs " + sv.gpu_type + " x" + std::to_string(sv.gpus) + ")");
+                          who +
+                              " describes its server differently from the scheduler's "
+                              "cluster file (" +
+                              h.gpu_type + " x" + std::to_string(h.gpus) + " vs " + sv.gpu_type +
+                              " x" + std::to_string(sv.gpus) + ")");
   return {};
 }
 
@@ -150,7 +152,7 @@ caf::error refuse(self_ptr self, const caf::error& why, bool fatal) {
 void start_if_complete(self_ptr self) {
   auto& st = self->state;
   if (st.run_started || !std::all_of(st.nodes.begin(), st.nodes.end(),
-                                 [](const node_record& r) { return r.registered; }))
+                                     [](const node_record& r) { return r.registered; }))
     return;
   st.run_started = true;
   st.t0 = self->clock().now();
@@ -176,8 +178,9 @@ caf::result<node_welcome> register_node(self_ptr self, const node_hello& h) {
                                      ") without a valid proof of the cluster secret"),
                   false);
   if (auto refusal = refusal_of(st, h))
-    return refuse(self, refusal,
-                  !st.run_started && refusal.code() != static_cast<std::uint8_t>(run_errc::duplicate_node));
+    return refuse(
+        self, refusal,
+        !st.run_started && refusal.code() != static_cast<std::uint8_t>(run_errc::duplicate_node));
   auto& rec = st.nodes[h.rank];
   if (rec.handle) st.by_addr.erase(rec.handle.address());
   rec.handle = caf::actor_cast<node_api>(self->current_sender());

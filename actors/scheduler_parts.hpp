@@ -22,21 +22,20 @@ using self_ptr = caf::stateful_actor<scheduler_state>*;
 // The scheduler's messages to itself. A timer of a phase that is over (a round's deadline
 // after every report came in, an arrival while a round runs: the next round admits it) finds
 // no handler and is dropped quietly by the default handler (scheduler_actor.cpp).
-using round_tick_atom = caf::atom_constant<caf::atom("rtick")>;        // round time is up
+using round_tick_atom = caf::atom_constant<caf::atom("rtick")>;          // round time is up
 using round_deadline_atom = caf::atom_constant<caf::atom("rdeadline")>;  // reports overdue
-using reports_check_atom = caf::atom_constant<caf::atom("rcheck")>;    // a node left: advance?
-using hb_check_atom = caf::atom_constant<caf::atom("hbcheck")>;        // heartbeat scan
-using reg_timeout_atom = caf::atom_constant<caf::atom("regtimeout")>;  // registration overdue
-using run_timeout_atom = caf::atom_constant<caf::atom("runtimeout")>;  // max_seconds passed
-using arrival_atom = caf::atom_constant<caf::atom("arrival")>;         // next arrival is due
-using refused_atom = caf::atom_constant<caf::atom("refused")>;         // a node was refused
-using finals_due_atom = caf::atom_constant<caf::atom("finalsdue")>;    // job summaries overdue
-using journal_ack_atom = caf::atom_constant<caf::atom("jrnlack")>;     // a submission is on disk
+using reports_check_atom = caf::atom_constant<caf::atom("rcheck")>;      // a node left: advance?
+using hb_check_atom = caf::atom_constant<caf::atom("hbcheck")>;          // heartbeat scan
+using reg_timeout_atom = caf::atom_constant<caf::atom("regtimeout")>;    // registration overdue
+using run_timeout_atom = caf::atom_constant<caf::atom("runtimeout")>;    // max_seconds passed
+using arrival_atom = caf::atom_constant<caf::atom("arrival")>;           // next arrival is due
+using refused_atom = caf::atom_constant<caf::atom("refused")>;           // a node was refused
+using finals_due_atom = caf::atom_constant<caf::atom("finalsdue")>;      // job summaries overdue
+using journal_ack_atom = caf::atom_constant<caf::atom("jrnlack")>;       // a submission is on disk
 
 /// `s` seconds as CAF's timespan (0 for a negative `s`).
 inline caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(
-      std::chrono::duration<double>(std::max(0.0, s)));
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(std::max(0.0, s)));
 }
 
 /// Seconds from `a` to `b`.

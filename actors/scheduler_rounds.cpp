@@ -75,7 +75,8 @@ std::map<std::int64_t, job_assignment> book_round(scheduler_state& st, const rou
   for (const auto& as : p.assignments) {
     auto it = out.find(as.job);
     if (it == out.end()) continue;
-    for (const auto& sh : as.shares) it->second.planned[st.live_ranks[sh.server]] += sh.gpus * p.length;
+    for (const auto& sh : as.shares)
+      it->second.planned[st.live_ranks[sh.server]] += sh.gpus * p.length;
     if (as.copy == 0 && it->second.type < 0) it->second.type = as.type;
   }
   for (const auto& [id, a] : out) {
@@ -139,22 +140,25 @@ result<planned_round> plan_now(scheduler_state& st, const std::vector<const job_
 result<std::map<int, round_orders>> orders_of(scheduler_state& st, const round_plan& p,
                                               const std::vector<const job_entry*>& planned) {
   const auto& cfg = st.cfg;
-  dispatch_context dc{&cfg.cl, st.live_ranks, cfg.can_sync, st.round + 1, cfg.round_length,
-                      cfg.report_grace, cfg.checkpoint_dir, {}, cfg.master_port_base};
+  dispatch_context dc{
+      &cfg.cl,          st.live_ranks,      cfg.can_sync, st.round + 1,        cfg.round_length,
+      cfg.report_grace, cfg.checkpoint_dir, {},           cfg.master_port_base};
   for (const auto& n : st.nodes) dc.hosts.push_back(n.hello.host);
   dc.rates = &st.rates->for_live(st.live, st.live_ranks);
   std::map<std::int64_t, dispatch_job> known;
   for (const auto* e : planned)
     known[e->spec.spec.id] = dispatch_job{&e->spec, e->latest.step, e->latest.sync_epoch,
                                           &e->latest.book, &e->latest.measured};
-  auto orders = dispatch_plan(p, dc, [&](std::int64_t id) -> const dispatch_job* {
-    auto it = known.find(id);
-    return it == known.end() ? nullptr : &it->second;
-  }, cfg.pol->name());
+  auto orders = dispatch_plan(
+      p, dc,
+      [&](std::int64_t id) -> const dispatch_job* {
+        auto it = known.find(id);
+        return it == known.end() ? nullptr : &it->second;
+      },
+      cfg.pol->name());
   if (!orders) return orders;
   for (auto& [rank, o] : *orders)
-    for (auto& c : o.copies)
-      c.job_actor = caf::actor_cast<caf::actor>(find_job(st, c.job)->handle);
+    for (auto& c : o.copies) c.job_actor = caf::actor_cast<caf::actor>(find_job(st, c.job)->handle);
   return orders;
 }
 
@@ -172,8 +176,8 @@ void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
     self->send(st.nodes[rank].handle, std::move(o));
   }
   if (cfg.verbose)
-    std::cerr << "tessera: round " << st.round << " at " << st.round_t0 << " s: "
-              << st.expected_starts << " parts on " << st.live_ranks.size() << " nodes\n";
+    std::cerr << "tessera: round " << st.round << " at " << st.round_t0
+              << " s: " << st.expected_starts << " parts on " << st.live_ranks.size() << " nodes\n";
   self->delayed_send(self, seconds(cfg.round_length), round_tick_atom::value, st.round);
   st.round_deadline = cfg.round_length + cfg.report_grace + program_grace;
   self->delayed_send(self, seconds(st.round_deadline), round_deadline_atom::value, st.round);
@@ -196,7 +200,8 @@ void plan_and_dispatch(self_ptr self) {
   if (assigned.empty()) {
     if (st.arrivals.empty() && !st.cfg.serve) return finish(self, true, "");
     if (!st.arrivals.empty())
-      self->delayed_send(self, seconds(st.arrivals.next_arrival() - start.now), arrival_atom::value);
+      self->delayed_send(self, seconds(st.arrivals.next_arrival() - start.now),
+                         arrival_atom::value);
     self->become(self->state.phases.idle);
     return;
   }
@@ -218,8 +223,8 @@ void plan_and_dispatch(self_ptr self) {
     a.paused = wait;
     self->send(e->handle, std::move(a));
   }
-  st.round_records.push_back(record_round(plan->plan, st.live.total_gpus(),
-                                          static_cast<int>(assigned.size())));
+  st.round_records.push_back(
+      record_round(plan->plan, st.live.total_gpus(), static_cast<int>(assigned.size())));
   note_round(st, *orders,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start.wall0).count());
   send_orders(self, *orders);
@@ -241,8 +246,7 @@ void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap)
 /// Job `e` gave no view for round start `id` (`why`): it is left out of the round (logged).
 void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::string& why) {
   auto& start = self->state.starting;
-  if (!start.open || start.id != id || start.answered.count(e.spec.spec.id))
-    return;
+  if (!start.open || start.id != id || start.answered.count(e.spec.spec.id)) return;
   std::cerr << "tessera: job " << e.spec.spec.id << " did not give its view (" << why
             << "); it is left out of round " << self->state.round + 1 << '\n';
   start.answered.insert(e.spec.spec.id);  // answered, without a view: left out

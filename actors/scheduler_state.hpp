@@ -47,20 +47,20 @@ struct scheduler_hooks {
 
 /// Settings of the scheduler, passed down from the launcher.
 struct scheduler_config {
-  cluster cl;                               ///< the configured cluster; rank = server index
-  std::vector<run_job> jobs;                ///< the job set
-  std::shared_ptr<policy> pol;              ///< the policy (from the registry)
+  cluster cl;                   ///< the configured cluster; rank = server index
+  std::vector<run_job> jobs;    ///< the job set
+  std::shared_ptr<policy> pol;  ///< the policy (from the registry)
   /// Co-location ratios of the live rate model (run_rates); null: no job pairs.
   std::shared_ptr<const throughput_table> colocation;
-  std::vector<std::string> known_kinds;     ///< trainable kinds every node can build
-  double round_length = 1.0;                ///< seconds per round
-  std::string checkpoint_dir;               ///< shared directory for job checkpoints
-  double register_timeout = 20;             ///< seconds for every node to register
-  double heartbeat_interval = 0.5;          ///< seconds between node heartbeats
-  double heartbeat_timeout = 5;             ///< a node silent this long is lost
-  double report_grace = 10;                 ///< seconds past a round's length to report
-  double max_seconds = 0;                   ///< give up after this long (0 = no limit)
-  bool verbose = false;                     ///< one line per round on stderr
+  std::vector<std::string> known_kinds;  ///< trainable kinds every node can build
+  double round_length = 1.0;             ///< seconds per round
+  std::string checkpoint_dir;            ///< shared directory for job checkpoints
+  double register_timeout = 20;          ///< seconds for every node to register
+  double heartbeat_interval = 0.5;       ///< seconds between node heartbeats
+  double heartbeat_timeout = 5;          ///< a node silent this long is lost
+  double report_grace = 10;              ///< seconds past a round's length to report
+  double max_seconds = 0;                ///< give up after this long (0 = no limit)
+  bool verbose = false;                  ///< one line per round on stderr
   /// A cluster that stays up (`tessera serve`): no end when no job is left; it ends on a
   /// stop request (stop_atom) after the round in flight.
   bool serve = false;
@@ -92,36 +92,36 @@ struct scheduler_config {
 /// A job as the scheduler sees it: its job actor (actors/job_actor.hpp) owns the job; the
 /// scheduler keeps what it planned for it and the job's latest snapshot.
 struct job_entry {
-  run_job spec;                     ///< as registered (its job-type key from run_rates)
-  job_scheduler_api handle;         ///< its job actor
-  bool arrived = false;             ///< admitted to the active set
-  job_snapshot latest;              ///< pushed by the job or its answer to a view request
+  run_job spec;                      ///< as registered (its job-type key from run_rates)
+  job_scheduler_api handle;          ///< its job actor
+  bool arrived = false;              ///< admitted to the active set
+  job_snapshot latest;               ///< pushed by the job or its answer to a view request
   std::deque<placement> placements;  ///< its parts in its last 100 rounds (for clients)
-  std::vector<copy_piece> pieces;   ///< its parts in the current round, as planned
+  std::vector<copy_piece> pieces;    ///< its parts in the current round, as planned
   bool ended() const { return is_final(latest.life); }  ///< finished, failed or cancelled
 };
 
 /// A round's start while the job actors' views are asked for (start_round, then plan_round).
 struct round_start {
-  std::uint64_t id = 0;             ///< answers to an older start are ignored
-  double now = 0;                   ///< the round's start, seconds after the run's start
+  std::uint64_t id = 0;  ///< answers to an older start are ignored
+  double now = 0;        ///< the round's start, seconds after the run's start
   std::chrono::steady_clock::time_point wall0;  ///< when planning began (plan_seconds)
-  std::vector<job_entry*> asked;    ///< the jobs asked, in submission order
-  std::set<std::int64_t> answered;  ///< ids of the jobs that answered (or timed out)
-  std::set<std::int64_t> silent;    ///< ids of the jobs that timed out: left out
-  std::size_t left = 0;             ///< answers still missing (or timed out)
-  caf::actor_clock::time_point since;  ///< when the views were asked for
-  bool open = false;                ///< views are being collected
+  std::vector<job_entry*> asked;                ///< the jobs asked, in submission order
+  std::set<std::int64_t> answered;              ///< ids of the jobs that answered (or timed out)
+  std::set<std::int64_t> silent;                ///< ids of the jobs that timed out: left out
+  std::size_t left = 0;                         ///< answers still missing (or timed out)
+  caf::actor_clock::time_point since;           ///< when the views were asked for
+  bool open = false;                            ///< views are being collected
 };
 
 /// One node as the scheduler sees it.
 struct node_record {
-  node_api handle;                          ///< its actor
-  bool registered = false;                  ///< accepted
-  bool alive = false;                       ///< registered and not lost
-  node_hello hello;                         ///< what it said at registration
-  caf::actor_clock::time_point last_seen;   ///< latest message from it
-  bool leaving = false;                     ///< asked to leave after the current round
+  node_api handle;                         ///< its actor
+  bool registered = false;                 ///< accepted
+  bool alive = false;                      ///< registered and not lost
+  node_hello hello;                        ///< what it said at registration
+  caf::actor_clock::time_point last_seen;  ///< latest message from it
+  bool leaving = false;                    ///< asked to leave after the current round
 };
 
 /// The scheduler's phases after registration, each a behaviour (see the file comment).
@@ -131,34 +131,34 @@ struct scheduler_phases {
 
 /// Mutable state of the scheduler actor.
 struct scheduler_state {
-  scheduler_config cfg;                     ///< settings
-  caf::actor listener;                      ///< receives the run_summary
-  caf::actor_clock::time_point t0;          ///< when the run started (every node registered)
-  std::deque<job_entry> jobs;               ///< every job, in submission order
-  std::map<std::int64_t, job_entry*> by_id;    ///< every job by id (deque: stable pointers)
+  scheduler_config cfg;                      ///< settings
+  caf::actor listener;                       ///< receives the run_summary
+  caf::actor_clock::time_point t0;           ///< when the run started (every node registered)
+  std::deque<job_entry> jobs;                ///< every job, in submission order
+  std::map<std::int64_t, job_entry*> by_id;  ///< every job by id (deque: stable pointers)
   std::map<caf::actor_addr, job_entry*> by_job_actor;  ///< every job by its actor
-  scheduler_phases phases;                  ///< its behaviours, built once
-  round_start starting;                     ///< the round being started
-  arrival_queue arrivals;                   ///< jobs not yet admitted (point into `jobs`)
-  std::vector<node_record> nodes;           ///< by rank
-  std::map<caf::actor_addr, int> by_addr;   ///< rank of each live node's actor
-  std::set<caf::actor_addr> fenced;         ///< actors of nodes declared lost
+  scheduler_phases phases;                             ///< its behaviours, built once
+  round_start starting;                                ///< the round being started
+  arrival_queue arrivals;                      ///< jobs not yet admitted (point into `jobs`)
+  std::vector<node_record> nodes;              ///< by rank
+  std::map<caf::actor_addr, int> by_addr;      ///< rank of each live node's actor
+  std::set<caf::actor_addr> fenced;            ///< actors of nodes declared lost
   challenge_book<caf::actor_addr> challenges;  ///< registrations under way
-  bool run_started = false;                 ///< every node registered; rounds may run
-  std::int64_t round = -1;                  ///< current round, -1 before the first
-  std::set<int> pending;                    ///< ranks yet to report the current round
-  int expected_starts = 0;                  ///< copies of the current round
-  int started = 0;                          ///< copy_started received this round
-  double round_t0 = 0;                      ///< when the current round began (s)
-  double round_deadline = 0;                ///< seconds after round_t0 every report is due
-  std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
-  std::vector<int> live_ranks;              ///< rank of each live-cluster server
-  cluster live;                             ///< the cluster of live nodes
-  std::uint64_t live_generation = 0;        ///< bumped when the live cluster changes
-  round_plan last_plan;                     ///< previous plan (live-cluster indices)
-  bool have_last = false;                   ///< last_plan is valid for `live`
-  std::vector<std::int32_t> failed_ranks;   ///< lost nodes
-  std::vector<double> dispatch_latency;     ///< per round, seconds
+  bool run_started = false;                    ///< every node registered; rounds may run
+  std::int64_t round = -1;                     ///< current round, -1 before the first
+  std::set<int> pending;                       ///< ranks yet to report the current round
+  int expected_starts = 0;                     ///< copies of the current round
+  int started = 0;                             ///< copy_started received this round
+  double round_t0 = 0;                         ///< when the current round began (s)
+  double round_deadline = 0;                   ///< seconds after round_t0 every report is due
+  std::uint64_t job_set_version = 0;           ///< bumped on arrivals, completions, failures
+  std::vector<int> live_ranks;                 ///< rank of each live-cluster server
+  cluster live;                                ///< the cluster of live nodes
+  std::uint64_t live_generation = 0;           ///< bumped when the live cluster changes
+  round_plan last_plan;                        ///< previous plan (live-cluster indices)
+  bool have_last = false;                      ///< last_plan is valid for `live`
+  std::vector<std::int32_t> failed_ranks;      ///< lost nodes
+  std::vector<double> dispatch_latency;        ///< per round, seconds
   std::vector<round_record> round_records;  ///< per round, as runtime/core/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
   std::int64_t dropped = 0;                 ///< messages from actors not live nodes
@@ -168,12 +168,12 @@ struct scheduler_state {
   std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
   /// Submissions waiting for their journal record to reach the disk, by ticket.
   std::map<std::uint64_t, std::pair<std::vector<run_job>, caf::response_promise>> unsynced;
-  std::uint64_t next_ticket = 0;            ///< the next submission's ticket
-  caf::actor journal_relay;                 ///< brings the journal's acknowledgements back
-  latency_histogram plan_histogram;         ///< seconds to plan and lay out each round
-  latency_histogram dispatch_histogram;     ///< seconds from orders to every copy running
-  std::shared_ptr<run_rates> rates;         ///< per-server throughput model with measurements
-  run_checkpoints ckpts;                    ///< the checkpoint directory and its health
+  std::uint64_t next_ticket = 0;         ///< the next submission's ticket
+  caf::actor journal_relay;              ///< brings the journal's acknowledgements back
+  latency_histogram plan_histogram;      ///< seconds to plan and lay out each round
+  latency_histogram dispatch_histogram;  ///< seconds from orders to every copy running
+  std::shared_ptr<run_rates> rates;      ///< per-server throughput model with measurements
+  run_checkpoints ckpts;                 ///< the checkpoint directory and its health
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs
 };
 

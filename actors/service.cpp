@@ -95,12 +95,10 @@ result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::acto
   svc->http_ = std::move(*server);
   svc->counted_->store(svc->http_.get());
   const std::string address = svc->http_->address();
-  if (auto w = write_atomically(s.state_dir + "/address", address + "\n", 0644); !w)
-    return w.err();
+  if (auto w = write_atomically(s.state_dir + "/address", address + "\n", 0644); !w) return w.err();
   if (!s.quiet)
     std::cerr << "tessera: control API on http://" << address << " (token in " << s.state_dir
-              << "/token)\ntessera: dashboard: http://" << address << "/#token=" << *token
-              << "\n";
+              << "/token)\ntessera: dashboard: http://" << address << "/#token=" << *token << "\n";
   return svc;
 }
 

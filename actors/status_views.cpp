@@ -5,12 +5,18 @@
 namespace tessera::actors {
 
 client_view client_view_of(const scheduler_state& st) {
-  return client_view{st.cfg.cl,           st.cfg.pol ? st.cfg.pol->name() : "",
-                     st.cfg.round_length, st.round,
-                     st.run_started,      st.stopping,
-                     st.jobs,             st.by_id,
-                     st.nodes,            st.failed_ranks,
-                     st.recent_rounds,    st.plan_histogram,
+  return client_view{st.cfg.cl,
+                     st.cfg.pol ? st.cfg.pol->name() : "",
+                     st.cfg.round_length,
+                     st.round,
+                     st.run_started,
+                     st.stopping,
+                     st.jobs,
+                     st.by_id,
+                     st.nodes,
+                     st.failed_ranks,
+                     st.recent_rounds,
+                     st.plan_histogram,
                      st.dispatch_histogram};
 }
 
@@ -76,8 +82,8 @@ std::vector<node_status> node_statuses(const client_view& st) {
 }
 
 std::vector<round_status> round_statuses(const client_view& st, std::int32_t limit) {
-  const std::size_t n = std::min<std::size_t>(st.recent_rounds.size(),
-                                              static_cast<std::size_t>(std::max(0, limit)));
+  const std::size_t n =
+      std::min<std::size_t>(st.recent_rounds.size(), static_cast<std::size_t>(std::max(0, limit)));
   return {st.recent_rounds.end() - static_cast<std::ptrdiff_t>(n), st.recent_rounds.end()};
 }
 

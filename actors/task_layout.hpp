@@ -32,20 +32,20 @@ namespace tessera {
 
 /// One server's part of a job copy in a round.
 struct copy_part {
-  int server = -1;       ///< server index in the plan's cluster
-  int gpus = 0;          ///< GPUs the copy holds on it
-  int tasks = 0;         ///< tasks per step it runs: shards shard_begin .. shard_begin+tasks-1
-  int shard_begin = 0;   ///< its first shard
-  int task_times = 0;    ///< task-times per step on its busiest GPU (0 when tasks = 0)
+  int server = -1;      ///< server index in the plan's cluster
+  int gpus = 0;         ///< GPUs the copy holds on it
+  int tasks = 0;        ///< tasks per step it runs: shards shard_begin .. shard_begin+tasks-1
+  int shard_begin = 0;  ///< its first shard
+  int task_times = 0;   ///< task-times per step on its busiest GPU (0 when tasks = 0)
 };
 
 /// The parts of one job copy, by server index.
 struct copy_layout {
   job_id job = 0;
   int copy = 0;
-  int scale = 0;                  ///< K
-  job_id partner = -1;            ///< the job sharing its GPUs (assignment::partner), -1 = none
-  std::vector<copy_part> parts;   ///< by server, shards consecutive in that order
+  int scale = 0;                 ///< K
+  job_id partner = -1;           ///< the job sharing its GPUs (assignment::partner), -1 = none
+  std::vector<copy_part> parts;  ///< by server, shards consecutive in that order
 };
 
 /// Lays out every job copy of `p` (in order of first appearance). `scale_of(job)` gives K.

@@ -90,7 +90,9 @@ inline double_map map_from_wire(const bits_map& bs) {
 }
 
 using byte_vector = std::vector<std::uint8_t>;
-inline std::string bytes_to_wire(const byte_vector& xs) { return std::string(xs.begin(), xs.end()); }
+inline std::string bytes_to_wire(const byte_vector& xs) {
+  return std::string(xs.begin(), xs.end());
+}
 inline byte_vector bytes_from_wire(const std::string& s) { return byte_vector(s.begin(), s.end()); }
 
 /// Any other field goes to the inspector as it is.
@@ -104,8 +106,8 @@ inline auto on_wire(double& x) {
 }
 /// A vector of doubles goes as a vector of bit patterns.
 inline auto on_wire(std::vector<double>& x) {
-  return as_bits<std::vector<double>, std::vector<std::uint64_t>, vector_to_wire,
-                 vector_from_wire>{x};
+  return as_bits<std::vector<double>, std::vector<std::uint64_t>, vector_to_wire, vector_from_wire>{
+      x};
 }
 /// A byte vector goes as a string: CAF 0.17 resizes a byte vector to the length a peer
 /// announces before checking that the bytes are there (a 4 GiB allocation from 5 bytes;

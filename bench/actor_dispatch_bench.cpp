@@ -85,17 +85,15 @@ int main(int argc, char** argv) {
     auto run = [&](const std::string& program) -> nlohmann::json {
       const auto out = dir / ("sum" + std::to_string(n) + ".json");
       std::filesystem::remove(out);
-      const std::string cmd = program + " --local " + std::to_string(n) + " --cluster " +
-                              (dir / "cluster.toml").string() + " --jobs " +
-                              (dir / "jobs.toml").string() + " --round-length " +
-                              std::to_string(round_length) + " --checkpoint-dir " +
-                              (dir / "ckpt").string() + " --json " + out.string() +
-                              " -q > /dev/null";
+      const std::string cmd =
+          program + " --local " + std::to_string(n) + " --cluster " +
+          (dir / "cluster.toml").string() + " --jobs " + (dir / "jobs.toml").string() +
+          " --round-length " + std::to_string(round_length) + " --checkpoint-dir " +
+          (dir / "ckpt").string() + " --json " + out.string() + " -q > /dev/null";
       const int status = std::system(cmd.c_str());
       std::ifstream f(out);
       if (status != 0 || !f) {
-        std::cerr << "actor_dispatch_bench: run with " << n << " nodes failed (" << status
-                  << ")\n";
+        std::cerr << "actor_dispatch_bench: run with " << n << " nodes failed (" << status << ")\n";
         return nullptr;
       }
       return nlohmann::json::parse(f);

@@ -90,7 +90,6 @@ class worker {
   std::thread thread_;
 };
 
-
 /// The hand-off table (see the file comment), printed by rank 0.
 void handoff_table(int rank, int size, int reps, const std::vector<double>& sizes_mb) {
   worker w;
@@ -113,8 +112,9 @@ void handoff_table(int rank, int size, int reps, const std::vector<double>& size
   if (rank == 0)
     std::printf("count agreement (16-byte MPI_Allreduce): %.6f s median\n", median(agree));
   if (rank == 0)
-    std::printf("hand-off: ranks %d, reps %d (median seconds, rank 0)\n%8s %10s %10s %10s %10s %10s\n",
-                size, reps, "MB", "caller", "worker", "pinned", "polled", "backend");
+    std::printf(
+        "hand-off: ranks %d, reps %d (median seconds, rank 0)\n%8s %10s %10s %10s %10s %10s\n",
+        size, reps, "MB", "caller", "worker", "pinned", "polled", "backend");
   for (const double mb : sizes_mb) {
     const int n = static_cast<int>(mb * 1e6 / sizeof(float));
     std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
@@ -143,8 +143,8 @@ void handoff_table(int rank, int size, int reps, const std::vector<double>& size
       });
     }
     if (rank == 0)
-      std::printf("%8.0f %10.5f %10.5f %10.5f %10.5f %10.5f\n", mb, median(caller),
-                  median(handed), median(pinned), median(polled), median(backend));
+      std::printf("%8.0f %10.5f %10.5f %10.5f %10.5f %10.5f\n", mb, median(caller), median(handed),
+                  median(pinned), median(polled), median(backend));
   }
 }
 
@@ -163,10 +163,11 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       if (rank == 0)
-        std::printf("usage: mpirun -np N bench_allreduce_bench [--reps N] [--sizes-mb 1,10,100]\n"
-                    "       [--handoff | --handoff-only]\n"
-                    "Median time of MPI_Allreduce vs the tessera MPI aggregator backend; with\n"
-                    "--handoff also the cost of running MPI_Allreduce on another thread.\n");
+        std::printf(
+            "usage: mpirun -np N bench_allreduce_bench [--reps N] [--sizes-mb 1,10,100]\n"
+            "       [--handoff | --handoff-only]\n"
+            "Median time of MPI_Allreduce vs the tessera MPI aggregator backend; with\n"
+            "--handoff also the cost of running MPI_Allreduce on another thread.\n");
       MPI_Finalize();
       return 0;
     } else if (a == "--handoff") {
@@ -182,7 +183,8 @@ int main(int argc, char** argv) {
       std::string tok;
       while (std::getline(ss, tok, ',')) sizes_mb.push_back(std::atof(tok.c_str()));
     } else {
-      if (rank == 0) std::fprintf(stderr, "bench_allreduce_bench: unknown argument '%s'\n", a.c_str());
+      if (rank == 0)
+        std::fprintf(stderr, "bench_allreduce_bench: unknown argument '%s'\n", a.c_str());
       MPI_Finalize();
       return 2;
     }

@@ -77,7 +77,8 @@ struct cluster_process {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (address.empty()) {
-      std::fprintf(stderr, "the cluster did not start (see %s-in/serve.log)\n", o.state_dir.c_str());
+      std::fprintf(stderr, "the cluster did not start (see %s-in/serve.log)\n",
+                   o.state_dir.c_str());
       std::exit(1);
     }
   }
@@ -105,7 +106,8 @@ std::vector<double> hammer(const cluster_process& c, int threads, double seconds
     ts.emplace_back([&, t] {
       auto cl = c.client();
       // Pollers with a pause start spread over it, as dashboards opened at different times.
-      if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause * t / threads));
+      if (pause > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(pause * t / threads));
       while (clock_type::now() < until) {
         const auto t0 = clock_type::now();
         if (!call(*cl, t)) continue;
@@ -138,7 +140,8 @@ void submissions(const cluster_process& c, const options& o) {
 double dispatch_median(const cluster_process& c, std::int64_t after_round, std::int64_t* last) {
   auto r = c.client()->get("/v1/rounds?limit=1000");
   if (!r || r->status != 200) {
-    std::fprintf(stderr, "GET /v1/rounds failed: %s\n", r ? r->body.c_str() : r.err().message.c_str());
+    std::fprintf(stderr, "GET /v1/rounds failed: %s\n",
+                 r ? r->body.c_str() : r.err().message.c_str());
     return -1;
   }
   std::vector<double> d;
@@ -155,7 +158,8 @@ void polling(const cluster_process& c, const options& o) {
   // Long jobs keep every GPU busy, so each round dispatches copies.
   std::string set = R"({"job": [)";
   for (int i = 0; i < 24; ++i)
-    set += std::string(i ? "," : "") + R"({"kind": "mlp", "total_steps": 100000000, "step_time": 0.01})";
+    set += std::string(i ? "," : "") +
+           R"({"kind": "mlp", "total_steps": 100000000, "step_time": 0.01})";
   set += "]}";
   auto sub = c.client()->post("/v1/jobs", set, "application/json");
   if (!sub || sub->status != 201)
@@ -170,17 +174,21 @@ void polling(const cluster_process& c, const options& o) {
   const double window = std::max(10.0, 2 * o.seconds);
   // Dashboards: each poller GETs the dashboard's four resources once a second.
   std::int64_t from = last;
-  auto dash = hammer(c, o.pollers, window, [](http::client& cl, int) {
-    for (const char* t : {"/v1/cluster", "/v1/jobs", "/v1/nodes", "/v1/rounds?limit=60"}) {
-      auto r = cl.get(t);
-      if (!r || r->status != 200) return false;
-    }
-    return true;
-  }, 1.0);
+  auto dash = hammer(
+      c, o.pollers, window,
+      [](http::client& cl, int) {
+        for (const char* t : {"/v1/cluster", "/v1/jobs", "/v1/nodes", "/v1/rounds?limit=60"}) {
+          auto r = cl.get(t);
+          if (!r || r->status != 200) return false;
+        }
+        return true;
+      },
+      1.0);
   const double with_dash = dispatch_median(c, from, &last);
-  std::printf("\n%d dashboards (4 GETs each, once a second; 24 jobs in the table): "
-              "%.0f polls/s, poll p50 %.2f ms, p99 %.2f ms\n",
-              o.pollers, dash.size() / window, quantile(dash, 0.5), quantile(dash, 0.99));
+  std::printf(
+      "\n%d dashboards (4 GETs each, once a second; 24 jobs in the table): "
+      "%.0f polls/s, poll p50 %.2f ms, p99 %.2f ms\n",
+      o.pollers, dash.size() / window, quantile(dash, 0.5), quantile(dash, 0.99));
   // Stress: each poller GETs /v1/jobs or /v1/cluster in a tight loop.
   from = last;
   auto lat = hammer(c, o.pollers, window, [](http::client& cl, int t) {
@@ -191,9 +199,10 @@ void polling(const cluster_process& c, const options& o) {
   std::printf("%d tight-loop pollers: %.0f requests/s, p50 %.2f ms, p99 %.2f ms\n", o.pollers,
               lat.size() / window, quantile(lat, 0.5), quantile(lat, 0.99));
   auto pct = [&](double x) { return quiet > 0 ? 100 * (x - quiet) / quiet : 0.0; };
-  std::printf("round dispatch latency, median over ~%.0f rounds each: %.2f ms alone, %.2f ms "
-              "with the dashboards (%+.0f%%), %.2f ms with the tight loops (%+.0f%%)\n",
-              window, quiet, with_dash, pct(with_dash), with_stress, pct(with_stress));
+  std::printf(
+      "round dispatch latency, median over ~%.0f rounds each: %.2f ms alone, %.2f ms "
+      "with the dashboards (%+.0f%%), %.2f ms with the tight loops (%+.0f%%)\n",
+      window, quiet, with_dash, pct(with_dash), with_stress, pct(with_stress));
 }
 
 }  // namespace
@@ -202,13 +211,18 @@ int main(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--tessera") o.tessera = bench::option_value(argc, argv, i);
-    else if (a == "--state-dir") o.state_dir = bench::option_value(argc, argv, i);
-    else if (a == "--seconds") o.seconds = std::atof(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--pollers") o.pollers = std::atoi(bench::option_value(argc, argv, i).c_str());
+    if (a == "--tessera")
+      o.tessera = bench::option_value(argc, argv, i);
+    else if (a == "--state-dir")
+      o.state_dir = bench::option_value(argc, argv, i);
+    else if (a == "--seconds")
+      o.seconds = std::atof(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--pollers")
+      o.pollers = std::atoi(bench::option_value(argc, argv, i).c_str());
     else {
-      std::printf("usage: bench_api_bench --tessera PATH [--state-dir DIR] [--seconds S] "
-                  "[--pollers N]\n");
+      std::printf(
+          "usage: bench_api_bench --tessera PATH [--state-dir DIR] [--seconds S] "
+          "[--pollers N]\n");
       return a == "--help" ? 0 : 2;
     }
   }

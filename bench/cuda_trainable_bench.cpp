@@ -45,12 +45,18 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--hidden") o.hidden = bench::parse_list<int>(bench::option_value(argc, argv, i));
-    else if (a == "--dim") o.dim = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--classes") o.classes = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--batch") o.batch = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--k") o.k = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--seconds") o.seconds = std::atof(bench::option_value(argc, argv, i).c_str());
+    if (a == "--hidden")
+      o.hidden = bench::parse_list<int>(bench::option_value(argc, argv, i));
+    else if (a == "--dim")
+      o.dim = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--classes")
+      o.classes = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--batch")
+      o.batch = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--k")
+      o.k = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--seconds")
+      o.seconds = std::atof(bench::option_value(argc, argv, i).c_str());
     else {
       std::fprintf(stderr,
                    "usage: %s [--hidden 256,1024,4096] [--dim 512] [--classes 16] [--batch 256] "
@@ -103,9 +109,12 @@ int main(int argc, char** argv) {
   std::memset(&prop, 0, sizeof prop);
   cudaGetDeviceProperties(&prop, 0);
   for (int h : o.hidden) {
-    const trainable_config config = {{"hidden", h},           {"dim", o.dim},
-                                     {"classes", o.classes},   {"batch_size", o.batch},
-                                     {"train_size", 8192},     {"held_out_size", 16},
+    const trainable_config config = {{"hidden", h},
+                                     {"dim", o.dim},
+                                     {"classes", o.classes},
+                                     {"batch_size", o.batch},
+                                     {"train_size", 8192},
+                                     {"held_out_size", 16},
                                      {"lr", 0.01}};
     auto cpu = must_make(make_mlp(1, config));
     auto gpu = must_make(make_cuda_mlp(1, config));
@@ -125,8 +134,8 @@ int main(int argc, char** argv) {
     const double host_path_rate = rate(
         [&]() -> status {
           for (int i = 0; i < o.k; ++i)
-            if (auto st = gpu->compute_gradient(i, o.k, gpu->step(),
-                                                shards[static_cast<std::size_t>(i)]);
+            if (auto st =
+                    gpu->compute_gradient(i, o.k, gpu->step(), shards[static_cast<std::size_t>(i)]);
                 !st)
               return st;
           if (auto st = sum_shard_gradients(shards, sum); !st) return st;
@@ -139,14 +148,14 @@ int main(int argc, char** argv) {
           return d->apply_gradient_device(g, np, 1);
         },
         o.seconds);
-    std::printf("{\"device\": \"%s\", \"hidden\": %d, \"dim\": %d, \"classes\": %d, "
-                "\"batch\": %d, \"k\": %d, \"params\": %zu, \"cpu_steps_per_s\": %.2f, "
-                "\"gpu_steps_per_s\": %.2f, \"gpu_host_path_steps_per_s\": %.2f, "
-                "\"gpu_device_path_steps_per_s\": %.2f, \"speedup\": %.1f, "
-                "\"speedup_host_path\": %.1f, \"speedup_device_path\": %.1f}\n",
-                prop.name, h, o.dim, o.classes, o.batch, o.k, np, cpu_rate, gpu_rate,
-                host_path_rate, dev_rate, gpu_rate / cpu_rate, host_path_rate / cpu_rate,
-                dev_rate / cpu_rate);
+    std::printf(
+        "{\"device\": \"%s\", \"hidden\": %d, \"dim\": %d, \"classes\": %d, "
+        "\"batch\": %d, \"k\": %d, \"params\": %zu, \"cpu_steps_per_s\": %.2f, "
+        "\"gpu_steps_per_s\": %.2f, \"gpu_host_path_steps_per_s\": %.2f, "
+        "\"gpu_device_path_steps_per_s\": %.2f, \"speedup\": %.1f, "
+        "\"speedup_host_path\": %.1f, \"speedup_device_path\": %.1f}\n",
+        prop.name, h, o.dim, o.classes, o.batch, o.k, np, cpu_rate, gpu_rate, host_path_rate,
+        dev_rate, gpu_rate / cpu_rate, host_path_rate / cpu_rate, dev_rate / cpu_rate);
     std::fflush(stdout);
   }
   return 0;

@@ -174,10 +174,11 @@ int main(int argc, char** argv) {
     }
     const auto& initial = *made.value();
     auto report = [&](const std::string& variant, const outcome& o) {
-      std::printf("{\"seed\": %llu, \"variant\": \"%s\", \"target\": %g, \"rounds\": %d, "
-                  "\"steps\": %lld, \"loss\": %.4f, \"accuracy\": %.4f}\n",
-                  static_cast<unsigned long long>(seed), variant.c_str(), target, o.rounds,
-                  static_cast<long long>(o.steps), o.loss, o.accuracy);
+      std::printf(
+          "{\"seed\": %llu, \"variant\": \"%s\", \"target\": %g, \"rounds\": %d, "
+          "\"steps\": %lld, \"loss\": %.4f, \"accuracy\": %.4f}\n",
+          static_cast<unsigned long long>(seed), variant.c_str(), target, o.rounds,
+          static_cast<long long>(o.steps), o.loss, o.accuracy);
       std::fflush(stdout);
     };
     {
@@ -192,9 +193,9 @@ int main(int argc, char** argv) {
     }
     for (auto rule : {fork_merge_rule::mean, fork_merge_rule::weighted}) {
       auto m = initial.clone();
-      report("forked_" + to_string(rule),
-             run_until(*m, target, max_rounds,
-                       [&](trainable& t) { forked_round(t, scale, steps, rule); }));
+      report("forked_" + to_string(rule), run_until(*m, target, max_rounds, [&](trainable& t) {
+               forked_round(t, scale, steps, rule);
+             }));
     }
   }
   return 0;

@@ -43,10 +43,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     auto next = [&] { return bench::option_value(argc, argv, i); };
     if (a == "--help" || a == "-h") {
-      std::printf("usage: bench_hare_bound_bench [--cluster FILE] [--rates 1.4,2.8] [--seeds 1,2,3]\n"
-                  "       [--jobs N] [--window A-B]\n"
-                  "Mean JCT of hare_offline and hare over the window vs the lower bound of\n"
-                  "policies/hare_offline.hpp. JSON lines.\n");
+      std::printf(
+          "usage: bench_hare_bound_bench [--cluster FILE] [--rates 1.4,2.8] [--seeds 1,2,3]\n"
+          "       [--jobs N] [--window A-B]\n"
+          "Mean JCT of hare_offline and hare over the window vs the lower bound of\n"
+          "policies/hare_offline.hpp. JSON lines.\n");
       return 0;
     } else if (a == "--cluster") {
       cluster_file = next();
@@ -101,9 +102,10 @@ int main(int argc, char** argv) {
           ++n;
         }
         if (n == 0 || lb <= 0) return fail("no finished window job");
-        std::printf("{\"rate\": %g, \"seed\": %g, \"policy\": \"%s\", \"window_jobs\": %d, "
-                    "\"mean_jct_h\": %.3f, \"mean_bound_h\": %.3f, \"ratio\": %.3f}\n",
-                    rate, seed, name, n, jct / n / 3600, lb / n / 3600, jct / lb);
+        std::printf(
+            "{\"rate\": %g, \"seed\": %g, \"policy\": \"%s\", \"window_jobs\": %d, "
+            "\"mean_jct_h\": %.3f, \"mean_bound_h\": %.3f, \"ratio\": %.3f}\n",
+            rate, seed, name, n, jct / n / 3600, lb / n / 3600, jct / lb);
         std::fflush(stdout);
       }
     }

@@ -1,5 +1,5 @@
-// The control API's HTTP layer under polling (runtime/service/http/server.hpp, client.hpp): a server
-// whose handler hands each request to a worker thread that answers it (as the bridge to the
+// The control API's HTTP layer under polling (runtime/service/http/server.hpp, client.hpp): a
+// server whose handler hands each request to a worker thread that answers it (as the bridge to the
 // actors will), and N pollers, each a thread with its own keep-alive client, doing GET
 // /v1/cluster in a loop for --seconds. Prints, for each N, the requests answered per second
 // and the latency's p50 / p99 / max in microseconds, the errors and the connections accepted.
@@ -114,10 +114,9 @@ void run(int pollers, double seconds) {
   answer_thread bridge;
   http::limits lim;
   lim.max_connections = static_cast<std::size_t>(std::max(256, pollers + 8));
-  auto srv = http::server::open("127.0.0.1", 0, lim, bench_token,
-                                [&bridge](http::request, http::responder r) {
-                                  bridge.push(std::move(r));
-                                });
+  auto srv = http::server::open(
+      "127.0.0.1", 0, lim, bench_token,
+      [&bridge](http::request, http::responder r) { bridge.push(std::move(r)); });
   if (!srv) {
     std::fprintf(stderr, "http_bench: %s\n", srv.err().message.c_str());
     std::exit(1);
@@ -140,9 +139,8 @@ void run(int pollers, double seconds) {
   }
   std::sort(all.begin(), all.end());
   std::printf("%7d %10zu %11.0f %9.0f %9.0f %9.0f %7lld %9llu\n", pollers, all.size(),
-              static_cast<double>(all.size()) / wall, percentile(all, 0.5),
-              percentile(all, 0.99), all.empty() ? 0.0 : all.back(),
-              static_cast<long long>(errors),
+              static_cast<double>(all.size()) / wall, percentile(all, 0.5), percentile(all, 0.99),
+              all.empty() ? 0.0 : all.back(), static_cast<long long>(errors),
               static_cast<unsigned long long>((*srv)->accepted()));
 }
 

@@ -60,8 +60,9 @@ options parse(int argc, char** argv) {
     } else if (a == "--payload") {
       o.payload = static_cast<std::size_t>(std::atol(bench::option_value(argc, argv, i).c_str()));
     } else {
-      std::printf("usage: bench_journal_bench [--dir DIR] [--submitters 1,8,64,256] "
-                  "[--seconds S] [--warmup S] [--payload BYTES]\n");
+      std::printf(
+          "usage: bench_journal_bench [--dir DIR] [--submitters 1,8,64,256] "
+          "[--seconds S] [--warmup S] [--payload BYTES]\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -71,8 +72,9 @@ options parse(int argc, char** argv) {
 
 /// A job-like JSON object of `n` bytes.
 std::string job_json(std::size_t n, int submitter, long seq) {
-  std::string s = "{\"kind\":\"mlp\",\"total_steps\":400,\"submitter\":" +
-                  std::to_string(submitter) + ",\"seq\":" + std::to_string(seq) + ",\"pad\":\"";
+  std::string s =
+      "{\"kind\":\"mlp\",\"total_steps\":400,\"submitter\":" + std::to_string(submitter) +
+      ",\"seq\":" + std::to_string(seq) + ",\"pad\":\"";
   if (s.size() + 2 < n) s.append(n - 2 - s.size(), 'x');
   return s + "\"}";
 }
@@ -82,11 +84,16 @@ std::string fs_type(const std::string& dir) {
   struct statfs sf {};
   if (::statfs(dir.c_str(), &sf) != 0) return "?";
   switch (static_cast<unsigned long>(sf.f_type)) {
-    case 0xEF53: return "ext4";
-    case 0x01021994: return "tmpfs";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x794c7630: return "overlay";
+    case 0xEF53:
+      return "ext4";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x794c7630:
+      return "overlay";
     default: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%lx", static_cast<unsigned long>(sf.f_type));
@@ -181,8 +188,8 @@ level_result run_level(const options& o, int n) {
 /// Prints one row of the table.
 void print_row(const std::string& what, const level_result& r) {
   std::printf("| %s | %.0f | %.0f | %.1f | %.3f | %.3f | %.3f |\n", what.c_str(), r.records_per_s,
-              r.fsyncs_per_s, r.fsyncs_per_s > 0 ? r.records_per_s / r.fsyncs_per_s : 0.0,
-              r.p50_ms, r.p99_ms, r.max_ms);
+              r.fsyncs_per_s, r.fsyncs_per_s > 0 ? r.records_per_s / r.fsyncs_per_s : 0.0, r.p50_ms,
+              r.p99_ms, r.max_ms);
   std::fflush(stdout);
 }
 
@@ -192,8 +199,9 @@ int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   std::printf("journal in %s (%s), payload %zu bytes, %.1f s per level after %.1f s warmup\n",
               o.dir.c_str(), fs_type(o.dir).c_str(), o.payload, o.seconds, o.warmup);
-  std::printf("| submitters | records/s | fsyncs/s | records per fsync | ack p50 (ms) "
-              "| ack p99 (ms) | ack max (ms) |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| submitters | records/s | fsyncs/s | records per fsync | ack p50 (ms) "
+      "| ack p99 (ms) | ack max (ms) |\n|---|---|---|---|---|---|---|\n");
   print_row("bare write+fdatasync, no journal", bare_appends(o));
   for (const int n : o.submitters) print_row(std::to_string(n), run_level(o, n));
   return 0;

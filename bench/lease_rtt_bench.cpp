@@ -79,7 +79,8 @@ class line_client {
 void print_stats(const char* what, std::vector<double> us) {
   std::sort(us.begin(), us.end());
   const auto at = [&](double q) {
-    return us[std::min(us.size() - 1, static_cast<std::size_t>(q * static_cast<double>(us.size())))];
+    return us[std::min(us.size() - 1,
+                       static_cast<std::size_t>(q * static_cast<double>(us.size())))];
   };
   std::printf("%s: n=%zu p50=%.1f us p99=%.1f us max=%.1f us\n", what, us.size(), at(0.50),
               at(0.99), us.back());
@@ -100,8 +101,10 @@ void time_averages(line_client& c, lease_slot& slot, int n, std::size_t floats) 
     std::vector<std::size_t> sizes;
     std::vector<float> data;
     while (!done) {
-      if (slot.take_average(sizes, data)) slot.answer_average(sizes, data, 1, 0);
-      else std::this_thread::yield();
+      if (slot.take_average(sizes, data))
+        slot.answer_average(sizes, data, 1, 0);
+      else
+        std::this_thread::yield();
     }
   });
   std::vector<double> us;
@@ -122,10 +125,14 @@ int main(int argc, char** argv) {
   std::size_t floats = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--reports") reports = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--warmup") warmup = std::atoi(bench::option_value(argc, argv, i).c_str());
-    else if (a == "--floats") floats = std::strtoull(bench::option_value(argc, argv, i).c_str(), nullptr, 10);
-    else if (a == "--averages") averages = std::atoi(bench::option_value(argc, argv, i).c_str());
+    if (a == "--reports")
+      reports = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(bench::option_value(argc, argv, i).c_str());
+    else if (a == "--floats")
+      floats = std::strtoull(bench::option_value(argc, argv, i).c_str(), nullptr, 10);
+    else if (a == "--averages")
+      averages = std::atoi(bench::option_value(argc, argv, i).c_str());
     else {
       std::fprintf(stderr, "usage: %s [--reports N] [--warmup N] [--floats K] [--averages N]\n",
                    argv[0]);

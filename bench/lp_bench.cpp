@@ -137,70 +137,71 @@ int round_policies(int n, std::uint64_t seed, int repeat, const throughput_table
   }
   const instance& aged = inst.value();
   for (const instance* base : {&fresh, &aged}) {
-  const char* case_name = base == &fresh ? "gavel_rows_fresh" : "gavel_rows_with_progress";
-  const int reps = std::max(1, std::min(repeat, 3));
-  for (const char* which : {"finish_time_fairness_perf", "min_total_duration_perf"}) {
-    const bool ftf = std::string(which) == "finish_time_fairness_perf";
-    std::vector<double> cold, next;
-    int lps = 0, iterations = 0;
-    double objective = 0;
-    for (int r = 0; r < reps; ++r) {
-      instance round = *base;
-      if (round.remaining.empty())
-        for (const auto& j : round.specs) round.remaining.push_back(j.total_steps);
-      std::unique_ptr<allocation_policy> p;
-      if (ftf)
-        p = std::make_unique<finish_time_fairness>(true, 1e-3, 40);
-      else
-        p = std::make_unique<min_total_duration>(true);
-      const snapshot s0 = round.snap_for(n);
-      auto t0 = clock_type::now();
-      auto a = p->allocate(s0);
-      cold.push_back(ms_since(t0));
-      if (!a) {
-        std::cerr << "lp_bench: " << a.err().message << '\n';
-        return 1;
+    const char* case_name = base == &fresh ? "gavel_rows_fresh" : "gavel_rows_with_progress";
+    const int reps = std::max(1, std::min(repeat, 3));
+    for (const char* which : {"finish_time_fairness_perf", "min_total_duration_perf"}) {
+      const bool ftf = std::string(which) == "finish_time_fairness_perf";
+      std::vector<double> cold, next;
+      int lps = 0, iterations = 0;
+      double objective = 0;
+      for (int r = 0; r < reps; ++r) {
+        instance round = *base;
+        if (round.remaining.empty())
+          for (const auto& j : round.specs) round.remaining.push_back(j.total_steps);
+        std::unique_ptr<allocation_policy> p;
+        if (ftf)
+          p = std::make_unique<finish_time_fairness>(true, 1e-3, 40);
+        else
+          p = std::make_unique<min_total_duration>(true);
+        const snapshot s0 = round.snap_for(n);
+        auto t0 = clock_type::now();
+        auto a = p->allocate(s0);
+        cold.push_back(ms_since(t0));
+        if (!a) {
+          std::cerr << "lp_bench: " << a.err().message << '\n';
+          return 1;
+        }
+        if (ftf) {
+          lps = static_cast<finish_time_fairness&>(*p).last_lp_count();
+          objective = static_cast<finish_time_fairness&>(*p).last_rho();
+        } else {
+          iterations = static_cast<min_total_duration&>(*p).last_solve().iterations;
+          objective = static_cast<min_total_duration&>(*p).last_makespan();
+        }
+        // One 360 s round at the allocation's throughputs.
+        for (int m = 0; m < n; ++m) {
+          double eff = 0;
+          for (std::size_t j = 0; j < round.tput[m].size(); ++j)
+            eff += round.tput[m][j] * a->x[m][j];
+          round.remaining[m] = std::max(1.0, round.remaining[m] - eff * 360.0);
+        }
+        round.now += 360;
+        const snapshot s1 = round.snap_for(n);
+        t0 = clock_type::now();
+        auto b = p->allocate(s1);
+        next.push_back(ms_since(t0));
+        if (!b) {
+          std::cerr << "lp_bench: " << b.err().message << '\n';
+          return 1;
+        }
       }
+      nlohmann::json line = {{"bench", "lp"},
+                             {"policy", which},
+                             {"case", case_name},
+                             {"jobs", n},
+                             {"gpus", inst->cl.total_gpus()},
+                             {"repeats", reps},
+                             {"cold_ms", median(cold)},
+                             {"next_round_ms", median(next)}};
       if (ftf) {
-        lps = static_cast<finish_time_fairness&>(*p).last_lp_count();
-        objective = static_cast<finish_time_fairness&>(*p).last_rho();
+        line["lps"] = lps;
+        line["rho"] = objective;
       } else {
-        iterations = static_cast<min_total_duration&>(*p).last_solve().iterations;
-        objective = static_cast<min_total_duration&>(*p).last_makespan();
+        line["iterations"] = iterations;
+        line["makespan_s"] = objective;
       }
-      // One 360 s round at the allocation's throughputs.
-      for (int m = 0; m < n; ++m) {
-        double eff = 0;
-        for (std::size_t j = 0; j < round.tput[m].size(); ++j) eff += round.tput[m][j] * a->x[m][j];
-        round.remaining[m] = std::max(1.0, round.remaining[m] - eff * 360.0);
-      }
-      round.now += 360;
-      const snapshot s1 = round.snap_for(n);
-      t0 = clock_type::now();
-      auto b = p->allocate(s1);
-      next.push_back(ms_since(t0));
-      if (!b) {
-        std::cerr << "lp_bench: " << b.err().message << '\n';
-        return 1;
-      }
+      std::cout << line.dump() << std::endl;
     }
-    nlohmann::json line = {{"bench", "lp"},
-                           {"policy", which},
-                           {"case", case_name},
-                           {"jobs", n},
-                           {"gpus", inst->cl.total_gpus()},
-                           {"repeats", reps},
-                           {"cold_ms", median(cold)},
-                           {"next_round_ms", median(next)}};
-    if (ftf) {
-      line["lps"] = lps;
-      line["rho"] = objective;
-    } else {
-      line["iterations"] = iterations;
-      line["makespan_s"] = objective;
-    }
-    std::cout << line.dump() << std::endl;
-  }
   }
   return 0;
 }
@@ -216,11 +217,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : "0"; };
-    if (a == "--jobs") sizes.push_back(std::stoi(next()));
-    else if (a == "--repeat") repeat = std::max(1, std::stoi(next()));
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--no-full") full = false;
-    else if (a == "--round-max") round_max = std::stoi(next());
+    if (a == "--jobs")
+      sizes.push_back(std::stoi(next()));
+    else if (a == "--repeat")
+      repeat = std::max(1, std::stoi(next()));
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--no-full")
+      full = false;
+    else if (a == "--round-max")
+      round_max = std::stoi(next());
     else {
       std::cerr << "usage: bench_lp_bench [--jobs N]... [--repeat R] [--seed S] [--no-full] "
                    "[--round-max N]\n";

@@ -37,14 +37,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--rate") rate = std::stod(next());
-    else if (a == "--jobs") num_jobs = std::stoi(next());
-    else if (a == "--policy") policies.push_back(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--repeat") repeat = std::stoi(next());
-    else if (a == "--cluster") cluster_spec = next();
-    else if (a == "--multi-gpu") multi_gpu = true;
-    else if (a == "--all") all_jobs = true;
+    if (a == "--rate")
+      rate = std::stod(next());
+    else if (a == "--jobs")
+      num_jobs = std::stoi(next());
+    else if (a == "--policy")
+      policies.push_back(next());
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--repeat")
+      repeat = std::stoi(next());
+    else if (a == "--cluster")
+      cluster_spec = next();
+    else if (a == "--multi-gpu")
+      multi_gpu = true;
+    else if (a == "--all")
+      all_jobs = true;
     else {
       std::cerr << "usage: bench_sim_bench [--rate R] [--jobs N] [--policy P]... [--seed S] "
                    "[--repeat K] [--cluster SPEC] [--multi-gpu] [--all]\n";
@@ -104,9 +112,8 @@ int main(int argc, char** argv) {
         "\"avg_jct_window_h\":%.2f,\"avg_jct_h\":%.2f,\"finished\":%d,\"gpus\":%d,"
         "\"sim_s_per_wall_s\":%.0f,\"peak_rss_mb\":%.1f}\n",
         name.c_str(), rate, num_jobs, static_cast<unsigned long long>(seed), repeat,
-        secs[secs.size() / 2], secs.front(), m.rounds, m.avg_jct_window / 3600,
-        m.avg_jct / 3600, m.finished, cl->total_gpus(), simulated / secs[secs.size() / 2],
-        ru.ru_maxrss / 1024.0);
+        secs[secs.size() / 2], secs.front(), m.rounds, m.avg_jct_window / 3600, m.avg_jct / 3600,
+        m.finished, cl->total_gpus(), simulated / secs[secs.size() / 2], ru.ru_maxrss / 1024.0);
     std::fflush(stdout);
   }
   return 0;

@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
     std::cerr << "--nodes needs counts, --steps and --round-length must be positive\n";
     return 2;
   }
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tessera_task_bench_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera_task_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -99,12 +99,11 @@ int main(int argc, char** argv) {
       const auto out = dir / "sum.json";
       std::filesystem::remove(out);
       std::filesystem::remove_all(dir / "ckpt");
-      const std::string cmd = "mpirun -np " + std::to_string(procs) + " --oversubscribe " +
-                              binary + " run --cluster " + (dir / cluster).string() +
-                              " --jobs " + (dir / "jobs.toml").string() +
-                              " --policy hare --round-length " + std::to_string(round_length) +
-                              " --checkpoint-dir " + (dir / "ckpt").string() + " --json " +
-                              out.string() + " -q > /dev/null 2>&1";
+      const std::string cmd =
+          "mpirun -np " + std::to_string(procs) + " --oversubscribe " + binary + " run --cluster " +
+          (dir / cluster).string() + " --jobs " + (dir / "jobs.toml").string() +
+          " --policy hare --round-length " + std::to_string(round_length) + " --checkpoint-dir " +
+          (dir / "ckpt").string() + " --json " + out.string() + " -q > /dev/null 2>&1";
       const int status = std::system(cmd.c_str());
       std::ifstream f(out);
       if (status != 0 || !f) {

@@ -75,8 +75,8 @@ nlohmann::json time_policy(const std::string& name, snapshot s, int repeat) {
     s.last_plan = &last;
     const auto t0 = std::chrono::steady_clock::now();
     auto p = pol.value()->plan(s);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (!p) throw std::runtime_error(p.err().message);
     last = std::move(p.value());
   }
@@ -88,11 +88,16 @@ nlohmann::json time_policy(const std::string& name, snapshot s, int repeat) {
     used += as.gpus();
   }
   std::sort(ms.begin(), ms.end());
-  return {{"bench", "tessera_policy"}, {"policy", name},
-          {"gpus", s.cl->total_gpus()}, {"jobs", s.jobs.size()},
-          {"plan_ms_median", ms[ms.size() / 2]}, {"plan_ms_max", ms.back()},
-          {"placed", placed.size()}, {"fork_parts", forks},
-          {"idle_gpus", s.cl->total_gpus() - used}, {"repeats", repeat}};
+  return {{"bench", "tessera_policy"},
+          {"policy", name},
+          {"gpus", s.cl->total_gpus()},
+          {"jobs", s.jobs.size()},
+          {"plan_ms_median", ms[ms.size() / 2]},
+          {"plan_ms_max", ms.back()},
+          {"placed", placed.size()},
+          {"fork_parts", forks},
+          {"idle_gpus", s.cl->total_gpus() - used},
+          {"repeats", repeat}};
 }
 
 }  // namespace

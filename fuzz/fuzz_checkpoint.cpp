@@ -15,8 +15,8 @@ namespace train = tessera::train;
 
 /// One small trainable of each built-in kind (a few parameters, a few examples).
 std::vector<std::unique_ptr<train::trainable>> make_trainables() {
-  const train::trainable_config small = {{"dim", 2},        {"classes", 2},  {"train_size", 8},
-                                         {"held_out_size", 4}, {"batch_size", 2}};
+  const train::trainable_config small = {
+      {"dim", 2}, {"classes", 2}, {"train_size", 8}, {"held_out_size", 4}, {"batch_size", 2}};
   std::vector<std::unique_ptr<train::trainable>> out;
   const auto registry = train::builtin_trainables();
   for (const auto& kind : registry.kinds()) {

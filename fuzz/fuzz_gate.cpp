@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t at = 0;
   while (size - at >= hs) {
     auto len = frame_payload_length(data + at);
-    if (!len || *len > cap) break;            // the gate closes the connection here
-    if (size - at - hs < *len) break;         // the rest of the payload never came
+    if (!len || *len > cap) break;     // the gate closes the connection here
+    if (size - at - hs < *len) break;  // the rest of the payload never came
     const caf::node_id before = peer;
     const auto verdict = frame_verdict(data + at, data + at + hs, *len, peer, self,
                                        [&](const caf::node_id& id) { return id == other; });

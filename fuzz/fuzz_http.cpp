@@ -1,6 +1,6 @@
-// libFuzzer target: the HTTP request reader (runtime/service/http/request_reader.hpp) as the control
-// API's server runs it on a connection's bytes: feed, check the token when the header is done
-// (check_access), go on with the body, take each complete request and start on the next
+// libFuzzer target: the HTTP request reader (runtime/service/http/request_reader.hpp) as the
+// control API's server runs it on a connection's bytes: feed, check the token when the header is
+// done (check_access), go on with the body, take each complete request and start on the next
 // (keep-alive, pipelining), until a refusal or the end of the input. The input is fed whole,
 // byte by byte and in pieces of a size taken from its length, with small limits (2 KiB of
 // header, 4 KiB of body) so they are reached. Properties: the three feeds agree on every

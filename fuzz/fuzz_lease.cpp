@@ -50,8 +50,8 @@ void check_request(const lease_request& r) {
   for (const auto s : r.sizes) sum += s;
   if (sum != r.data.size()) fail("an average's sizes do not add up to its data");
   if (r.data.size() > (std::size_t{1} << 28)) fail("an average over 2^28 values was accepted");
-  if (r.op == request_op::average) check_averaged_round_trip(r.sizes, r.data,
-                                                            format_averaged(r.sizes, r.data, 2, 9));
+  if (r.op == request_op::average)
+    check_averaged_round_trip(r.sizes, r.data, format_averaged(r.sizes, r.data, 2, 9));
 }
 
 /// Accepted base64 must be canonical: it encodes back to itself.

@@ -11,8 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& gpu : table->gpu_types()) {
     const auto keys = table->job_keys(gpu);
     for (const auto& key : keys) {
-      if (!table->knows(key) || !table->knows_job_type(key.job_type) ||
-          !table->isolated(gpu, key))
+      if (!table->knows(key) || !table->knows_job_type(key.job_type) || !table->isolated(gpu, key))
         tessera::fuzz::fail("a listed job key is not known");
       (void)table->isolated(gpu, key, false);
       (void)table->colocated(gpu, key, keys.front());

@@ -1,6 +1,6 @@
-// libFuzzer target: Gavel trace text (runtime/workload/trace.hpp). Parses the input with and without the
-// bundled throughput table; a trace that parses must survive write_trace and read back as the
-// same jobs (the round trip write_trace documents).
+// libFuzzer target: Gavel trace text (runtime/workload/trace.hpp). Parses the input with and
+// without the bundled throughput table; a trace that parses must survive write_trace and read back
+// as the same jobs (the round trip write_trace documents).
 #include <sstream>
 
 #include "fuzz/fuzz_support.hpp"

@@ -30,9 +30,8 @@ void put(const fs::path& path, const std::string& prefix, const void* body, std:
 /// Checkpoint seeds: whole files (mode byte 0) and trainable states (mode byte 1).
 void checkpoint_seeds(const fs::path& dir) {
   namespace train = tessera::train;
-  const train::trainable_config small = {{"dim", 2},           {"classes", 2},
-                                         {"train_size", 8},    {"held_out_size", 4},
-                                         {"batch_size", 2}};
+  const train::trainable_config small = {
+      {"dim", 2}, {"classes", 2}, {"train_size", 8}, {"held_out_size", 4}, {"batch_size", 2}};
   const auto registry = train::builtin_trainables();
   const std::string file = (dir / "tmp.ckpt").string();
   for (const auto& kind : registry.kinds()) {
@@ -73,9 +72,11 @@ void journal_seeds(const fs::path& dir) {
   const std::string torn = jobs.substr(0, last + 20);
   std::string corrupt = jobs;
   corrupt[middle + tessera::journal_record_header_size + 3] ^= 0x01;
-  for (const auto& [name, bytes] :
-       {std::pair<const char*, const std::string&>{"empty", header}, {"jobs", jobs},
-        {"large", large}, {"torn", torn}, {"corrupt-middle", corrupt}})
+  for (const auto& [name, bytes] : {std::pair<const char*, const std::string&>{"empty", header},
+                                    {"jobs", jobs},
+                                    {"large", large},
+                                    {"torn", torn},
+                                    {"corrupt-middle", corrupt}})
     put(dir / (std::string("seed-") + name), "", bytes.data(), bytes.size());
 }
 
@@ -143,8 +144,8 @@ void basp_seeds(caf::actor_system& sys, const fs::path& dir) {
   const caf::actor_id aid = 5;
   const caf::error reason = caf::sec::runtime_error;
   const std::pair<const char*, bytes> frames[] = {
-      {"server-handshake", frame(sys, basp::message_type::server_handshake,
-                                 payload(me, app_ids, aid, iface))},
+      {"server-handshake",
+       frame(sys, basp::message_type::server_handshake, payload(me, app_ids, aid, iface))},
       {"client-handshake", frame(sys, basp::message_type::client_handshake, payload(me))},
       {"direct", frame(sys, basp::message_type::direct_message, payload(no_stages, msg))},
       {"routed", frame(sys, basp::message_type::routed_message, payload(me, me, no_stages, msg))},

@@ -37,15 +37,16 @@ struct client_settings {
 };
 
 void add_client_options(po::options_description& d, client_settings& c) {
-  d.add_options()
-    ("server", po::value(&c.server), "HOST:PORT of the cluster's API (default: "
-     "$TESSERA_SERVER, else STATE_DIR/address)")
-    ("state-dir", po::value(&c.state_dir), "the cluster's --state-dir (default: "
-     "$TESSERA_STATE_DIR): its address and token files")
-    ("token-file", po::value(&c.token_file), "file holding the API token (default: "
-     "$TESSERA_TOKEN, else STATE_DIR/token)")
-    ("timeout", po::value(&c.timeout)->default_value(10.0), "seconds to wait for an answer")
-    ("help,h", "show this help");
+  d.add_options()("server", po::value(&c.server),
+                  "HOST:PORT of the cluster's API (default: "
+                  "$TESSERA_SERVER, else STATE_DIR/address)")(
+      "state-dir", po::value(&c.state_dir),
+      "the cluster's --state-dir (default: "
+      "$TESSERA_STATE_DIR): its address and token files")("token-file", po::value(&c.token_file),
+                                                          "file holding the API token (default: "
+                                                          "$TESSERA_TOKEN, else STATE_DIR/token)")(
+      "timeout", po::value(&c.timeout)->default_value(10.0), "seconds to wait for an answer")(
+      "help,h", "show this help");
 }
 
 /// The first word of a file (an address or a token), or an error naming it.
@@ -53,8 +54,8 @@ result<std::string> first_word(const std::string& path, const char* what) {
   std::ifstream f(path);
   std::string w;
   if (!(f >> w))
-    return error{error_kind::invalid_input, "cannot read the " + std::string(what) + " from " +
-                                                path};
+    return error{error_kind::invalid_input,
+                 "cannot read the " + std::string(what) + " from " + path};
   return w;
 }
 
@@ -148,8 +149,8 @@ void print_jobs(const nlohmann::json& jobs) {
     rate << std::fixed << std::setprecision(1) << j.value("steps_per_second", 0.0);
     std::cout << std::left << std::setw(6) << text_of(j, "id") << std::setw(20)
               << text_of(j, "kind").substr(0, 19) << std::setw(12) << text_of(j, "state")
-              << std::setw(22) << steps.str() << std::setw(10) << rate.str()
-              << j.value("loss", 0.0) << '\n';
+              << std::setw(22) << steps.str() << std::setw(10) << rate.str() << j.value("loss", 0.0)
+              << '\n';
   }
 }
 
@@ -191,8 +192,8 @@ int cmd_submit(const std::vector<std::string>& args) {
       target += hex[u & 15];
     }
   }
-  auto j = answer_json((*cl)->post(target, body.str(),
-                                   json ? "application/json" : "application/toml"));
+  auto j =
+      answer_json((*cl)->post(target, body.str(), json ? "application/json" : "application/toml"));
   if (!j) return report(j.err());
   for (const auto& id : (*j)["ids"]) std::cout << id.get<std::int64_t>() << '\n';
   return exit_code::ok;
@@ -204,8 +205,9 @@ int cmd_status(const std::vector<std::string>& args) {
   add_client_options(d, c);
   d.add_options()("json", po::bool_switch(&c.json), "print the server's JSON");
   std::vector<std::string> pos;
-  const char* usage = "usage: tessera status [ID] [--json] [--server HOST:PORT | --state-dir DIR]\n"
-                      "Every job's state, or one job's with its placement history.";
+  const char* usage =
+      "usage: tessera status [ID] [--json] [--server HOST:PORT | --state-dir DIR]\n"
+      "Every job's state, or one job's with its placement history.";
   if (int rc = parse_client(args, d, usage, pos, 1); rc >= 0) return rc;
   auto cl = connect(c);
   if (!cl) return report(cl.err());
@@ -221,8 +223,8 @@ int cmd_status(const std::vector<std::string>& args) {
   }
   print_jobs(nlohmann::json::array({*j}));
   for (const auto& p : (*j)["placements"])
-    std::cout << "  round " << text_of(p, "round") << ": copy " << text_of(p, "copy")
-              << " on node " << text_of(p, "rank") << " (" << text_of(p, "gpus") << " GPUs)\n";
+    std::cout << "  round " << text_of(p, "round") << ": copy " << text_of(p, "copy") << " on node "
+              << text_of(p, "rank") << " (" << text_of(p, "gpus") << " GPUs)\n";
   if (!text_of(*j, "failure").empty() && text_of(*j, "failure") != "-")
     std::cout << "  failure: " << text_of(*j, "failure") << '\n';
   return exit_code::ok;
@@ -233,8 +235,9 @@ int cmd_cancel(const std::vector<std::string>& args) {
   po::options_description d("tessera cancel options");
   add_client_options(d, c);
   std::vector<std::string> pos;
-  const char* usage = "usage: tessera cancel ID [--server HOST:PORT | --state-dir DIR]\n"
-                      "Cancels a job at the next round boundary; its checkpoint is kept.";
+  const char* usage =
+      "usage: tessera cancel ID [--server HOST:PORT | --state-dir DIR]\n"
+      "Cancels a job at the next round boundary; its checkpoint is kept.";
   if (int rc = parse_client(args, d, usage, pos, 1); rc >= 0) return rc;
   if (pos.size() != 1) {
     std::cerr << "tessera: cancel takes one job ID\n" << usage << '\n';
@@ -254,8 +257,9 @@ int cmd_nodes(const std::vector<std::string>& args) {
   add_client_options(d, c);
   d.add_options()("json", po::bool_switch(&c.json), "print the server's JSON");
   std::vector<std::string> pos;
-  const char* usage = "usage: tessera nodes [--json] [--server HOST:PORT | --state-dir DIR]\n"
-                      "The cluster's nodes: state, GPU type, speed, current assignment.";
+  const char* usage =
+      "usage: tessera nodes [--json] [--server HOST:PORT | --state-dir DIR]\n"
+      "The cluster's nodes: state, GPU type, speed, current assignment.";
   if (int rc = parse_client(args, d, usage, pos, 0); rc >= 0) return rc;
   auto cl = connect(c);
   if (!cl) return report(cl.err());
@@ -267,7 +271,8 @@ int cmd_nodes(const std::vector<std::string>& args) {
   }
   std::cout << std::left << std::setw(6) << "RANK" << std::setw(14) << "NAME" << std::setw(10)
             << "TYPE" << std::setw(6) << "GPUS" << std::setw(8) << "SPEED" << std::setw(9)
-            << "STATE" << "ASSIGNMENT\n";
+            << "STATE"
+            << "ASSIGNMENT\n";
   for (const auto& n : (*j)["nodes"]) {
     std::string as;
     for (const auto& a : n["assignment"])
@@ -287,12 +292,13 @@ int cmd_watch(const std::vector<std::string>& args) {
   int count = 0;
   po::options_description d("tessera watch options");
   add_client_options(d, c);
-  d.add_options()("interval", po::value(&interval)->default_value(1.0), "seconds between screens")
-                 ("count", po::value(&count)->default_value(0),
-                  "stop after this many screens (0: until interrupted or the cluster stops)");
+  d.add_options()("interval", po::value(&interval)->default_value(1.0), "seconds between screens")(
+      "count", po::value(&count)->default_value(0),
+      "stop after this many screens (0: until interrupted or the cluster stops)");
   std::vector<std::string> pos;
-  const char* usage = "usage: tessera watch [--interval S] [--server HOST:PORT | --state-dir DIR]\n"
-                      "A live table of the cluster's jobs (progress bars) and nodes.";
+  const char* usage =
+      "usage: tessera watch [--interval S] [--server HOST:PORT | --state-dir DIR]\n"
+      "A live table of the cluster's jobs (progress bars) and nodes.";
   if (int rc = parse_client(args, d, usage, pos, 0); rc >= 0) return rc;
   if (auto st = check_option("--interval", interval, 0.05, 3600, "seconds"); !st)
     return report(st.err());
@@ -326,8 +332,9 @@ int cmd_shutdown(const std::vector<std::string>& args) {
   po::options_description d("tessera shutdown options");
   add_client_options(d, c);
   std::vector<std::string> pos;
-  const char* usage = "usage: tessera shutdown [--server HOST:PORT | --state-dir DIR]\n"
-                      "Stops the cluster after the round in flight (checkpoints written).";
+  const char* usage =
+      "usage: tessera shutdown [--server HOST:PORT | --state-dir DIR]\n"
+      "Stops the cluster after the round in flight (checkpoints written).";
   if (int rc = parse_client(args, d, usage, pos, 0); rc >= 0) return rc;
   auto cl = connect(c);
   if (!cl) return report(cl.err());

@@ -23,8 +23,7 @@ int cmd_policies(const std::vector<std::string>& args) {
   for (const auto& e : policy_registry()) {
     std::cout << std::left << std::setw(28) << e.name << e.summary << '\n';
     for (const auto& o : e.options) {
-      std::cout << "    " << o.name << " (" << to_string(o.kind) << ", default "
-                << o.default_value;
+      std::cout << "    " << o.name << " (" << to_string(o.kind) << ", default " << o.default_value;
       // A boolean's range is its kind: 0 or 1.
       if (o.kind != option_kind::boolean) std::cout << ", in [" << o.min << ", " << o.max << "]";
       std::cout << "): " << o.help << '\n';

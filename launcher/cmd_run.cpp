@@ -29,12 +29,12 @@ namespace {
 struct run_options {
   actors::run_settings s;
   std::vector<std::string> policy_args;
-  int local = 0;          ///< --local; 0 when not given
+  int local = 0;                  ///< --local; 0 when not given
   std::string launcher = "auto";  ///< how --local starts its processes: auto, mpirun, fork
-  int rank = -1;          ///< internal: this process is node <rank> of a --local run
-  std::string scheduler;  ///< internal: host:port of that run's scheduler
-  std::string join;       ///< --join host:port: this process is a node joining a cluster
-  std::string server;     ///< --server: which server of the cluster file it is
+  int rank = -1;                  ///< internal: this process is node <rank> of a --local run
+  std::string scheduler;          ///< internal: host:port of that run's scheduler
+  std::string join;               ///< --join host:port: this process is a node joining a cluster
+  std::string server;             ///< --server: which server of the cluster file it is
 };
 
 const char* const usage =
@@ -53,62 +53,62 @@ const char* const serve_usage =
 
 void add_options(po::options_description& d, run_options& o) {
   auto& s = o.s;
-  d.add_options()
-    ("cluster", po::value(&s.cluster_file)->required(), "cluster TOML file; one node per server")
-    ("jobs", po::value(&s.jobs_file),
-     "job-set TOML file (each [[job]] has a kind); required but for a joining node")
-    ("policy", po::value(&s.policy)->default_value(s.policy), "policy (see `tessera policies`)")
-    ("policy-arg", po::value(&o.policy_args)->composing(),
-     "policy option key=value (repeatable; value a number, or true/false)")
-    ("round-length", po::value(&s.round_length)->default_value(1.0), "seconds per round")
-    ("local", po::value(&o.local)->default_value(0),
-     "start this many node processes here (fork/exec), no mpirun needed")
-    ("launcher", po::value(&o.launcher)->default_value(o.launcher),
-     "how --local starts its node processes: mpirun (under `tessera mpirun` on this host: "
-     "forked copies and copies spread over nodes work as under mpirun), fork (fork/exec: no "
-     "aggregator between the processes, so jobs are not forked and a spread copy runs on one "
-     "node), auto (mpirun when it is on PATH, else fork)")
-    ("checkpoint-dir", po::value(&s.checkpoint_dir),
-     "shared directory for job checkpoints (default: a new one under the temp directory)")
-    ("json", po::value(&s.json_out), "write the summary as JSON to this file")
-    ("timeline", po::value(&s.timeline_file),
-     "write who ran where in each round (JSON Lines, runtime/core/timeline.hpp) to this file")
-    ("connect-timeout", po::value(&s.connect_timeout)->default_value(20.0),
-     "seconds for nodes to reach the scheduler and register")
-    ("timeout", po::value(&s.timeout)->default_value(600.0),
-     "give up when the run has not ended after this many seconds")
-    ("heartbeat-interval", po::value(&s.heartbeat_interval)->default_value(0.25),
-     "seconds between heartbeats (node -> scheduler, and CAF's own)")
-    ("heartbeat-timeout", po::value(&s.heartbeat_timeout)->default_value(3.0),
-     "seconds of silence after which a node is lost")
-    ("secret-file", po::value(&s.secret_file),
-     "the cluster secret: the scheduler writes it to this new file (mode 0600) for nodes "
-     "that join later; a joining node reads it")
-    ("bind", po::value(&s.bind),
-     "address the scheduler listens on (default: loopback when every node runs on this host)")
-    ("port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")
-    ("state-dir", po::value(&s.state_dir),
-     "the control API's state: token, address, journal (required by `tessera serve`; with "
-     "`run --listen`, default: the checkpoint directory)")
-    ("listen", po::value(&s.listen),
-     "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
-     "STATE_DIR/address; run: no API unless given)")
-    ("resume", po::bool_switch(&s.resume),
-     "serve: carry on with the jobs of STATE_DIR/journal (after the scheduler's process was "
-     "killed): queued and running jobs resume from their last checkpoints")
-    ("status-file", po::value(&s.status_file),
-     "write the run's exit code to this file when it ends (what `tessera mpirun` reads)")
-    ("join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")
-    ("server", po::value(&o.server), "with --join: the server of the cluster file this node is")
-    ("verbose,v", po::bool_switch(&s.verbose), "one line per round on stderr")
-    ("quiet,q", po::bool_switch(&s.quiet), "no summary table on stdout")
-    ("help,h", "show this help");
+  d.add_options()("cluster", po::value(&s.cluster_file)->required(),
+                  "cluster TOML file; one node per server")(
+      "jobs", po::value(&s.jobs_file),
+      "job-set TOML file (each [[job]] has a kind); required but for a joining node")(
+      "policy", po::value(&s.policy)->default_value(s.policy), "policy (see `tessera policies`)")(
+      "policy-arg", po::value(&o.policy_args)->composing(),
+      "policy option key=value (repeatable; value a number, or true/false)")(
+      "round-length", po::value(&s.round_length)->default_value(1.0), "seconds per round")(
+      "local", po::value(&o.local)->default_value(0),
+      "start this many node processes here (fork/exec), no mpirun needed")(
+      "launcher", po::value(&o.launcher)->default_value(o.launcher),
+      "how --local starts its node processes: mpirun (under `tessera mpirun` on this host: "
+      "forked copies and copies spread over nodes work as under mpirun), fork (fork/exec: no "
+      "aggregator between the processes, so jobs are not forked and a spread copy runs on one "
+      "node), auto (mpirun when it is on PATH, else fork)")(
+      "checkpoint-dir", po::value(&s.checkpoint_dir),
+      "shared directory for job checkpoints (default: a new one under the temp directory)")(
+      "json", po::value(&s.json_out), "write the summary as JSON to this file")(
+      "timeline", po::value(&s.timeline_file),
+      "write who ran where in each round (JSON Lines, runtime/core/timeline.hpp) to this file")(
+      "connect-timeout", po::value(&s.connect_timeout)->default_value(20.0),
+      "seconds for nodes to reach the scheduler and register")(
+      "timeout", po::value(&s.timeout)->default_value(600.0),
+      "give up when the run has not ended after this many seconds")(
+      "heartbeat-interval", po::value(&s.heartbeat_interval)->default_value(0.25),
+      "seconds between heartbeats (node -> scheduler, and CAF's own)")(
+      "heartbeat-timeout", po::value(&s.heartbeat_timeout)->default_value(3.0),
+      "seconds of silence after which a node is lost")(
+      "secret-file", po::value(&s.secret_file),
+      "the cluster secret: the scheduler writes it to this new file (mode 0600) for nodes "
+      "that join later; a joining node reads it")(
+      "bind", po::value(&s.bind),
+      "address the scheduler listens on (default: loopback when every node runs on this host)")(
+      "port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")(
+      "state-dir", po::value(&s.state_dir),
+      "the control API's state: token, address, journal (required by `tessera serve`; with "
+      "`run --listen`, default: the checkpoint directory)")(
+      "listen", po::value(&s.listen),
+      "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
+      "STATE_DIR/address; run: no API unless given)")(
+      "resume", po::bool_switch(&s.resume),
+      "serve: carry on with the jobs of STATE_DIR/journal (after the scheduler's process was "
+      "killed): queued and running jobs resume from their last checkpoints")(
+      "status-file", po::value(&s.status_file),
+      "write the run's exit code to this file when it ends (what `tessera mpirun` reads)")(
+      "join", po::value(&o.join), "host:port of a running cluster's scheduler to join as a node")(
+      "server", po::value(&o.server), "with --join: the server of the cluster file this node is")(
+      "verbose,v", po::bool_switch(&s.verbose), "one line per round on stderr")(
+      "quiet,q", po::bool_switch(&s.quiet), "no summary table on stdout")("help,h",
+                                                                          "show this help");
 }
 
 void add_internal_options(po::options_description& d, run_options& o) {
-  d.add_options()
-    ("rank", po::value(&o.rank), "internal: this process is node <rank> of a --local run")
-    ("scheduler", po::value(&o.scheduler), "internal: host:port of the scheduler");
+  d.add_options()("rank", po::value(&o.rank),
+                  "internal: this process is node <rank> of a --local run")(
+      "scheduler", po::value(&o.scheduler), "internal: host:port of the scheduler");
 }
 
 /// Where messages about the command line go. Under mpirun every rank reads the same command
@@ -185,8 +185,8 @@ status finish_settings(run_options& o) {
   std::error_code ec;
   std::filesystem::create_directories(s.checkpoint_dir, ec);
   if (ec)
-    return error{error_kind::invalid_input, "cannot create --checkpoint-dir " +
-                                                s.checkpoint_dir + ": " + ec.message()};
+    return error{error_kind::invalid_input,
+                 "cannot create --checkpoint-dir " + s.checkpoint_dir + ": " + ec.message()};
   return {};
 }
 
@@ -211,8 +211,8 @@ result<actors::node_process> parse_scheduler(const std::string& flag, const std:
 /// The rank of server `name` in the cluster file, for --join --server.
 result<int> server_rank(const run_options& o) {
   if (o.server.empty())
-    return error{error_kind::invalid_input, "--join needs --server NAME (a server of " +
-                                                o.s.cluster_file + ")"};
+    return error{error_kind::invalid_input,
+                 "--join needs --server NAME (a server of " + o.s.cluster_file + ")"};
   auto cl = load_cluster(o.s.cluster_file);
   if (!cl) return cl.err();
   for (std::size_t i = 0; i < cl->servers.size(); ++i)
@@ -236,8 +236,8 @@ bool on_path(const std::string& name) {
 /// A --local run under mpirun on this host (`tessera mpirun`: recovery on, the run's own exit
 /// code): this binary again with `prefix` and the same arguments less --local and --launcher,
 /// one rank per node. Open MPI refuses root unless told; a local run as root is told here.
-int local_under_mpirun(const std::vector<std::string>& args,
-                       const std::vector<std::string>& prefix, int n) {
+int local_under_mpirun(const std::vector<std::string>& args, const std::vector<std::string>& prefix,
+                       int n) {
   std::vector<std::string> argv{"-np", std::to_string(n), "--oversubscribe", "--", self_exe()};
   argv.insert(argv.end(), prefix.begin(), prefix.end());
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -343,8 +343,8 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
                         "--launcher: expected auto, mpirun or fork, got '" + o.launcher + "'"});
   if (use_mpirun(o, o.local)) return local_under_mpirun(args, exec_prefix, o.local);
   o.s.local = o.local > 0 ? o.local : 1;
-  const int code = actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup,
-                                     sched_setup);
+  const int code =
+      actors::run_local(o.s, kinds, local_node_command(args, exec_prefix), setup, sched_setup);
   actors::write_status_file(o.s.status_file, code);
   return code;
 }

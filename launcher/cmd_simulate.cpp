@@ -37,36 +37,34 @@ struct run_options {
 };
 
 void add_common(po::options_description& d, run_options& o) {
-  d.add_options()
-    ("trace", po::value(&o.trace_file)->required(),
-     "trace file (Gavel's 10-field format), or a job-set file ending in .toml")
-    ("cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")
-    ("cluster-spec", po::value(&o.cluster_spec),
-     "cluster shorthand instead of a file, e.g. \"36 v100 : 36 p100 : 36 k80, 4 per server\"")
-    ("throughputs", po::value(&o.table_file),
-     "throughput table JSON (default: bundled Gavel table)")
-    ("policy-arg", po::value(&o.policy_args)->composing(),
-     "policy option key=value (repeatable; see `tessera policies`)")
-    ("round-length", po::value(&o.round_length)->default_value(360.0), "round length in seconds")
-    ("restart-cost", po::value(&o.restart_cost)->default_value(0.0),
-     "seconds a job loses each time it starts on new GPUs")
-    ("assume-consolidated", po::bool_switch(&o.assume_consolidated),
-     "Gavel's simulator's placement assumption: a multi-GPU job runs at its consolidated "
-     "(one-server) throughput even when it spans servers, never at the table's "
-     "\"_unconsolidated\" rate (default: spanning servers is charged, the physical choice; "
-     "use this only to compare with Gavel's figures)")
-    ("copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"),
-     copy_efficiency_help)
-    ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
-    ("run-to-end", po::bool_switch(&o.run_to_end),
-     "with --window: keep simulating until every job finishes")
-    ("max-hours", po::value(&o.max_hours)->default_value(0.0),
-     "stop at this virtual time (0 = no limit)")
-    ("json", po::value(&o.json_out), "write the metrics as JSON to this file")
-    ("quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")
-    ("progress-interval", po::value(&o.progress_every)->default_value(5.0),
-     "seconds between progress lines when stderr is not a terminal (a terminal shows a bar)")
-    ("help,h", "show this help");
+  d.add_options()("trace", po::value(&o.trace_file)->required(),
+                  "trace file (Gavel's 10-field format), or a job-set file ending in .toml")(
+      "cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")(
+      "cluster-spec", po::value(&o.cluster_spec),
+      "cluster shorthand instead of a file, e.g. \"36 v100 : 36 p100 : 36 k80, 4 per server\"")(
+      "throughputs", po::value(&o.table_file),
+      "throughput table JSON (default: bundled Gavel table)")(
+      "policy-arg", po::value(&o.policy_args)->composing(),
+      "policy option key=value (repeatable; see `tessera policies`)")(
+      "round-length", po::value(&o.round_length)->default_value(360.0), "round length in seconds")(
+      "restart-cost", po::value(&o.restart_cost)->default_value(0.0),
+      "seconds a job loses each time it starts on new GPUs")(
+      "assume-consolidated", po::bool_switch(&o.assume_consolidated),
+      "Gavel's simulator's placement assumption: a multi-GPU job runs at its consolidated "
+      "(one-server) throughput even when it spans servers, never at the table's "
+      "\"_unconsolidated\" rate (default: spanning servers is charged, the physical choice; "
+      "use this only to compare with Gavel's figures)")(
+      "copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"), copy_efficiency_help)(
+      "window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")(
+      "run-to-end", po::bool_switch(&o.run_to_end),
+      "with --window: keep simulating until every job finishes")(
+      "max-hours", po::value(&o.max_hours)->default_value(0.0),
+      "stop at this virtual time (0 = no limit)")("json", po::value(&o.json_out),
+                                                  "write the metrics as JSON to this file")(
+      "quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")(
+      "progress-interval", po::value(&o.progress_every)->default_value(5.0),
+      "seconds between progress lines when stderr is not a terminal (a terminal shows a bar)")(
+      "help,h", "show this help");
 }
 
 using inputs = sim_inputs;
@@ -94,8 +92,8 @@ result<inputs> load_inputs(const run_options& o) {
   if (!cl) return cl.err();
   in.cl = std::move(cl.value());
   // A job-set TOML file (which may carry acceptable_gpus) or a Gavel trace.
-  const bool toml = o.trace_file.size() > 5 &&
-                    o.trace_file.compare(o.trace_file.size() - 5, 5, ".toml") == 0;
+  const bool toml =
+      o.trace_file.size() > 5 && o.trace_file.compare(o.trace_file.size() - 5, 5, ".toml") == 0;
   auto jobs = toml ? load_jobs(o.trace_file, &in.table) : read_trace(o.trace_file, &in.table);
   if (!jobs) return jobs.err();
   in.jobs = std::move(jobs.value());
@@ -133,12 +131,11 @@ int cmd_simulate(const std::vector<std::string>& args) {
   std::string policy_name, timeline_out;
   po::options_description d("tessera simulate options");
   add_common(d, o);
-  d.add_options()
-    ("policy", po::value(&policy_name)->default_value("max_min_fairness_perf"),
-     "policy name (see `tessera policies`)")
-    ("csv", po::value(&o.csv_out), "write one CSV row per job to this file")
-    ("timeline", po::value(&timeline_out),
-     "write who ran where in each round to this file (JSON Lines; `tessera plot gantt`)");
+  d.add_options()("policy", po::value(&policy_name)->default_value("max_min_fairness_perf"),
+                  "policy name (see `tessera policies`)")("csv", po::value(&o.csv_out),
+                                                          "write one CSV row per job to this file")(
+      "timeline", po::value(&timeline_out),
+      "write who ran where in each round to this file (JSON Lines; `tessera plot gantt`)");
   const char* usage =
       "usage: tessera simulate --trace FILE [--cluster FILE] [--policy NAME] [options]\n"
       "Runs one policy on a trace in the simulator and prints its metrics table.";
@@ -187,11 +184,10 @@ int cmd_compare(const std::vector<std::string>& args) {
   unsigned parallel = std::max(1u, std::thread::hardware_concurrency());
   po::options_description d("tessera compare options");
   add_common(d, o);
-  d.add_options()
-    ("policies", po::value(&policies)->multitoken()->required(),
-     "policy names, space- or comma-separated")
-    ("csv-dir", po::value(&csv_dir), "write <dir>/<policy>.csv per-job files")
-    ("parallel", po::value(&parallel), "policies simulated at once (default: cores)");
+  d.add_options()("policies", po::value(&policies)->multitoken()->required(),
+                  "policy names, space- or comma-separated")(
+      "csv-dir", po::value(&csv_dir), "write <dir>/<policy>.csv per-job files")(
+      "parallel", po::value(&parallel), "policies simulated at once (default: cores)");
   const char* usage =
       "usage: tessera compare --trace FILE --policies P1,P2,... [--cluster FILE] [options]\n"
       "Runs several policies on the same trace and prints one table.";

@@ -61,37 +61,36 @@ const char* const usage =
     "the command that reproduces it. `tessera plot jct-rate --csv DIR/sweep.csv` draws them.";
 
 void add_options(po::options_description& d, sweep_options& o) {
-  d.add_options()
-    ("policies", po::value(&o.policies)->multitoken()->required(),
-     "policy names, comma- or space-separated (see `tessera policies`)")
-    ("rates", po::value(&o.rates)->multitoken()->required(),
-     "arrival rates in jobs/hour, comma- or space-separated")
-    ("seeds", po::value(&o.seeds)->multitoken(), "trace seeds (default: 1)")
-    ("round-lengths", po::value(&o.rounds)->multitoken(), "round lengths in seconds (default: 360)")
-    ("jobs,n", po::value(&o.jobs)->required(), "jobs per generated trace")
-    ("multi-gpu", po::bool_switch(&o.multi_gpu), "traces with multi-GPU jobs (scale 1/2/4/8)")
-    ("out,o", po::value(&o.out_dir)->required(), "output directory (created; reused to resume)")
-    ("parallel,j", po::value(&o.parallel), "cells simulated at once (default: cores)")
-    ("window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")
-    ("run-to-end", po::bool_switch(&o.run_to_end),
-     "with --window: keep simulating until every job finishes")
-    ("cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")
-    ("cluster-spec", po::value(&o.cluster_spec), "cluster shorthand instead of a file")
-    ("throughputs", po::value(&o.table_file), "throughput table JSON (default: bundled)")
-    ("policy-arg", po::value(&o.policy_args)->composing(),
-     "policy option key=value for every cell (repeatable)")
-    ("restart-cost", po::value(&o.restart_cost)->default_value(0.0),
-     "seconds a job loses each time it starts on new GPUs")
-    ("max-hours", po::value(&o.max_hours)->default_value(0.0),
-     "stop each cell at this virtual time (0 = no limit)")
-    ("copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"),
-     copy_efficiency_help)
-    ("keep-jobs", po::bool_switch(&o.keep_jobs),
-     "also write DIR/cells/<cell>.jobs.csv, one row per job (for `tessera plot cdf`)")
-    ("quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")
-    ("progress-interval", po::value(&o.progress_every)->default_value(5.0),
-     "seconds between progress lines when stderr is not a terminal (a terminal shows a bar)")
-    ("help,h", "show this help");
+  d.add_options()("policies", po::value(&o.policies)->multitoken()->required(),
+                  "policy names, comma- or space-separated (see `tessera policies`)")(
+      "rates", po::value(&o.rates)->multitoken()->required(),
+      "arrival rates in jobs/hour, comma- or space-separated")(
+      "seeds", po::value(&o.seeds)->multitoken(), "trace seeds (default: 1)")(
+      "round-lengths", po::value(&o.rounds)->multitoken(),
+      "round lengths in seconds (default: 360)")("jobs,n", po::value(&o.jobs)->required(),
+                                                 "jobs per generated trace")(
+      "multi-gpu", po::bool_switch(&o.multi_gpu), "traces with multi-GPU jobs (scale 1/2/4/8)")(
+      "out,o", po::value(&o.out_dir)->required(), "output directory (created; reused to resume)")(
+      "parallel,j", po::value(&o.parallel), "cells simulated at once (default: cores)")(
+      "window", po::value(&o.window), "job-id window for the windowed JCT, e.g. 4000-4999")(
+      "run-to-end", po::bool_switch(&o.run_to_end),
+      "with --window: keep simulating until every job finishes")(
+      "cluster", po::value(&o.cluster_file), "cluster TOML file (default: config/gavel_108.toml)")(
+      "cluster-spec", po::value(&o.cluster_spec), "cluster shorthand instead of a file")(
+      "throughputs", po::value(&o.table_file), "throughput table JSON (default: bundled)")(
+      "policy-arg", po::value(&o.policy_args)->composing(),
+      "policy option key=value for every cell (repeatable)")(
+      "restart-cost", po::value(&o.restart_cost)->default_value(0.0),
+      "seconds a job loses each time it starts on new GPUs")(
+      "max-hours", po::value(&o.max_hours)->default_value(0.0),
+      "stop each cell at this virtual time (0 = no limit)")(
+      "copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"), copy_efficiency_help)(
+      "keep-jobs", po::bool_switch(&o.keep_jobs),
+      "also write DIR/cells/<cell>.jobs.csv, one row per job (for `tessera plot cdf`)")(
+      "quiet,q", po::bool_switch(&o.quiet), "no progress on stderr")(
+      "progress-interval", po::value(&o.progress_every)->default_value(5.0),
+      "seconds between progress lines when stderr is not a terminal (a terminal shows a bar)")(
+      "help,h", "show this help");
 }
 
 /// Splits list options given comma- or space-separated (or repeated) into items.
@@ -204,19 +203,19 @@ result<sweep_plan> make_plan(const sweep_options& o) {
     if (auto pol = make_policy(n, {}, "--policy-arg");
         !pol && pol.err().kind == error_kind::not_found)
       return pol.err();
-  auto rates = parse_numbers("--rates", split_list(o.rates), 0, limits::max_rate_per_hour,
-                             "jobs per hour");
+  auto rates =
+      parse_numbers("--rates", split_list(o.rates), 0, limits::max_rate_per_hour, "jobs per hour");
   if (!rates) return rates.err();
-  auto seeds = parse_numbers("--seeds", o.seeds.empty() ? std::vector<std::string>{"1"}
-                                                        : split_list(o.seeds),
+  auto seeds = parse_numbers("--seeds",
+                             o.seeds.empty() ? std::vector<std::string>{"1"} : split_list(o.seeds),
                              0, 4294967295.0, "whole number");
   if (!seeds) return seeds.err();
   for (double s : *seeds)
     if (s != std::floor(s))
       return error{error_kind::invalid_input, "--seeds: " + number_name(s) + " is not whole"};
-  auto rounds = parse_numbers("--round-lengths", o.rounds.empty() ? std::vector<std::string>{"360"}
-                                                                  : split_list(o.rounds),
-                              b::min_sim_round, b::max_sim_round, "seconds");
+  auto rounds = parse_numbers(
+      "--round-lengths", o.rounds.empty() ? std::vector<std::string>{"360"} : split_list(o.rounds),
+      b::min_sim_round, b::max_sim_round, "seconds");
   if (!rounds) return rounds.err();
   for (const auto& st :
        {check_option("--jobs", o.jobs, 1, static_cast<double>(limits::max_trace_jobs), "jobs"),
@@ -254,8 +253,9 @@ status prepare_dir(const sweep_options& o) {
     have << f.rdbuf();
     if (have.str() != want)
       return error{error_kind::invalid_input,
-                   path + ": this directory holds a sweep with other settings (jobs, window, "
-                          "cluster, ...); use another --out or remove it"};
+                   path +
+                       ": this directory holds a sweep with other settings (jobs, window, "
+                       "cluster, ...); use another --out or remove it"};
     return {};
   }
   return write_atomically(path, want);

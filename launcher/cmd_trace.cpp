@@ -24,8 +24,8 @@ namespace {
 
 /// Checks --jobs and --rate (bounds: runtime/core/input_limits.hpp, shared with the trace reader).
 status check_numbers(const trace_gen_config& cfg) {
-  if (auto st = check_option("--jobs", cfg.num_jobs, 1,
-                             static_cast<double>(limits::max_trace_jobs), "jobs");
+  if (auto st = check_option("--jobs", cfg.num_jobs, 1, static_cast<double>(limits::max_trace_jobs),
+                             "jobs");
       !st)
     return st;
   return check_option("--rate", cfg.rate_per_hour, 0, limits::max_rate_per_hour,
@@ -85,19 +85,18 @@ int cmd_trace(const std::vector<std::string>& args) {
   trace_gen_config cfg;
   std::string out, table_file, templates_file, preset;
   po::options_description d("tessera trace generate options");
-  d.add_options()
-    ("jobs,n", po::value(&cfg.num_jobs), "number of jobs (1 to 10 000 000)")
-    ("rate,r", po::value(&cfg.rate_per_hour),
-     "Poisson arrival rate in jobs/hour (0 = all at time 0)")
-    ("preset", po::value(&preset),
-     "'hops': 500 jobs, 100 jobs/hour, multi-GPU (Hops' simulation setting)")
-    ("multi-gpu", po::bool_switch(&cfg.multi_gpu),
-     "draw scale factors 1/2/4/8 with p = .70/.10/.15/.05")
-    ("seed,s", po::value(&cfg.seed)->default_value(0), "random seed")
-    ("output,o", po::value(&out)->required(), "trace file to write ('-' = stdout)")
-    ("throughputs", po::value(&table_file), "throughput table (default: bundled)")
-    ("templates", po::value(&templates_file), "job templates TSV (default: bundled)")
-    ("help,h", "show this help");
+  d.add_options()("jobs,n", po::value(&cfg.num_jobs), "number of jobs (1 to 10 000 000)")(
+      "rate,r", po::value(&cfg.rate_per_hour),
+      "Poisson arrival rate in jobs/hour (0 = all at time 0)")(
+      "preset", po::value(&preset),
+      "'hops': 500 jobs, 100 jobs/hour, multi-GPU (Hops' simulation setting)")(
+      "multi-gpu", po::bool_switch(&cfg.multi_gpu),
+      "draw scale factors 1/2/4/8 with p = .70/.10/.15/.05")(
+      "seed,s", po::value(&cfg.seed)->default_value(0), "random seed")(
+      "output,o", po::value(&out)->required(), "trace file to write ('-' = stdout)")(
+      "throughputs", po::value(&table_file), "throughput table (default: bundled)")(
+      "templates", po::value(&templates_file), "job templates TSV (default: bundled)")(
+      "help,h", "show this help");
   po::variables_map vm;
   try {
     std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -31,10 +31,10 @@ std::string number_text(double x) {
 
 status check_option(const char* option, double value, double lo, double hi, const char* unit) {
   if (std::isfinite(value) && value >= lo && value <= hi) return {};
-  return error{error_kind::invalid_input,
-               std::string(option) + ": expected a number in [" + number_text(lo) + ", " +
-                   number_text(hi) + "]" + (*unit ? std::string(" (") + unit + ")" : "") +
-                   ", got " + number_text(value)};
+  return error{error_kind::invalid_input, std::string(option) + ": expected a number in [" +
+                                              number_text(lo) + ", " + number_text(hi) + "]" +
+                                              (*unit ? std::string(" (") + unit + ")" : "") +
+                                              ", got " + number_text(value)};
 }
 
 std::string self_exe() {
@@ -50,8 +50,8 @@ int report(const error& e) {
 
 int parse_options(const std::vector<std::string>& args,
                   const boost::program_options::options_description& parsed,
-                  const boost::program_options::options_description& shown,
-                  const char* usage_line, std::ostream& err) {
+                  const boost::program_options::options_description& shown, const char* usage_line,
+                  std::ostream& err) {
   namespace po = boost::program_options;
   po::variables_map vm;
   try {
@@ -72,8 +72,7 @@ result<cluster> load_cluster_arg(const std::string& file, const std::string& spe
   if (!file.empty() && !spec.empty())
     return error{error_kind::invalid_input, "give either --cluster or --cluster-spec, not both"};
   if (!spec.empty()) return parse_cluster_shorthand(spec, "--cluster-spec");
-  return load_cluster(file.empty() ? std::string(TESSERA_CONFIG_DIR "/gavel_108.toml")
-                                   : file);
+  return load_cluster(file.empty() ? std::string(TESSERA_CONFIG_DIR "/gavel_108.toml") : file);
 }
 
 result<throughput_table> load_table_arg(const std::string& file) {
@@ -85,8 +84,7 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
   for (const auto& item : kv) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      return error{error_kind::invalid_input,
-                   "--policy-arg '" + item + "': expected key=value"};
+      return error{error_kind::invalid_input, "--policy-arg '" + item + "': expected key=value"};
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     if (val == "true" || val == "false") {
       out[key] = val == "true" ? 1 : 0;
@@ -99,14 +97,14 @@ result<std::map<std::string, double>> parse_policy_args(const std::vector<std::s
       if (used != val.size()) throw std::invalid_argument(val);
     } catch (const std::invalid_argument&) {
       return error{error_kind::invalid_input, "--policy-arg: field '" + key + "': '" + val +
-                                                 "' is not a number (or true/false)"};
+                                                  "' is not a number (or true/false)"};
     } catch (const std::out_of_range&) {
       v = HUGE_VAL;  // beyond a double: refused below with NaN and the infinities
     }
     // NaN would pass every bound a policy checks (it compares false with everything).
     if (!std::isfinite(v))
-      return error{error_kind::invalid_input,
-                   "--policy-arg: field '" + key + "': expected a finite number, got '" + val + "'"};
+      return error{error_kind::invalid_input, "--policy-arg: field '" + key +
+                                                  "': expected a finite number, got '" + val + "'"};
     out[key] = v;
   }
   return out;
@@ -123,8 +121,10 @@ result<std::pair<job_id, job_id>> parse_window(const std::string& text) {
     return v;
   };
   const auto dash = text.find('-');
-  const auto a = dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(0, dash));
-  const auto b = dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(dash + 1));
+  const auto a =
+      dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(0, dash));
+  const auto b =
+      dash == std::string::npos ? std::nullopt : id(std::string_view(text).substr(dash + 1));
   if (!a || !b || *b < *a)
     return error{error_kind::invalid_input,
                  "--window '" + text + "': expected FIRST-LAST job ids, e.g. 4000-4999"};

@@ -56,8 +56,7 @@ inline constexpr double max_local_nodes = 1024;
 
 /// Checks a number given with option `option` ("--round-length"): finite and within
 /// [lo, hi]. The error names the option, the range, `unit` ("seconds") and the value.
-status check_option(const char* option, double value, double lo, double hi,
-                    const char* unit = "");
+status check_option(const char* option, double value, double lo, double hi, const char* unit = "");
 
 /// Prints "tessera: <message>" to stderr and returns the exit code for the error's kind.
 int report(const error& e);
@@ -70,8 +69,8 @@ std::string self_exe();
 /// the error and `usage_line` to `err`.
 int parse_options(const std::vector<std::string>& args,
                   const boost::program_options::options_description& parsed,
-                  const boost::program_options::options_description& shown,
-                  const char* usage_line, std::ostream& err);
+                  const boost::program_options::options_description& shown, const char* usage_line,
+                  std::ostream& err);
 
 /// Loads the cluster from --cluster (a TOML file) or --cluster-spec (the shorthand); the
 /// bundled Gavel cluster (config/gavel_108.toml) when neither is given.

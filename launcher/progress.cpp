@@ -12,9 +12,12 @@ namespace tessera::cli {
 std::string duration_text(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%lds", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   return buf;
 }
 
@@ -27,8 +30,8 @@ std::string progress_text(double fraction, double elapsed_s, int done, int total
     const int full = static_cast<int>(f * width);
     os << '[' << std::string(full, '#') << std::string(width - full, '.') << "] ";
   }
-  os << static_cast<int>(f * 100) << "% " << done << '/' << total << ' ' << unit
-     << ", elapsed " << duration_text(elapsed_s) << ", ETA "
+  os << static_cast<int>(f * 100) << "% " << done << '/' << total << ' ' << unit << ", elapsed "
+     << duration_text(elapsed_s) << ", ETA "
      << (f > 0 ? duration_text(elapsed_s * (1 - f) / f) : std::string("?"));
   if (!detail.empty()) os << " | " << detail;
   return os.str();
@@ -41,8 +44,14 @@ double sim_fraction(const sim_progress& p, int goal) {
 
 progress_meter::progress_meter(bool enabled, int total, std::string unit, std::ostream& out,
                                bool tty, std::chrono::milliseconds plain_every)
-    : enabled_(enabled), tty_(tty), total_(std::max(total, 1)), unit_(std::move(unit)),
-      out_(out), every_(plain_every), start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : enabled_(enabled),
+      tty_(tty),
+      total_(std::max(total, 1)),
+      unit_(std::move(unit)),
+      out_(out),
+      every_(plain_every),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 progress_meter::progress_meter(bool enabled, int total, std::string unit,
                                std::chrono::milliseconds plain_every)

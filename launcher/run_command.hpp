@@ -21,8 +21,7 @@ namespace tessera::cli {
 /// `serve` makes it `tessera serve` (a cluster that stays up; its job file optional). Returns
 /// the exit code.
 int run_command(const std::vector<std::string>& args, const train::trainable_registry& kinds,
-                const std::vector<std::string>& exec_prefix,
-                const actors::node_setup& setup = {},
+                const std::vector<std::string>& exec_prefix, const actors::node_setup& setup = {},
                 const actors::scheduler_setup& sched_setup = {}, bool serve = false);
 
 }  // namespace tessera::cli

@@ -36,8 +36,8 @@ void print_summary(const run_summary& s, const run_settings& o, const cluster& c
         << std::setprecision(2) << s.seconds << " s (" << s.rounds << " rounds of "
         << o.round_length << " s, policy " << o.policy << ", " << nodes << " nodes";
   else
-    out << "tessera run: FAILED after " << std::fixed << std::setprecision(2) << s.seconds
-        << " s (" << s.rounds << " rounds): " << s.error << " (policy " << o.policy;
+    out << "tessera run: FAILED after " << std::fixed << std::setprecision(2) << s.seconds << " s ("
+        << s.rounds << " rounds): " << s.error << " (policy " << o.policy;
   if (!s.failed_ranks.empty()) {
     out << "; lost node ranks";
     for (auto r : s.failed_ranks) out << ' ' << r;

@@ -14,8 +14,7 @@ namespace tessera::cli {
 /// The summary table on stdout: the run's outcome in one line (or a served cluster's stop),
 /// one row per job (JCT, steps, loss, accuracy, restarts, rounds, copies), each failed job's
 /// reason, the schedule metrics as the simulator computes them, the checkpoint counts.
-void print_summary(const actors::run_summary& s, const actors::run_settings& o,
-                   const cluster& cl);
+void print_summary(const actors::run_summary& s, const actors::run_settings& o, const cluster& cl);
 
 /// The summary as JSON (what `--json-out` holds): the run's counts and metrics, one object
 /// per job.

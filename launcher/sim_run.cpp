@@ -29,8 +29,8 @@ result<schedule_result> simulate_policy(const sim_inputs& in, const std::string&
   cfg.timeline = timeline;
   cfg.on_progress = [&](const sim_progress& p) {
     meter.update(unit, sim_fraction(p, goal),
-                 std::to_string(p.completed) + " jobs done, t=" +
-                     std::to_string(std::lround(p.now / 3600)) + "h");
+                 std::to_string(p.completed) +
+                     " jobs done, t=" + std::to_string(std::lround(p.now / 3600)) + "h");
   };
   auto r = simulate(in.cl, in.table, in.jobs, *pol.value(), cfg);
   meter.done(unit);

@@ -72,8 +72,8 @@ std::vector<sweep_cell> make_cells(const sweep_plan& p) {
           c.rate = rate;
           c.seed = static_cast<std::uint64_t>(seed);
           c.round_length = len;
-          c.name = pol + "_r" + number_name(rate) + "_s" + number_name(seed) + "_L" +
-                   number_name(len);
+          c.name =
+              pol + "_r" + number_name(rate) + "_s" + number_name(seed) + "_L" + number_name(len);
           c.trace = trace_path(p, rate, seed);
           cells.push_back(std::move(c));
         }
@@ -86,9 +86,8 @@ std::string cell_command(const sweep_plan& p, const sweep_cell& c) {
   std::string gen = exe + " trace generate --jobs " + std::to_string(p.jobs) + " --rate " +
                     number_name(c.rate) + " --seed " + std::to_string(c.seed) +
                     (p.multi_gpu ? " --multi-gpu" : "") + " --output " + trace;
-  return gen + " && " + exe + " simulate --trace " + trace + " --policy " +
-         shell_quote(c.policy) + " --round-length " + number_name(c.round_length) +
-         p.simulate_args;
+  return gen + " && " + exe + " simulate --trace " + trace + " --policy " + shell_quote(c.policy) +
+         " --round-length " + number_name(c.round_length) + p.simulate_args;
 }
 
 status write_atomically(const std::string& path, const std::string& text) {
@@ -113,10 +112,11 @@ status write_atomically(const std::string& path, const std::string& text) {
 
 const std::vector<std::string>& sweep_csv_columns() {
   static const std::vector<std::string> cols = {
-      "policy", "rate_per_hour", "seed", "round_length", "jobs", "finished", "complete",
-      "avg_jct_h", "avg_jct_window_h", "window_jobs", "makespan_h", "avg_wait_h",
-      "utilisation", "ftf_avg", "ftf_max", "lr_avg", "lr_max", "lre_avg", "lre_max",
-      "fragmentation", "rounds", "command"};
+      "policy",     "rate_per_hour", "seed",        "round_length",     "jobs",
+      "finished",   "complete",      "avg_jct_h",   "avg_jct_window_h", "window_jobs",
+      "makespan_h", "avg_wait_h",    "utilisation", "ftf_avg",          "ftf_max",
+      "lr_avg",     "lr_max",        "lre_avg",     "lre_max",          "fragmentation",
+      "rounds",     "command"};
   return cols;
 }
 
@@ -218,8 +218,7 @@ result<json> run_cell(const sweep_plan& p, const sweep_cell& c, progress_meter& 
   in.jobs = std::move(jobs.value());
   auto r = simulate_policy(in, c.policy, meter, c.name);
   if (!r) return r.err();
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json rec = cell_record(p, c, r.value(), secs);
   if (p.keep_jobs) {
     std::ostringstream cs;
@@ -304,8 +303,8 @@ status write_aggregate(const sweep_plan& p, const std::map<std::string, json>& d
   return write_atomically((fs::path(p.out_dir) / "sweep.json").string(), all.dump(1) + "\n");
 }
 
-void print_sweep_summary(std::ostream& out, const sweep_run& r, std::size_t resumed,
-                         double wall_s, unsigned workers) {
+void print_sweep_summary(std::ostream& out, const sweep_run& r, std::size_t resumed, double wall_s,
+                         unsigned workers) {
   out << "tessera: sweep: " << r.ran << " cells run, " << resumed << " found finished, "
       << r.failures.size() << " failed; wall " << std::fixed << std::setprecision(1) << wall_s
       << " s";
@@ -313,8 +312,7 @@ void print_sweep_summary(std::ostream& out, const sweep_run& r, std::size_t resu
     const unsigned used = std::min<unsigned>(workers, static_cast<unsigned>(r.ran));
     const double ideal = r.cell_seconds / used;
     out << "; cells' sum " << r.cell_seconds << " s / " << used << " workers = " << ideal
-        << " s (wall / that = " << std::setprecision(2) << wall_s / std::max(ideal, 1e-9)
-        << ")";
+        << " s (wall / that = " << std::setprecision(2) << wall_s / std::max(ideal, 1e-9) << ")";
   }
   out << '\n';
 }

@@ -28,11 +28,11 @@ namespace tessera::cli {
 /// One cell: a policy on the trace of one rate and seed, with one round length.
 struct sweep_cell {
   std::string policy;
-  double rate = 0;          ///< jobs per hour
+  double rate = 0;  ///< jobs per hour
   std::uint64_t seed = 0;
   double round_length = 360;
-  std::string name;         ///< file stem, e.g. "fifo_r2.8_s1_L360"
-  std::string trace;        ///< the trace's path
+  std::string name;   ///< file stem, e.g. "fifo_r2.8_s1_L360"
+  std::string trace;  ///< the trace's path
 };
 
 /// A sweep ready to run: its axes, shared inputs and cells.
@@ -42,7 +42,7 @@ struct sweep_plan {
   sim_inputs base;  ///< cluster, table, settings and policy options (no jobs)
   std::vector<job_template> templates;
   std::string out_dir;
-  int jobs = 0;     ///< jobs per trace
+  int jobs = 0;  ///< jobs per trace
   bool multi_gpu = false, keep_jobs = false;
   std::string self;           ///< this program's path, for the reproducing commands
   std::string simulate_args;  ///< options every cell's `simulate` command shares
@@ -104,7 +104,7 @@ status write_aggregate(const sweep_plan& p, const std::map<std::string, nlohmann
 
 /// Prints how many cells ran and resumed, the sweep's wall time and the sum of its cells'
 /// times over the workers (how well the cells filled them).
-void print_sweep_summary(std::ostream& out, const sweep_run& r, std::size_t resumed,
-                         double wall_s, unsigned workers);
+void print_sweep_summary(std::ostream& out, const sweep_run& r, std::size_t resumed, double wall_s,
+                         unsigned workers);
 
 }  // namespace tessera::cli

@@ -21,11 +21,11 @@ const char* const state_order[] = {"queued",   "running", "preempted", "cancelli
 
 // ANSI colours (SGR parameters) of the states and of the node states.
 const char* state_colour(std::string_view state) {
-  if (state == "running" || state == "alive") return "32";               // green
-  if (state == "queued" || state == "preempted" || state == "waiting") return "33";  // yellow
-  if (state == "failed" || state == "lost") return "31";                 // red
+  if (state == "running" || state == "alive") return "32";                            // green
+  if (state == "queued" || state == "preempted" || state == "waiting") return "33";   // yellow
+  if (state == "failed" || state == "lost") return "31";                              // red
   if (state == "cancelling" || state == "cancelled" || state == "left") return "35";  // magenta
-  if (state == "finished") return "36";                                  // cyan
+  if (state == "finished") return "36";                                               // cyan
   return "0";
 }
 
@@ -49,8 +49,7 @@ std::string sanitize(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const bool c1 = c == 0xC2 && i + 1 < s.size() &&
-                    static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+    const bool c1 = c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
                     static_cast<unsigned char>(s[i + 1]) <= 0x9F;  // U+0080..U+009F
     if (c < 0x20 || c == 0x7F || c1) {
       out += '?';
@@ -160,9 +159,8 @@ std::string job_counts(const json& cluster, const json& jobs, bool use_color) {
 std::vector<std::string> header_lines(const json& cluster, const json& jobs, std::size_t width,
                                       bool use_color) {
   const double round = number(cluster, "round", -1);
-  std::string head = paint("tessera", "1", use_color) + "  policy " +
-                     text(cluster, "policy", "?") + "  round " +
-                     (round >= 0 ? printf_text("%.0f", round) : "-") + "  uptime " +
+  std::string head = paint("tessera", "1", use_color) + "  policy " + text(cluster, "policy", "?") +
+                     "  round " + (round >= 0 ? printf_text("%.0f", round) : "-") + "  uptime " +
                      format_duration(number(cluster, "uptime", -1)) + "  nodes " +
                      text(cluster, "nodes_alive", "?") + "/" + text(cluster, "nodes", "?") +
                      " alive";
@@ -219,10 +217,11 @@ std::string job_row(const json& j, const job_columns& c, bool use_color, bool un
   const double loss = number(j, "loss", std::numeric_limits<double>::quiet_NaN());
   // A job without steps has no loss yet (the API reports 0 until its first round).
   const std::string loss_text = std::isnan(loss) || steps <= 0 ? "-" : printf_text("%.4g", loss);
-  return job_table_line(c, {text(j, "id", "?"), text(j, "kind", "?"), state,
-                            progress_bar(steps, total, static_cast<int>(c.bar), unicode),
-                            steps_text(j), sps >= 0 ? printf_text("%.1f", sps) : "-",
-                            ended(state) ? "-" : format_eta(steps, total, sps), loss_text},
+  return job_table_line(c,
+                        {text(j, "id", "?"), text(j, "kind", "?"), state,
+                         progress_bar(steps, total, static_cast<int>(c.bar), unicode),
+                         steps_text(j), sps >= 0 ? printf_text("%.1f", sps) : "-",
+                         ended(state) ? "-" : format_eta(steps, total, sps), loss_text},
                         state_colour(state), use_color);
 }
 
@@ -320,14 +319,15 @@ std::string render_watch(const json& cluster, const json& jobs_doc, const json& 
   std::vector<std::string> lines = header_lines(cluster, jobs, w, use_color);
   lines.push_back("");
   const job_columns c = size_job_columns(jobs, w);
-  lines.push_back(paint(job_table_line(c, {"ID", "KIND", "STATE", "PROGRESS", "STEPS",
-                                            "STEPS/S", "ETA", "LOSS"}, "0", false),
-                        "1", use_color));
+  lines.push_back(paint(
+      job_table_line(c, {"ID", "KIND", "STATE", "PROGRESS", "STEPS", "STEPS/S", "ETA", "LOSS"}, "0",
+                     false),
+      "1", use_color));
   for (const auto& j : jobs) lines.push_back(job_row(j, c, use_color, unicode));
   if (jobs.empty()) lines.push_back("  (no jobs)");
   lines.push_back("");
-  lines.push_back(paint(fit("RANK", 4, true) + " " + fit("NAME", 10) + " " + fit("GPUS", 10) +
-                            " " + fit("STATE", 8) + " ASSIGNMENT",
+  lines.push_back(paint(fit("RANK", 4, true) + " " + fit("NAME", 10) + " " + fit("GPUS", 10) + " " +
+                            fit("STATE", 8) + " ASSIGNMENT",
                         "1", use_color));
   for (const auto& n : nodes) lines.push_back(node_row(n, use_color));
   if (nodes.empty()) lines.push_back("  (no nodes)");

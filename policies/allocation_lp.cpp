@@ -35,18 +35,17 @@ status check_input(const allocation_lp_input& in) {
       return error{error_kind::invalid_input, "allocation lp: bad capacity"};
   for (std::size_t m = 0; m < n; ++m) {
     if (in.rows[m].size() != k)
-      return error{error_kind::invalid_input,
-                   "allocation lp: job " + std::to_string(in.ids[m]) + " has " +
-                       std::to_string(in.rows[m].size()) + " coefficients for " +
-                       std::to_string(k) + " GPU types"};
+      return error{error_kind::invalid_input, "allocation lp: job " + std::to_string(in.ids[m]) +
+                                                  " has " + std::to_string(in.rows[m].size()) +
+                                                  " coefficients for " + std::to_string(k) +
+                                                  " GPU types"};
     if (in.scale[m] < 1)
       return error{error_kind::invalid_input,
                    "allocation lp: job " + std::to_string(in.ids[m]) + ": scale factor < 1"};
     for (double v : in.rows[m])
       if (!std::isfinite(v) || v < 0)
-        return error{error_kind::invalid_input,
-                     "allocation lp: job " + std::to_string(in.ids[m]) +
-                         ": coefficient is negative or not finite"};
+        return error{error_kind::invalid_input, "allocation lp: job " + std::to_string(in.ids[m]) +
+                                                    ": coefficient is negative or not finite"};
   }
   return {};
 }
@@ -59,7 +58,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct carried_basis {
   allocation_objective obj = allocation_objective::max_min;
   int types = -1;
-  built_model layout;                        ///< layout of its model (the model is dropped)
+  built_model layout;  ///< layout of its model (the model is dropped)
   /// Class index in that model of each job by id: class_at[ids.find(id)], -1 for none.
   /// Rebuilt in place at every solve (a hash map of every job was a tenth of a
   /// simulation's time at 100,000 jobs, where the job set changes nearly every round).
@@ -113,10 +112,10 @@ void carry(carried_basis& into, allocation_objective obj, int k, const built_mod
 struct class_lp {
   const allocation_lp_input& in;
   allocation_objective obj;
-  int k = 0;                       ///< GPU types
-  std::vector<int> class_of;       ///< per job, -1 for none
+  int k = 0;                  ///< GPU types
+  std::vector<int> class_of;  ///< per job, -1 for none
   std::vector<job_class> classes;
-  built_model bm;                  ///< layout only once loaded
+  built_model bm;  ///< layout only once loaded
 };
 
 /// Sets the solver's starting basis from `from` (an earlier call's optimum) when warm starts
@@ -251,9 +250,9 @@ result<allocation_lp_result> allocation_lp::solve(const allocation_lp_input& in,
   out.warm = warm.value();
   lp_basis crash_second;  // crash basis for the efficiency stage
   if (!out.warm && s.crash) {
-    crash_bases cb = crash_basis(lp.classes, lp.bm, st.solver.num_columns(),
-                                 st.solver.num_rows(), in.capacity, maxmin,
-                                 s.crash_min_classes, s.efficiency_stage, s.efficiency_slack);
+    crash_bases cb =
+        crash_basis(lp.classes, lp.bm, st.solver.num_columns(), st.solver.num_rows(), in.capacity,
+                    maxmin, s.crash_min_classes, s.efficiency_stage, s.efficiency_slack);
     if (!cb.first.empty()) {
       if (auto bs = st.solver.set_basis(cb.first); !bs) return bs.err();
       out.crashed = true;

@@ -87,13 +87,13 @@ struct allocation_lp_input {
 
 /// How to solve an allocation LP.
 struct allocation_lp_settings {
-  bool aggregate = true;            ///< merge identical jobs into classes (exact)
-  bool warm_start = true;           ///< start from the previous call's basis when possible
-  bool efficiency_stage = false;    ///< max_min: second stage maximising the sum
-  double efficiency_slack = 1e-6;   ///< relative slack on t* kept in the second stage
-  double time_limit_s = 0;          ///< per LP solve; <= 0: none
-  bool crash = true;                ///< cold solves: start from a bucketed LP's basis
-  int crash_min_classes = 512;      ///< fewest classes for which the crash is tried
+  bool aggregate = true;           ///< merge identical jobs into classes (exact)
+  bool warm_start = true;          ///< start from the previous call's basis when possible
+  bool efficiency_stage = false;   ///< max_min: second stage maximising the sum
+  double efficiency_slack = 1e-6;  ///< relative slack on t* kept in the second stage
+  double time_limit_s = 0;         ///< per LP solve; <= 0: none
+  bool crash = true;               ///< cold solves: start from a bucketed LP's basis
+  int crash_min_classes = 512;     ///< fewest classes for which the crash is tried
 };
 
 /// What an allocation LP produced.

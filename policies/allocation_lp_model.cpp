@@ -64,8 +64,8 @@ double normalise_rows(std::vector<job_class>& classes) {
   return norm;
 }
 
-built_model build_model(const std::vector<job_class>& classes,
-                        const std::vector<double>& capacity, bool maxmin) {
+built_model build_model(const std::vector<job_class>& classes, const std::vector<double>& capacity,
+                        bool maxmin) {
   built_model b;
   const int nclass = static_cast<int>(classes.size());
   const int k = static_cast<int>(capacity.size());

@@ -30,8 +30,8 @@ struct class_layout {
 struct built_model {
   lp_model model;
   std::vector<class_layout> layout;
-  int t_col = -1;             ///< t (max_min only)
-  std::vector<int> cap_row;   ///< capacity row per type
+  int t_col = -1;            ///< t (max_min only)
+  std::vector<int> cap_row;  ///< capacity row per type
 };
 
 /// Starting bases from a crash: for the first stage and, when asked, the efficiency stage.
@@ -53,8 +53,8 @@ double normalise_rows(std::vector<job_class>& classes);
 
 /// Builds the class LP: per class its columns (one per usable type), its row-sum row and, for
 /// max_min, its objective row; then the t column and one capacity row per type.
-built_model build_model(const std::vector<job_class>& classes,
-                        const std::vector<double>& capacity, bool maxmin);
+built_model build_model(const std::vector<job_class>& classes, const std::vector<double>& capacity,
+                        bool maxmin);
 
 /// Maps basis `fb` of model `from` onto model `to`: class c of `to` takes the statuses of
 /// class src[c] of `from` (src[c] < 0: columns at zero, rows basic); t and the capacity rows
@@ -65,8 +65,7 @@ built_model build_model(const std::vector<job_class>& classes,
 /// A final pass repairs the count anyway (CLP repairs a singular basis by itself, but wants
 /// the count right).
 lp_basis map_basis(const lp_basis& fb, const std::vector<double>& fx, const built_model& from,
-                   const built_model& to, const std::vector<int>& src, int to_columns,
-                   int to_rows);
+                   const built_model& to, const std::vector<int>& src, int to_columns, int to_rows);
 
 /// Turns a solved max_min model into the efficiency stage: t >= t* (1 - slack), objective
 /// sum_c count_c a_c . y_c.

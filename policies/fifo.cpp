@@ -11,8 +11,8 @@ namespace {
 
 /// True when type j is a better pick than type `pick` for a job with throughputs `t_m`, with
 /// `free` GPUs still unallocated per type; a tie keeps `pick` (the lower index).
-bool prefer(fifo_choice choice, const std::vector<double>& t_m, const std::vector<int>& free,
-            int j, int pick) {
+bool prefer(fifo_choice choice, const std::vector<double>& t_m, const std::vector<int>& free, int j,
+            int pick) {
   switch (choice) {
     case fifo_choice::fastest:
       return t_m[j] > t_m[pick];

@@ -23,8 +23,8 @@ namespace detail {
 /// equal-share allocation) and that allocation, the first best, in `best`.
 ftf_round prepare_ftf_round(const snapshot& s, bool by_gpus, allocation& best) {
   const matrix t = policy_throughputs(s);
-  best = allocation{std::vector<std::vector<double>>(
-      s.jobs.size(), std::vector<double>(s.cl->types.size(), 0.0))};
+  best = allocation{std::vector<std::vector<double>>(s.jobs.size(),
+                                                     std::vector<double>(s.cl->types.size(), 0.0))};
   ftf_round r;
   r.n = static_cast<int>(s.jobs.size());
   r.k = static_cast<int>(s.cl->types.size());
@@ -102,8 +102,7 @@ status finish_time_fairness::efficiency_stage(const ftf_round& r, allocation_lp_
   ++lps_;
   if (!sol) return sol.err();
   // Take it unless rounding made it (slightly) worse than the bracket's best.
-  if (sol->value >= 1.0 - 1e-6 && r.rho_of(sol->x) <= r.hi * (1 + 1e-6))
-    best.x = std::move(sol->x);
+  if (sol->value >= 1.0 - 1e-6 && r.rho_of(sol->x) <= r.hi * (1 + 1e-6)) best.x = std::move(sol->x);
   return {};
 }
 
@@ -123,24 +122,23 @@ result<allocation> finish_time_fairness::allocate(const snapshot& s) {
 }
 
 std::vector<option_spec> finish_time_fairness_options() {
-  return {bool_option("efficiency_stage",
-                      "1: at the final rho, maximise the jobs' summed progress rates keeping "
-                      "every job within rho; 0: take the bisection's best allocation as is",
-                      true),
-          {"tolerance", "relative width of the rho bracket at which bisection stops", 1e-3,
-           1e-9, 0.5},
-          int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200),
-          bool_option("gpu_share",
-                      "1: a job's isolated share is 1/M of the GPUs, so a gang of s GPUs runs "
-                      "min(1, G/(M s)) of the time (Gavel's code, Themis); 0: every job the "
-                      "same time fraction min(1, G / sum of scale factors)",
-                      true)};
+  return {
+      bool_option("efficiency_stage",
+                  "1: at the final rho, maximise the jobs' summed progress rates keeping "
+                  "every job within rho; 0: take the bisection's best allocation as is",
+                  true),
+      {"tolerance", "relative width of the rho bracket at which bisection stops", 1e-3, 1e-9, 0.5},
+      int_option("max_iterations", "most LPs solved by the bisection per round", 40, 1, 200),
+      bool_option("gpu_share",
+                  "1: a job's isolated share is 1/M of the GPUs, so a gang of s GPUs runs "
+                  "min(1, G/(M s)) of the time (Gavel's code, Themis); 0: every job the "
+                  "same time fraction min(1, G / sum of scale factors)",
+                  true)};
 }
 
 std::unique_ptr<allocation_policy> make_finish_time_fairness(const options& o) {
   return std::make_unique<finish_time_fairness>(o.flag("efficiency_stage"), o.get("tolerance"),
-                                                o.integer("max_iterations"),
-                                                o.flag("gpu_share"));
+                                                o.integer("max_iterations"), o.flag("gpu_share"));
 }
 
 }  // namespace tessera

@@ -85,8 +85,7 @@ class finish_time_fairness final : public allocation_policy {
   status bisect(detail::ftf_round& r, allocation_lp_input& in, allocation& best);
   /// The last LP at rho = hi, maximising the jobs' summed progress rates within it; taken
   /// into `best` unless rounding made it worse.
-  status efficiency_stage(const detail::ftf_round& r, allocation_lp_input& in,
-                          allocation& best);
+  status efficiency_stage(const detail::ftf_round& r, allocation_lp_input& in, allocation& best);
 
   bool efficiency_stage_;
   bool gpu_share_;

@@ -42,8 +42,7 @@ std::vector<double> equal_share_throughputs(const snapshot& s, const matrix& t, 
   const std::vector<double> f = equal_share_fractions(s, by_gpus);
   for (std::size_t m = 0; m < t.size() && m < f.size(); ++m) {
     double v = 0;
-    for (std::size_t j = 0; j < types.size() && j < t[m].size(); ++j)
-      v += t[m][j] * types[j].gpus;
+    for (std::size_t j = 0; j < types.size() && j < t[m].size(); ++j) v += t[m][j] * types[j].gpus;
     eq[m] = f[m] * v / gpus;
   }
   return eq;

@@ -31,8 +31,8 @@ std::vector<option_spec> hadar_options() {
       {"price_low", "L: per-GPU price of an empty pool (least utility per GPU worth a GPU)", 0.3,
        1e-6, 1e3},
       {"price_high",
-       "U: per-GPU price of a full pool (utility per GPU of a fresh job on its fastest type)",
-       1.0, 1e-6, 1e3},
+       "U: per-GPU price of a full pool (utility per GPU of a fresh job on its fastest type)", 1.0,
+       1e-6, 1e3},
       bool_option("mixed_types",
                   "1: one copy's GPUs may span GPU types (task-level heterogeneity); 0: one type",
                   true),
@@ -59,7 +59,7 @@ namespace {
 struct gpu_pool {
   int capacity = 0;
   int used = 0;
-  double value = 1;   ///< mean over active jobs of (per-GPU rate here / the job's best)
+  double value = 1;  ///< mean over active jobs of (per-GPU rate here / the job's best)
   double value_sum = 0;
   int value_jobs = 0;
 };
@@ -75,11 +75,11 @@ struct server_rates {
 
 /// What the round's planning knows of one job.
 struct job_info {
-  std::size_t index = 0;       ///< into snapshot::jobs
-  int k = 1;                   ///< GPUs per copy
-  double best = 0;             ///< steps/s on its best whole single-type placement
-  double rem = 0;              ///< remaining seconds at `best`
-  double weight = 1;           ///< ageing weight w
+  std::size_t index = 0;  ///< into snapshot::jobs
+  int k = 1;              ///< GPUs per copy
+  double best = 0;        ///< steps/s on its best whole single-type placement
+  double rem = 0;         ///< remaining seconds at `best`
+  double weight = 1;      ///< ageing weight w
   bool critical = false;
   const server_rates* rates = nullptr;
 };
@@ -96,9 +96,9 @@ struct candidate {
 struct hadar_round {
   std::vector<int> pool_of;  ///< per server
   std::vector<gpu_pool> pools;
-  std::vector<int> free;     ///< per server
+  std::vector<int> free;  ///< per server
   int free_total = 0;
-  free_buckets buckets;      ///< `free` by (server class, free count)
+  free_buckets buckets;  ///< `free` by (server class, free count)
   std::vector<job_info> info;
   std::unordered_map<job_id, int> previous_server;  ///< single-server placements, last round
   round_plan plan;
@@ -125,9 +125,9 @@ std::vector<int> pool_numbers(const cluster& cl) {
   std::vector<int> pool_of(cl.servers.size(), 0);
   std::map<std::pair<int, double>, int> index;
   for (const auto& sv : cl.servers)
-    pool_of[sv.id] = index.emplace(std::make_pair(sv.type_index, sv.speed),
-                                   static_cast<int>(index.size()))
-                         .first->second;
+    pool_of[sv.id] =
+        index.emplace(std::make_pair(sv.type_index, sv.speed), static_cast<int>(index.size()))
+            .first->second;
   return pool_of;
 }
 
@@ -214,8 +214,7 @@ class hadar_policy final : public policy {
     rd.buckets = free_buckets(classes_, rd.free);  // after job_infos: its look-ups refine
     if (s.last_plan)
       for (const auto& as : s.last_plan->assignments)
-        if (as.copy == 0 && as.shares.size() == 1)
-          rd.previous_server[as.job] = as.shares[0].server;
+        if (as.copy == 0 && as.shares.size() == 1) rd.previous_server[as.job] = as.shares[0].server;
     rd.plan.start = s.now;
     rd.plan.length = s.round_length;
     rd.copy_servers.assign(rd.info.size(), {});
@@ -270,8 +269,8 @@ class hadar_policy final : public policy {
     if (!(r > 0)) return {};
     double cost = 0;
     for (const auto& [pl, g] : take)
-      cost += rd.pools[pl].value * hadar_cost(p_.price_low, p_.price_high, rd.pools[pl].used,
-                                              rd.pools[pl].capacity, g);
+      cost += rd.pools[pl].value *
+              hadar_cost(p_.price_low, p_.price_high, rd.pools[pl].used, rd.pools[pl].capacity, g);
     const double payoff = in.weight * in.k * r / in.best - cost;
     return candidate{std::move(shares), r, payoff};
   }
@@ -298,8 +297,7 @@ class hadar_policy final : public policy {
   /// Candidates (a): one server per pool with room for the copy, the best fit (lowest id
   /// among equals), or the job's previous server when it has room; -1 for a pool without one.
   std::vector<int> single_server_picks(const snapshot& s, const job_info& in,
-                                       const std::vector<int>& cls,
-                                       const std::vector<int>& banned,
+                                       const std::vector<int>& cls, const std::vector<int>& banned,
                                        const hadar_round& rd) const {
     const int k = in.k;
     std::vector<int> pick(rd.pools.size(), -1);
@@ -325,11 +323,10 @@ class hadar_policy final : public policy {
   /// fast (spanning rates), fastest first, then most free GPUs, then lowest id; only those
   /// spanning servers. The servers are walked class by class (a class's servers share a
   /// rate), so a threshold costs O(k) bucket steps, not a sort of every server.
-  std::vector<std::vector<server_share>> spanning_placements(const snapshot& s,
-                                                            const job_info& in,
-                                                            const std::vector<int>& cls,
-                                                            const std::vector<int>& banned,
-                                                            const hadar_round& rd) const {
+  std::vector<std::vector<server_share>> spanning_placements(const snapshot& s, const job_info& in,
+                                                             const std::vector<int>& cls,
+                                                             const std::vector<int>& banned,
+                                                             const hadar_round& rd) const {
     const cluster& cl = *s.cl;
     const int k = in.k;
     std::map<double, std::vector<int>, std::greater<double>> by_rate;  // positive rates only
@@ -372,8 +369,7 @@ class hadar_policy final : public policy {
   /// HadarE: further copies, round robin, on servers the job's other copies do not use, while
   /// its copies so far could not finish it within the round.
   void fork_copies(const snapshot& s, hadar_round& rd) const {
-    const int copy_cap =
-        s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
+    const int copy_cap = s.copy_limit > 0 ? std::min(p_.max_copies, s.copy_limit) : p_.max_copies;
     for (int copy = 1; copy < copy_cap; ++copy) {
       for (std::size_t o = 0; o < rd.info.size() && rd.free_total > 0; ++o) {
         if (rd.copies[o] != copy) continue;
@@ -419,12 +415,12 @@ class hadar_policy final : public policy {
       if (s.rates) {
         r.single[sv.id] =
             sv.gpus >= k ? s.rates->rate_at(sv.id, jv.spec->job_type, k, false).steps_per_s : 0;
-        r.multi[sv.id] = k > 1 ? s.rates->rate_at(sv.id, jv.spec->job_type, k, true).steps_per_s
-                               : 0;
+        r.multi[sv.id] =
+            k > 1 ? s.rates->rate_at(sv.id, jv.spec->job_type, k, true).steps_per_s : 0;
       } else {
         const auto& t = cl.types[sv.type_index];
-        const double v = t.mean_speed > 0 ? jv.throughput[sv.type_index] * sv.speed / t.mean_speed
-                                           : 0;
+        const double v =
+            t.mean_speed > 0 ? jv.throughput[sv.type_index] * sv.speed / t.mean_speed : 0;
         r.single[sv.id] = sv.gpus >= k ? v : 0;
         r.multi[sv.id] = k > 1 ? v : 0;
       }

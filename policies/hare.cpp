@@ -41,8 +41,8 @@ void hare_task_times::refresh(const snapshot& s) {
 const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
     const snapshot& s, const job_view& jv) {
   const int k = std::max(1, jv.spec->scale_factor);
-  const std::string key = s.rates ? jv.spec->job_type + '\x1f' + std::to_string(k)
-                                  : "#" + std::to_string(jv.spec->id);
+  const std::string key =
+      s.rates ? jv.spec->job_type + '\x1f' + std::to_string(k) : "#" + std::to_string(jv.spec->id);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   const double inf = std::numeric_limits<double>::infinity();
@@ -65,8 +65,7 @@ const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
     }
   }
   classes_.refine(single, multi);
-  return cache_.emplace(key, std::make_pair(std::move(single), std::move(multi)))
-      .first->second;
+  return cache_.emplace(key, std::make_pair(std::move(single), std::move(multi))).first->second;
 }
 
 namespace {
@@ -293,7 +292,7 @@ double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
   if (free_total_ == 0) return inf;
   const job_view& jv = s_.jobs.at(idx);
   const int k = std::max(1, jv.spec->scale_factor);
-  const auto& [single, multi] = times_.get(s_, jv);  // may refine the server classes
+  const auto& [single, multi] = times_.get(s_, jv);      // may refine the server classes
   if (times_.classes().version() != buckets_version_) {  // new round, or classes split
     buckets_ = free_buckets(times_.classes(), free_);
     buckets_version_ = times_.classes().version();

@@ -83,7 +83,7 @@ double hare_best_rate(const job_view& jv);
 
 /// Settings of the task filling shared by `hare` and `hare_offline`.
 struct hare_fill_params {
-  bool relaxed = true;   ///< tasks may share a GPU (false: one task per GPU, K GPUs or none)
+  bool relaxed = true;  ///< tasks may share a GPU (false: one task per GPU, K GPUs or none)
 };
 
 /// Per-server task times of one (job type, scale) pair, cached across rounds.

@@ -24,8 +24,8 @@ std::vector<double> hare_offline_lower_bound(const cluster& cl, const throughput
     double fastest = 0;
     for (const auto& sv : cl.servers)
       for (const bool multi : {false, true})
-        fastest = std::max(fastest,
-                           rates.rate_at(sv.id, j.job_type, j.scale_factor, multi).steps_per_s);
+        fastest =
+            std::max(fastest, rates.rate_at(sv.id, j.job_type, j.scale_factor, multi).steps_per_s);
     bound.push_back(fastest > 0 ? j.total_steps / fastest : 0.0);
   }
   return bound;

@@ -22,7 +22,8 @@
 ///    not yet arrived is not done.
 ///
 /// What is proven (and what is not):
-///  1. Lower bound, for any schedule in tessera's time model (runtime/core/task_split.hpp) that runs
+///  1. Lower bound, for any schedule in tessera's time model (runtime/core/task_split.hpp) that
+///  runs
 ///     one copy of each job with its K tasks per step (a gang or a task split; not HadarE's
 ///     forked copies, nor Hops' other GPU counts): a step of job m takes at least the
 ///     shortest per-task time of any server, since some GPU runs at least one of its tasks

@@ -103,15 +103,19 @@ class queue_builder {
       } else if (!(sensitive && cr.fits_one_server)) {
         const int whole = g / cap, rem = g % cap;
         if (whole + (rem > 0 ? 1 : 0) <= n && cr.multi[k] > 0) {
-          hops_config cf{static_cast<int>(k), g, whole, {}, cr.multi[k],
-                         stays && was->shares.size() > 1};
+          hops_config cf{
+              static_cast<int>(k), g, whole, {}, cr.multi[k], stays && was->shares.size() > 1};
           if (rem > 0) cf.pieces.push_back(rem);
           out.push_back(cf);
           any = true;
         }
       }
       if (!sensitive && p_.split_configs && g >= 2 && g <= cap && n >= 2 && cr.multi[k] > 0) {
-        out.push_back({static_cast<int>(k), g, 0, {g - g / 2, g / 2}, cr.multi[k],
+        out.push_back({static_cast<int>(k),
+                       g,
+                       0,
+                       {g - g / 2, g / 2},
+                       cr.multi[k],
                        stays && was->shares.size() == 2});
         any = true;
       }
@@ -343,8 +347,8 @@ std::vector<option_spec> hops_options() {
        "of the cluster's GPUs (0 = every job)",
        1.0, 0.0, 1000.0},
       {"sensitivity_threshold",
-       "placement-sensitive when one-server / two-server per-GPU throughput is at least this",
-       1.4, 1.0, 1000.0},
+       "placement-sensitive when one-server / two-server per-GPU throughput is at least this", 1.4,
+       1.0, 1000.0},
       {"ilp_time_limit", "seconds CBC may spend on one round's ILP", 2.0, 0.01, 3600.0},
       {"ilp_gap", "relative optimality gap at which CBC stops", 1e-4, 0.0, 0.5},
       bool_option("ilp_preprocess",

@@ -127,11 +127,11 @@ double placement_sensitivity(int gpus, double single_rate, double multi_rate);
 struct hops_round_stats {
   int active_jobs = 0;
   int window_jobs = 0;
-  bool ilp_ran = false;          ///< the ILP was built and CBC called
-  bool ilp_fallback = false;     ///< CBC failed or found nothing; the greedy pass was used
+  bool ilp_ran = false;       ///< the ILP was built and CBC called
+  bool ilp_fallback = false;  ///< CBC failed or found nothing; the greedy pass was used
   milp_outcome outcome = milp_outcome::optimal;
-  double ilp_seconds = 0;        ///< CBC wall time
-  double plan_seconds = 0;       ///< whole plan() wall time
+  double ilp_seconds = 0;   ///< CBC wall time
+  double plan_seconds = 0;  ///< whole plan() wall time
   int columns = 0, rows = 0, integers = 0;
   int groups = 0;                ///< the ILP's job groups (window jobs when not grouped)
   int placed_by_ilp = 0;         ///< jobs placed by the ILP (or the greedy pass)

@@ -26,8 +26,8 @@ void hops_server_classes::refresh(const snapshot& s, const server_throughput& rt
   class_of_.assign(s.cl->servers.size(), -1);
   std::map<std::tuple<int, double, int, int>, int> index;
   for (const auto& sv : s.cl->servers) {
-    const auto key = std::make_tuple(sv.type_index, sv.speed, sv.gpus,
-                                     rt.has_measurements(sv.id) ? sv.id : -1);
+    const auto key =
+        std::make_tuple(sv.type_index, sv.speed, sv.gpus, rt.has_measurements(sv.id) ? sv.id : -1);
     auto it = index.find(key);
     if (it == index.end()) {
       it = index.emplace(key, static_cast<int>(classes_.size())).first;

@@ -14,8 +14,8 @@ namespace tessera {
 namespace {
 
 void fill_patterns_rec(const std::vector<int>& sizes, std::size_t idx, int left,
-                       std::vector<int>& cur, std::vector<std::vector<int>>& out,
-                       std::size_t limit, bool& overflow) {
+                       std::vector<int>& cur, std::vector<std::vector<int>>& out, std::size_t limit,
+                       bool& overflow) {
   if (overflow) return;
   if (idx == sizes.size()) {
     if (left < sizes.back()) {  // maximal: no size fits any more
@@ -63,8 +63,7 @@ double job_weight(const std::vector<double>& v) {
 }
 
 /// A job's shape: its configurations and its value vector over its weight.
-std::string shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v,
-                      double w) {
+std::string shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v, double w) {
   std::string key;
   for (std::size_t c = 0; c < cfs.size(); ++c) {
     const auto& cf = cfs[c];
@@ -212,8 +211,7 @@ void add_share_row(const hops_ilp_input& in, std::size_t k, int d, const config_
 
 /// Per-server capacity of every used class through its fill patterns.
 result<std::vector<class_patterns>> add_capacity_rows(const hops_ilp_input& in,
-                                                      const config_columns& cc,
-                                                      milp_model& m) {
+                                                      const config_columns& cc, milp_model& m) {
   std::vector<class_patterns> out(in.classes.size());
   for (std::size_t k = 0; k < in.classes.size(); ++k) {
     if (!cc.used_class[k]) continue;
@@ -223,9 +221,8 @@ result<std::vector<class_patterns>> add_capacity_rows(const hops_ilp_input& in,
       cp.patterns =
           fill_patterns(std::vector<int>(cc.sizes[k].begin(), cc.sizes[k].end()), cls.capacity);
       if (cp.patterns.empty())
-        return error{error_kind::solver_failed,
-                     "Hops ILP: too many fill patterns for servers of " +
-                         std::to_string(cls.capacity) + " GPUs"};
+        return error{error_kind::solver_failed, "Hops ILP: too many fill patterns for servers of " +
+                                                    std::to_string(cls.capacity) + " GPUs"};
     }
     add_server_row(in, k, cc, m, cp);
     for (int d : cc.sizes[k]) add_share_row(in, k, d, cc, cp, m);

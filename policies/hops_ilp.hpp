@@ -26,12 +26,12 @@ struct hops_class {
 
 /// One configuration of one job.
 struct hops_config {
-  int cls = 0;                 ///< index into the class list
-  int gpus = 0;                ///< GPUs in total
-  int whole_servers = 0;       ///< servers it fills entirely
-  std::vector<int> pieces;     ///< sizes of its partial-server shares (each <= capacity)
-  double throughput = 0;       ///< steps/s (estimate)
-  bool stay = false;           ///< matches the job's placement in the previous round
+  int cls = 0;              ///< index into the class list
+  int gpus = 0;             ///< GPUs in total
+  int whole_servers = 0;    ///< servers it fills entirely
+  std::vector<int> pieces;  ///< sizes of its partial-server shares (each <= capacity)
+  double throughput = 0;    ///< steps/s (estimate)
+  bool stay = false;        ///< matches the job's placement in the previous round
 };
 
 /// An ILP instance: classes, and per job its configurations and objective weights (already
@@ -49,12 +49,12 @@ struct hops_ilp_input {
 
 /// An ILP answer.
 struct hops_ilp_result {
-  std::vector<int> choice;                          ///< configuration per job, -1 = none
+  std::vector<int> choice;  ///< configuration per job, -1 = none
   /// Per class: the chosen fill patterns, one multiset of share sizes per pattern copy.
   std::vector<std::vector<std::vector<int>>> patterns;
-  milp_solution solution;                           ///< CBC's outcome and figures
-  int columns = 0, rows = 0, integers = 0;          ///< model size
-  int groups = 0;                                   ///< job groups (jobs when not grouped)
+  milp_solution solution;                   ///< CBC's outcome and figures
+  int columns = 0, rows = 0, integers = 0;  ///< model size
+  int groups = 0;                           ///< job groups (jobs when not grouped)
 };
 
 /// Maximal multisets of `sizes` (distinct, positive) summing to at most `capacity`, each

@@ -64,14 +64,14 @@ class hops_server_classes {
 
 /// A job in a round's queue, with its configurations and queue keys.
 struct hops_candidate {
-  std::size_t m = 0;           ///< index into snapshot::jobs
-  double lr = 0;               ///< latency ratio
-  double prio = 0;             ///< queue key: lr, plus the margin for a running job
-  double remaining = 0;        ///< remaining steps / best configuration throughput (s)
-  bool critical = false;       ///< makespan-critical (option critical_slack)
+  std::size_t m = 0;      ///< index into snapshot::jobs
+  double lr = 0;          ///< latency ratio
+  double prio = 0;        ///< queue key: lr, plus the margin for a running job
+  double remaining = 0;   ///< remaining steps / best configuration throughput (s)
+  bool critical = false;  ///< makespan-critical (option critical_slack)
   std::vector<hops_config> configs;
-  std::vector<int> counts;     ///< GPU counts with at least one configuration, ascending
-  int min_need = 0;            ///< the smallest of them
+  std::vector<int> counts;  ///< GPU counts with at least one configuration, ascending
+  int min_need = 0;         ///< the smallest of them
 };
 
 /// The placements of one round: the queue, each queued job's shares in the last round and

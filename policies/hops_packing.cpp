@@ -14,8 +14,8 @@ namespace tessera {
 namespace {
 
 /// The shares of job i in the last round (none when `previous` does not reach i).
-const std::vector<server_share>& previous_of(
-    const std::vector<std::vector<server_share>>& previous, std::size_t i) {
+const std::vector<server_share>& previous_of(const std::vector<std::vector<server_share>>& previous,
+                                             std::size_t i) {
   static const std::vector<server_share> none;
   return i < previous.size() ? previous[i] : none;
 }
@@ -23,13 +23,13 @@ const std::vector<server_share>& previous_of(
 /// One class's servers during packing, by position in the class.
 struct class_packing {
   const hops_class& cls;
-  std::size_t n = 0;                          ///< servers in the class
-  std::unordered_map<int, std::size_t> pos;   ///< server id -> position
-  std::vector<std::size_t> members;           ///< jobs whose chosen configuration is here
-  std::vector<int> used;                      ///< GPUs taken per position
-  std::vector<bool> whole;                    ///< given whole to one job
-  std::vector<std::vector<int>> slots;        ///< free slots of the position's pattern
-  std::vector<bool> has_pattern;              ///< a pattern was assigned to the position
+  std::size_t n = 0;                         ///< servers in the class
+  std::unordered_map<int, std::size_t> pos;  ///< server id -> position
+  std::vector<std::size_t> members;          ///< jobs whose chosen configuration is here
+  std::vector<int> used;                     ///< GPUs taken per position
+  std::vector<bool> whole;                   ///< given whole to one job
+  std::vector<std::vector<int>> slots;       ///< free slots of the position's pattern
+  std::vector<bool> has_pattern;             ///< a pattern was assigned to the position
 
   class_packing(const hops_class& c, std::size_t k, const hops_ilp_input& in,
                 const hops_ilp_result& r)
@@ -94,8 +94,8 @@ std::vector<std::size_t> pick_whole_servers(const class_packing& cp,
 
 /// Packing step 1: the whole-server shares of every member.
 void place_whole_servers(const hops_ilp_input& in, const hops_ilp_result& r,
-                         const std::vector<std::vector<server_share>>& previous,
-                         class_packing& cp, std::vector<std::vector<server_share>>& out) {
+                         const std::vector<std::vector<server_share>>& previous, class_packing& cp,
+                         std::vector<std::vector<server_share>>& out) {
   for (std::size_t i : cp.members) {
     const int need = in.configs[i][r.choice[i]].whole_servers;
     if (need == 0) continue;
@@ -358,8 +358,7 @@ int best_single_server(const cluster& cl, const job_view& jv, const hops_server_
   int best = -1;
   for (const auto& sv : cl.servers) {
     const int k = classes.class_of(sv.id);
-    if (st.free_gpus[sv.id] < g || cr.single[k] <= 0 || !hops_may_run_on(cl, jv, sv.id))
-      continue;
+    if (st.free_gpus[sv.id] < g || cr.single[k] <= 0 || !hops_may_run_on(cl, jv, sv.id)) continue;
     if (best < 0) {
       best = sv.id;
       continue;

@@ -33,15 +33,16 @@ result<allocation> max_min_fairness::allocate(const snapshot& s) {
 }
 
 std::vector<option_spec> max_min_fairness_options() {
-  return {bool_option(
-      "efficiency_stage",
-      "1: after the max-min optimum, maximise the sum of normalised throughputs keeping every "
-      "job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
-      true),
-          bool_option("scale_weighted",
-                      "1: multiply each job's normalised throughput by its scale factor, so "
-                      "jobs are equalised in GPU-time (Gavel's code); 0: equalise time share",
-                      true)};
+  return {
+      bool_option(
+          "efficiency_stage",
+          "1: after the max-min optimum, maximise the sum of normalised throughputs keeping every "
+          "job at that optimum; 0: stop at the max-min optimum (Gavel's single LP)",
+          true),
+      bool_option("scale_weighted",
+                  "1: multiply each job's normalised throughput by its scale factor, so "
+                  "jobs are equalised in GPU-time (Gavel's code); 0: equalise time share",
+                  true)};
 }
 
 std::unique_ptr<allocation_policy> make_max_min_fairness(const options& o) {

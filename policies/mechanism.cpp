@@ -58,7 +58,8 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   };
   // Each job's statistics, looked up once a round (the map's elements do not move).
   row_stats_.resize(s.jobs.size());
-  for (std::size_t m = 0; m < s.jobs.size(); ++m) row_stats_[m] = &sized(stats_[s.jobs[m].spec->id]);
+  for (std::size_t m = 0; m < s.jobs.size(); ++m)
+    row_stats_[m] = &sized(stats_[s.jobs[m].spec->id]);
   for (const auto& pa : a.pairs)
     sized(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)]);
   const round_plan* last = s.last_plan;
@@ -85,8 +86,7 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
     const auto key = pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id);
     auto& st = pair_stats_[key];
     auto it = ran_paired.find(key);
-    add_round(st.received, st.deficit, pa.x, it == ran_paired.end() ? -1 : it->second, len,
-              counts);
+    add_round(st.received, st.deficit, pa.x, it == ran_paired.end() ? -1 : it->second, len, counts);
   }
 }
 
@@ -105,8 +105,8 @@ std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapsh
     }
   std::vector<candidate> cand;
   cand.reserve(s.jobs.size() * k);
-  auto add = [&](const job_stats& st, const std::vector<double>& x, std::size_t m,
-                 std::size_t m2, bool runs_on_j, std::size_t j) {
+  auto add = [&](const job_stats& st, const std::vector<double>& x, std::size_t m, std::size_t m2,
+                 bool runs_on_j, std::size_t j) {
     if (x[j] <= eps || !runs_on_j) return;
     const double share = elapsed > 0 ? st.received[j] / elapsed : 0.0;
     const double prio = share > eps ? x[j] / share : std::numeric_limits<double>::infinity();
@@ -268,8 +268,8 @@ class free_index {
 };
 
 /// Whether job i's previous shares are all on type `type` and still free, summing to `scale`.
-bool previous_fits(const cluster& cl, const free_index& fi,
-                   const std::vector<server_share>& prev, int type, int scale) {
+bool previous_fits(const cluster& cl, const free_index& fi, const std::vector<server_share>& prev,
+                   int type, int scale) {
   int total = 0;
   bool fits = true;
   for (const auto& sh : prev) {

@@ -34,8 +34,7 @@ namespace tessera {
 class min_total_duration_packed final : public allocation_policy {
  public:
   /// `efficiency_stage`: run the second LP that uses capacity off the critical path.
-  explicit min_total_duration_packed(bool efficiency_stage)
-      : efficiency_stage_(efficiency_stage) {}
+  explicit min_total_duration_packed(bool efficiency_stage) : efficiency_stage_(efficiency_stage) {}
   /// Fractions alone and in pairs minimising the time by which every job can finish.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress changes rem, so the allocation is recomputed every round.

@@ -48,7 +48,7 @@ const char* to_string(option_kind k) {
 }
 
 option_spec int_option(std::string name, std::string help, int value, int min, int max) {
-  return {std::move(name), std::move(help), static_cast<double>(value),
+  return {std::move(name),          std::move(help),          static_cast<double>(value),
           static_cast<double>(min), static_cast<double>(max), option_kind::integer};
 }
 
@@ -76,8 +76,8 @@ bool options::flag(const std::string& name) const {
 }
 
 result<options> validate_options(const std::vector<option_spec>& specs,
-                                  const std::map<std::string, double>& given,
-                                  const std::string& where) {
+                                 const std::map<std::string, double>& given,
+                                 const std::string& where) {
   options out;
   for (const auto& s : specs) {
     out.values_[s.name] = s.default_value;
@@ -90,9 +90,9 @@ result<options> validate_options(const std::vector<option_spec>& specs,
     if (!spec) {
       std::string valid;
       for (const auto& s : specs) valid += (valid.empty() ? "" : ", ") + s.name;
-      return error{error_kind::invalid_input,
-                   where + ": field '" + name + "': unknown policy option (valid: " +
-                       (valid.empty() ? "none" : valid) + ")"};
+      return error{error_kind::invalid_input, where + ": field '" + name +
+                                                  "': unknown policy option (valid: " +
+                                                  (valid.empty() ? "none" : valid) + ")"};
     }
     if (auto st = check_value(*spec, value, where); !st) return st.err();
     out.values_[name] = value;

@@ -40,8 +40,8 @@ std::vector<packed_class> make_classes(const snapshot& s, const packed_lp_input&
   std::vector<packed_class> out;
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const job& j = *s.jobs[m].spec;
-    const bool any = std::any_of(in.alone[m].begin(), in.alone[m].end(),
-                                 [](double v) { return v > 0; });
+    const bool any =
+        std::any_of(in.alone[m].begin(), in.alone[m].end(), [](double v) { return v > 0; });
     if (!any && !(in.weight[m] > 0)) continue;  // takes no part
     auto key = std::make_tuple(j.job_type, j.scale_factor, in.weight[m], in.alone[m]);
     auto [it, fresh] = index.emplace(std::move(key), out.size());
@@ -65,8 +65,8 @@ std::vector<class_pair> make_pairs(const snapshot& s, const std::vector<packed_c
       for (std::size_t j = 0; j < k; ++j) {
         const auto& type = s.cl->types[j];
         if (type.gpus < cls[c].scale) continue;
-        auto t = s.rates->colocated_table(static_cast<int>(j), cls[c].job_type,
-                                          cls[d].job_type, cls[c].scale);
+        auto t = s.rates->colocated_table(static_cast<int>(j), cls[c].job_type, cls[d].job_type,
+                                          cls[c].scale);
         if (!t) continue;
         p.tc[j] = t->first * type.mean_speed;
         p.td[j] = t->second * type.mean_speed;
@@ -149,8 +149,8 @@ allocation disaggregate(const snapshot& s, const std::vector<packed_class>& cls,
   for (const auto& p : pairs) {
     const auto& a = cls[p.c].members;
     const auto& b = cls[p.d].members;
-    const double n = p.c == p.d ? a.size() * (a.size() - 1) / 2.0
-                                : static_cast<double>(a.size()) * b.size();
+    const double n =
+        p.c == p.d ? a.size() * (a.size() - 1) / 2.0 : static_cast<double>(a.size()) * b.size();
     for (std::size_t j = 0; j < k; ++j) {
       if (p.col[j] < 0 || v[p.col[j]] <= min_fraction) continue;
       const double u = std::min(1.0, v[p.col[j]] / n);
@@ -172,9 +172,9 @@ status check_input(const snapshot& s, const packed_lp_input& in) {
   if (in.alone.size() != s.jobs.size() || in.weight.size() != s.jobs.size())
     return error{error_kind::invalid_input, "packed lp: rows and weights differ from the jobs"};
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    const bool bad_row = in.alone[m].size() != k ||
-                         std::any_of(in.alone[m].begin(), in.alone[m].end(),
-                                     [](double v) { return !std::isfinite(v) || v < 0; });
+    const bool bad_row =
+        in.alone[m].size() != k || std::any_of(in.alone[m].begin(), in.alone[m].end(),
+                                               [](double v) { return !std::isfinite(v) || v < 0; });
     if (bad_row || !std::isfinite(in.weight[m]) || in.weight[m] < 0)
       return error{error_kind::invalid_input,
                    "packed lp: job " + std::to_string(s.jobs[m].spec->id) +
@@ -200,8 +200,8 @@ result<packed_lp_result> solve_packed_lp(const snapshot& s, const packed_lp_inpu
   lp_model model = build_model(s, cls, pairs, t_col, sum_coef);
   out.pair_columns = model.num_columns() - 1;
   for (const auto& c : cls)
-    out.pair_columns -= static_cast<int>(std::count_if(c.col.begin(), c.col.end(),
-                                                       [](int col) { return col >= 0; }));
+    out.pair_columns -= static_cast<int>(
+        std::count_if(c.col.begin(), c.col.end(), [](int col) { return col >= 0; }));
   lp_solver solver;
   auto first = solver.solve(model);
   if (!first) return first.err();

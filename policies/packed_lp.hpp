@@ -8,8 +8,8 @@
 /// pair p = {m, n} of jobs with one scale factor whose co-location throughputs on type j are
 /// both positive in the executor's table (snapshot::rates, the GPU-type table's "(other, k)"
 /// entries, server_throughput::colocated_table) and k <= gpus_j. Constraints: each job's
-/// alone and pair fractions sum to <= 1; for each type, sum_m k_m x[m][j] + sum_p k_p x[p][j] <= gpus_j (a pair's GPUs count
-/// once). The objective is a max-min of per-job effective rates
+/// alone and pair fractions sum to <= 1; for each type, sum_m k_m x[m][j] + sum_p k_p x[p][j] <=
+/// gpus_j (a pair's GPUs count once). The objective is a max-min of per-job effective rates
 ///   e_m = sum_j a[m][j] x[m][j] + w_m sum_{p ∋ m} sum_j T^co_m(p, j) x[p][j],
 /// with `alone` rows a[m] and weights w_m given by the policy (e.g. a = w T with w =
 /// k / (priority T_equal) for max-min fairness), T^co the co-located throughput times the
@@ -45,9 +45,9 @@ struct packed_lp_input {
 
 /// A packed LP's answer.
 struct packed_lp_result {
-  allocation alloc;  ///< fractions alone (x) and in pairs (pairs, a < b)
-  double value = 0;  ///< t* of the first stage (0 without jobs)
-  int classes = 0;   ///< classes in the LP
+  allocation alloc;      ///< fractions alone (x) and in pairs (pairs, a < b)
+  double value = 0;      ///< t* of the first stage (0 without jobs)
+  int classes = 0;       ///< classes in the LP
   int pair_columns = 0;  ///< pair variables in the class LP
 };
 

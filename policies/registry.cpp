@@ -31,9 +31,7 @@ policy_entry gavel(std::string name, std::string summary, std::vector<option_spe
   e.name = name;
   e.summary = std::move(summary);
   e.options = std::move(opts);
-  e.make = [make](const std::string& n, const options& o) {
-    return make_gavel_policy(n, make(o));
-  };
+  e.make = [make](const std::string& n, const options& o) { return make_gavel_policy(n, make(o)); };
   return e;
 }
 

@@ -19,11 +19,10 @@ namespace tessera {
 /// A registered policy.
 struct policy_entry {
   std::string name;
-  std::string summary;                  ///< one line for `tessera policies`
-  std::vector<option_spec> options;     ///< accepted [policy.args]
+  std::string summary;               ///< one line for `tessera policies`
+  std::vector<option_spec> options;  ///< accepted [policy.args]
   /// Builds the policy named `name` (the entry's) from validated options.
-  std::function<std::unique_ptr<policy>(const std::string& name, const ::tessera::options&)>
-      make;
+  std::function<std::unique_ptr<policy>(const std::string& name, const ::tessera::options&)> make;
 };
 
 /// Every registered policy, in listing order.

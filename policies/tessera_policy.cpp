@@ -170,22 +170,28 @@ std::vector<option_spec> tessera_policy_options() {
                   "1: a job's tasks may share GPUs and mix types (relaxed synchronisation); 0: one "
                   "task per GPU",
                   true),
-      {"lr_guard", "jobs that have waited this many rounds per hour of expected run time go "
-                   "first (latency ratio >= this x round length / 3600 s); 0: no guard", 8, 0, 1e6},
-      {"ftf_guard", "jobs heading for a finish-time fairness above this at their fair share go "
-                    "first; 0: no guard", 1.2, 0, 1e6},
-      {"critical_share", "jobs whose remaining time is this multiple of the drain time go first; "
-                         "0: none", 5.0, 0, 1e6},
-      int_option("max_copies", "most copies a job is forked into, on distinct servers; 1: none",
-                 3, 1, 16),
-      {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.02,
-       0, 10},
+      {"lr_guard",
+       "jobs that have waited this many rounds per hour of expected run time go "
+       "first (latency ratio >= this x round length / 3600 s); 0: no guard",
+       8, 0, 1e6},
+      {"ftf_guard",
+       "jobs heading for a finish-time fairness above this at their fair share go "
+       "first; 0: no guard",
+       1.2, 0, 1e6},
+      {"critical_share",
+       "jobs whose remaining time is this multiple of the drain time go first; "
+       "0: none",
+       5.0, 0, 1e6},
+      int_option("max_copies", "most copies a job is forked into, on distinct servers; 1: none", 3,
+                 1, 16),
+      {"fork_gain", "least relative gain in a job's effective rate for one more copy", 0.02, 0, 10},
       bool_option("by_remaining",
                   "1: the jobs under the guards go by least remaining work (Hare's clairvoyant "
                   "order); 0: by least attained service (job sizes unknown)",
                   true),
-      {"fork_lr_cap", "no copy that would lift the job's projected latency ratio above this x "
-                      "round length / 3600 s (rounds waited per hour of run); 0: no cap",
+      {"fork_lr_cap",
+       "no copy that would lift the job's projected latency ratio above this x "
+       "round length / 3600 s (rounds waited per hour of run); 0: no cap",
        2.4, 0, 1e6},
   };
 }

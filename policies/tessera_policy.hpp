@@ -66,15 +66,15 @@ namespace tessera {
 
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
-  hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 8;          ///< starving when LR >= this x round length / 3600 s; 0 = off
-  double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
-  double critical_share = 5;    ///< critical when rem >= this x drain time; 0 = none
-  int max_copies = 3;           ///< copies per job; 1 = no forking
-  double fork_gain = 0.02;      ///< least relative gain in effective rate for a new copy
-  double fork_lr_cap = 2.4;     ///< no copy lifting the projected LR above this x round
-                                ///< length / 3600 s; 0 = none
-  bool by_remaining = true;     ///< normal class by least remaining work, not least service
+  hare_fill_params fill;      ///< relaxed task filling
+  double lr_guard = 8;        ///< starving when LR >= this x round length / 3600 s; 0 = off
+  double ftf_guard = 1.2;     ///< starving when the projected FTF >= this; 0 = no guard
+  double critical_share = 5;  ///< critical when rem >= this x drain time; 0 = none
+  int max_copies = 3;         ///< copies per job; 1 = no forking
+  double fork_gain = 0.02;    ///< least relative gain in effective rate for a new copy
+  double fork_lr_cap = 2.4;   ///< no copy lifting the projected LR above this x round
+                              ///< length / 3600 s; 0 = none
+  bool by_remaining = true;   ///< normal class by least remaining work, not least service
 };
 
 /// The job classes of step 1, highest first.
@@ -87,8 +87,8 @@ std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& 
 
 /// Whether adding a copy of step rate `r_new` to copies with total step rate `r_sum`, now
 /// `copies` of them, pays under the efficiency `eff(n)` of n averaged copies (step 3's test).
-bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
-                       double eff_now, double eff_next);
+bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain, double eff_now,
+                       double eff_next);
 
 /// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
 /// by_remaining, fork_lr_cap.

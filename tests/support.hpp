@@ -48,8 +48,8 @@ namespace tessera::test {
 // ---- builders -------------------------------------------------------------------------------
 
 /// A job with the fields the scheduler reads; the Gavel command fields stay empty.
-inline job make_job(job_id id, const std::string& type, int scale, double steps,
-                    double arrival = 0, double weight = 1) {
+inline job make_job(job_id id, const std::string& type, int scale, double steps, double arrival = 0,
+                    double weight = 1) {
   job j;
   j.id = id;
   j.job_type = type;
@@ -320,8 +320,8 @@ inline std::string compare_allreduce(comm::aggregator& agg, const comm::group& m
   for (std::size_t i = 0; i < n; ++i)
     if (std::memcmp(&data[i], &want[i], sizeof(float)) != 0) {
       why << agg.backend() << " rank " << agg.rank() << " group "
-          << comm::describe(members, opt.channel)
-          << ": element " << i << " is " << data[i] << ", expected " << want[i];
+          << comm::describe(members, opt.channel) << ": element " << i << " is " << data[i]
+          << ", expected " << want[i];
       return why.str();
     }
   return "";
@@ -329,9 +329,8 @@ inline std::string compare_allreduce(comm::aggregator& agg, const comm::group& m
 
 /// Runs one allreduce on `agg` as member agg.rank() of `members` and compares the result with
 /// expected_result bit for bit. Returns "" when equal, else what differs.
-inline std::string check_allreduce(comm::aggregator& agg, const comm::group& members,
-                                   std::size_t n, std::uint64_t seed, bool grid,
-                                   const comm::reduce_options& opt) {
+inline std::string check_allreduce(comm::aggregator& agg, const comm::group& members, std::size_t n,
+                                   std::uint64_t seed, bool grid, const comm::reduce_options& opt) {
   auto data = member_input(agg.rank(), n, seed, grid);
   auto st = agg.allreduce(members, data, opt);
   return compare_allreduce(agg, members, n, seed, grid, opt, st, data);

@@ -73,13 +73,13 @@ using namespace tessera;
 
 /// The hook options, by name without the leading dashes.
 const char* const hook_options[] = {
-    "fault-kill-rank",       "fault-kill-round",       "fault-protocol-rank",
-    "fault-protocol-version", "fault-corrupt-job",     "fault-corrupt-round",
-    "fault-kill-write-rank", "fault-kill-write-round", "fault-full-from-round",
-    "fault-full-to-round",   "fault-stop-rank",        "fault-stop-round",
-    "fault-stop-seconds",    "fault-rogue-rank",       "fault-kill-registering-rank",
-    "fault-kill-merge-rank", "fault-kill-merge-round",
-    "bench-flood",           "bench-flood-report"};
+    "fault-kill-rank",        "fault-kill-round",       "fault-protocol-rank",
+    "fault-protocol-version", "fault-corrupt-job",      "fault-corrupt-round",
+    "fault-kill-write-rank",  "fault-kill-write-round", "fault-full-from-round",
+    "fault-full-to-round",    "fault-stop-rank",        "fault-stop-round",
+    "fault-stop-seconds",     "fault-rogue-rank",       "fault-kill-registering-rank",
+    "fault-kill-merge-rank",  "fault-kill-merge-round", "bench-flood",
+    "bench-flood-report"};
 
 /// The hook options given (name -> value) and the other arguments.
 struct split_args {
@@ -153,10 +153,10 @@ result<hook_values> integers(const split_args& a) {
   hook_values v;
   for (const char* name : hook_options) {
     if (std::string(name) == "bench-flood-report") continue;
-    const long long fallback =
-        std::string(name) == "fault-protocol-version" ? actors::protocol_version
-        : std::string(name) == "bench-flood"          ? 0
-                                                      : -1;
+    const long long fallback = std::string(name) == "fault-protocol-version"
+                                   ? actors::protocol_version
+                               : std::string(name) == "bench-flood" ? 0
+                                                                    : -1;
     auto x = integer(a, name, fallback);
     if (!x) return x.err();
     v[name] = *x;
@@ -196,14 +196,15 @@ void add_checkpoint_faults(actors::node_config& nc, const hook_values& v) {
   auto& copy = nc.hooks.copy;
   if (const auto job = v.at("fault-corrupt-job"); job >= 0) {
     copy.always_load = true;
-    copy.after_checkpoint = [job, round = v.at("fault-corrupt-round")](
-                                const actors::start_copy& o, std::int64_t r, const std::string& path) {
+    copy.after_checkpoint = [job, round = v.at("fault-corrupt-round")](const actors::start_copy& o,
+                                                                       std::int64_t r,
+                                                                       const std::string& path) {
       if (o.job == job && r == round) flip_payload_byte(path);
     };
   }
   if (nc.rank == v.at("fault-kill-merge-rank"))
     copy.before_merge = [round = v.at("fault-kill-merge-round")](const actors::start_copy&,
-                                                                  std::int64_t r) {
+                                                                 std::int64_t r) {
       if (r >= round) ::kill(::getpid(), SIGKILL);
     };
   if (nc.rank == v.at("fault-kill-write-rank"))
@@ -213,7 +214,7 @@ void add_checkpoint_faults(actors::node_config& nc, const hook_values& v) {
     };
   if (const auto from = v.at("fault-full-from-round"); from >= 0)
     copy.checkpoint_errno = [from, to = v.at("fault-full-to-round")](const actors::start_copy&,
-                                                                      std::int64_t r) {
+                                                                     std::int64_t r) {
       return r >= from && r <= to ? ENOSPC : 0;
     };
 }
@@ -287,7 +288,8 @@ int main(int argc, char** argv) {
   }
   auto setup = make_setup(*a);
   auto sched_setup = make_scheduler_setup(*a);
-  for (const error* e : {setup ? nullptr : &setup.err(), sched_setup ? nullptr : &sched_setup.err()})
+  for (const error* e :
+       {setup ? nullptr : &setup.err(), sched_setup ? nullptr : &sched_setup.err()})
     if (e) {
       std::cerr << "tessera_faulty: " << e->message << '\n';
       return exit_code::bad_input;

@@ -27,7 +27,8 @@
 /// Errors: a node's `error` reply, a broken channel or a malformed reply throw `lease_error`
 /// (let it end the program with a non-zero exit: the job restarts from its last checkpoint).
 /// A node's `exit` reply ends the lease as an expiry; `average` then leaves the buffers as they
-/// are (copies = 1) and `complete` does nothing, so the program checkpoints and exits 0. Not thread-safe: one lease per process, used by one thread.
+/// are (copies = 1) and `complete` does nothing, so the program checkpoints and exits 0. Not
+/// thread-safe: one lease per process, used by one thread.
 ///
 /// This header includes its parts from the tessera_client/ folder beside it (the JSON of the
 /// protocol, the base64 of `average`'s buffers, the socket channel): a copy takes the folder
@@ -128,14 +129,14 @@ class lease {
   }
 
   bool should_checkpoint() const { return last_; }  ///< the current step is the lease's last
-  bool expired() const { return expired_; }          ///< the lease (not the program) ended the loop
+  bool expired() const { return expired_; }         ///< the lease (not the program) ended the loop
   bool standalone() const { return !channel_ && !exited_; }  ///< outside tessera
-  std::int64_t job() const { return job_; }          ///< job id (-1 standalone without TESSERA_JOB_ID)
+  std::int64_t job() const { return job_; }  ///< job id (-1 standalone without TESSERA_JOB_ID)
   int copy() const { return copy_; }
-  int copies() const { return copies_; }             ///< > 1: forked, average at the lease end
+  int copies() const { return copies_; }  ///< > 1: forked, average at the lease end
   /// The job's step at the lease start (the own step passed to the constructor, if any).
   std::int64_t step() const { return step_; }
-  bool writer() const { return writer_; }            ///< this process writes the checkpoint
+  bool writer() const { return writer_; }  ///< this process writes the checkpoint
   double speed() const { return speed_; }
   /// Steps made since the lease began, the one in progress included (after the loop left by
   /// its own condition or a break, it counts the step the loop left in).
@@ -228,12 +229,13 @@ class lease {
     ++made_;
     if (!connected()) return;
     std::chrono::duration<double> took = clock::now() - step_started_;
-    if (speed_ > 0 && speed_ < 1)
-      std::this_thread::sleep_for(took * (1 / speed_ - 1));
+    if (speed_ > 0 && speed_ < 1) std::this_thread::sleep_for(took * (1 / speed_ - 1));
     took = clock::now() - step_started_;
     step_time_ = step_time_ < 0 ? took.count() : (1 - ewma) * step_time_ + ewma * took.count();
-    if (last_) end_lease();
-    else if (clock::now() - last_report_ >= report_interval) send_report(false);
+    if (last_)
+      end_lease();
+    else if (clock::now() - last_report_ >= report_interval)
+      send_report(false);
   }
   void end_lease() {
     expired_ = true;

@@ -42,8 +42,7 @@ float true_weight(int i) { return uniform(1000000007ull + std::uint64_t(i)); }
 
 /// One SGD step on the batch of global step `step` for copy `copy` of `copies`; returns the
 /// batch's mean squared error / 2.
-float sgd_step(std::vector<float>& w, std::int64_t step, int copy, int copies,
-               const options& o) {
+float sgd_step(std::vector<float>& w, std::int64_t step, int copy, int copies, const options& o) {
   std::vector<float> grad(dim, 0.0f);
   float loss = 0;
   std::uint64_t first = std::uint64_t(step * copies + copy) * std::uint64_t(o.batch);
@@ -99,9 +98,12 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i], value = argv[i + 1];
-    if (key == "--steps") o.steps = std::atoll(value.c_str());
-    else if (key == "--lr") o.lr = std::strtof(value.c_str(), nullptr);
-    else if (key == "--checkpoint-dir") o.checkpoint_dir = value;
+    if (key == "--steps")
+      o.steps = std::atoll(value.c_str());
+    else if (key == "--lr")
+      o.lr = std::strtof(value.c_str(), nullptr);
+    else if (key == "--checkpoint-dir")
+      o.checkpoint_dir = value;
     else {
       std::cerr << "usage: " << argv[0] << " [--steps N] [--lr X] [--checkpoint-dir DIR]\n";
       std::exit(2);

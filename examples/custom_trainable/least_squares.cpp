@@ -92,8 +92,7 @@ class least_squares final : public tessera::train::trainable {
   status load_state(const std::vector<std::uint8_t>& state) override {
     if (state.size() != sizeof(std::int64_t) + params_.size() * sizeof(float))
       return error{error_kind::invalid_input,
-                   "least_squares: saved state has the wrong size for dim " +
-                       std::to_string(dim_)};
+                   "least_squares: saved state has the wrong size for dim " + std::to_string(dim_)};
     std::memcpy(&step_, state.data(), sizeof step_);
     std::memcpy(params_.data(), state.data() + sizeof step_, params_.size() * sizeof(float));
     return {};
@@ -151,9 +150,8 @@ tessera::result<std::unique_ptr<tessera::train::trainable>> make_least_squares(
     else if (key == "batch_size" && value >= 1)
       batch = static_cast<int>(value);
     else
-      return error{error_kind::invalid_input,
-                   "least_squares: bad config key or value '" + key +
-                       "' (keys: dim, lr, batch_size)"};
+      return error{error_kind::invalid_input, "least_squares: bad config key or value '" + key +
+                                                  "' (keys: dim, lr, batch_size)"};
   }
   return std::unique_ptr<tessera::train::trainable>(
       std::make_unique<least_squares>(seed, dim, lr, batch));

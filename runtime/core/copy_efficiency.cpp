@@ -36,8 +36,7 @@ std::optional<double> batch_size_of(const std::string& job_type) {
 
 double copy_efficiency::factor(const std::string& job_type, int copies) const {
   if (!enabled || copies <= 1) return 1.0;
-  return averaged_copy_efficiency(copies, batch_size_of(job_type).value_or(default_batch),
-                                  b_noise);
+  return averaged_copy_efficiency(copies, batch_size_of(job_type).value_or(default_batch), b_noise);
 }
 
 }  // namespace tessera

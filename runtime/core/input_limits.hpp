@@ -3,8 +3,8 @@
 /// The bounds the input readers enforce: one named constant per bound, with why it is there.
 /// Traces (runtime/workload/trace.hpp), job-set files (runtime/core/job_file.hpp), cluster files
 /// (runtime/core/cluster_config.hpp), throughput tables (runtime/core/throughput.hpp) and the trace
-/// generator (runtime/workload/trace_gen.hpp) read them from here, so a trace the generator writes always
-/// reads back and the same field has the same range in every format. A value outside its
+/// generator (runtime/workload/trace_gen.hpp) read them from here, so a trace the generator writes
+/// always reads back and the same field has the same range in every format. A value outside its
 /// range, NaN or infinite, is bad input naming the file, line and field. The command line's
 /// bounds live with the commands (launcher/common.hpp).
 

@@ -47,8 +47,8 @@ struct run_extras {
   std::optional<double> target_loss;
   train::fork_merge_rule merge = train::fork_merge_rule::mean;
   std::map<std::string, double> config;
-  int config_line = 0;  ///< line of [job.config], or of the [[job]] table without one
-  program_spec program;  ///< kind "program" only
+  int config_line = 0;    ///< line of [job.config], or of the [[job]] table without one
+  program_spec program;   ///< kind "program" only
   bool id_given = false;  ///< the table has `id`
 };
 
@@ -103,13 +103,13 @@ result<program_spec> read_program(const std::string& path, const std::string& ba
                                   const toml::table& t, table_reader& r) {
   for (const char* key : trainable_keys)
     if (t.get(key))
-      return input_error(path, r.line(key), key,
-                         "a program job takes no '" + std::string(key) +
-                             "' (it is the program's own business)");
+      return input_error(
+          path, r.line(key), key,
+          "a program job takes no '" + std::string(key) + "' (it is the program's own business)");
   const auto restarts = r.integer("max_restarts", false, 0, 1000, "an integer in [0, 1000]");
-  const auto grace = r.number("grace_seconds", false,
-                              [](double v) { return v >= 0.1 && v <= 3600; },
-                              "a number of seconds in [0.1, 3600]");
+  const auto grace = r.number(
+      "grace_seconds", false, [](double v) { return v >= 0.1 && v <= 3600; },
+      "a number of seconds in [0.1, 3600]");
   const auto workdir = r.str("workdir", false);
   if (r.err()) return *r.err();
   program_spec p;
@@ -182,8 +182,8 @@ result<run_extras> read_run_extras(const std::string& path, const std::string& b
     const auto rule = train::parse_fork_merge_rule(*merge);
     if (!rule)
       return input_error(path, r.line("merge"), "merge",
-                         "unknown merge rule " + detail::quoted(*merge) + " (known: " +
-                             train::fork_merge_rule_names() + ")");
+                         "unknown merge rule " + detail::quoted(*merge) +
+                             " (known: " + train::fork_merge_rule_names() + ")");
     ex.merge = *rule;
   }
   ex.target_loss = target_loss;
@@ -223,9 +223,9 @@ result<std::vector<int>> read_acceptable_gpus(const std::string& path, const tom
   if (!an) return acceptable;
   const auto* arr = an->as_array();
   if (!arr)
-    return input_error(path, line_of(*an), "acceptable_gpus",
-                       std::string("expected an array of positive GPU counts, got ") +
-                           kind_name(an->type()));
+    return input_error(
+        path, line_of(*an), "acceptable_gpus",
+        std::string("expected an array of positive GPU counts, got ") + kind_name(an->type()));
   for (const auto& e : *arr) {
     const auto* iv = e.as_integer();
     if (!iv || iv->get() <= 0 || iv->get() > limits::max_gpus)
@@ -245,8 +245,7 @@ result<std::vector<int>> read_acceptable_gpus(const std::string& path, const tom
 result<job> read_job(const std::string& path, const toml::table& t, table_reader& r,
                      std::size_t index, const std::string* run_kind) {
   const auto type = r.str("job_type", run_kind == nullptr);
-  const auto scale =
-      r.integer("scale_factor", false, 1, limits::max_gpus, scale_expect.c_str());
+  const auto scale = r.integer("scale_factor", false, 1, limits::max_gpus, scale_expect.c_str());
   const auto steps = r.number(
       "total_steps", true, [](double v) { return v > 0 && v <= limits::max_total_steps; },
       steps_expect.c_str());
@@ -311,13 +310,12 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
     const std::string label = origin.indexed ? path + ", job[" + std::to_string(i) + "]" : path;
     table_reader r(label, t, "[[job]]");
     if (extras)
-      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                    "slo", "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss",
-                    "merge", "config", "command", "workdir", "env", "max_restarts",
-                    "grace_seconds"});
+      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo",
+                    "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss", "merge",
+                    "config", "command", "workdir", "env", "max_restarts", "grace_seconds"});
     else
-      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight",
-                    "slo", "id", "acceptable_gpus"});
+      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo",
+                    "id", "acceptable_gpus"});
     run_extras ex;
     if (extras) {
       auto read = read_run_extras(label, origin.base_dir, t, r, known_kinds);
@@ -330,9 +328,9 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
     const std::string place =
         origin.indexed ? "job[" + std::to_string(i) + "]" : "line " + std::to_string(id_line);
     if (auto [it, fresh] = id_places.emplace(j->id, place); !fresh)
-      return input_error(label, id_line, "id",
-                         "duplicate job id " + std::to_string(j->id) + " (also used at " +
-                             it->second + ")");
+      return input_error(
+          label, id_line, "id",
+          "duplicate job id " + std::to_string(j->id) + " (also used at " + it->second + ")");
     if (table && !table->knows(job_key{j->job_type, j->scale_factor}))
       return input_error(label, r.line("job_type"), "job_type",
                          "unknown job type " + detail::quoted(j->job_type) + " at scale " +
@@ -411,14 +409,13 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
 }
 
 result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
-                                            const std::string& name,
-                                            const std::string& base_dir,
+                                            const std::string& name, const std::string& base_dir,
                                             const std::vector<std::string>* known_kinds,
                                             const run_job_check& check) {
   try {
     if (text.size() > limits::toml_file.max_bytes)
-      return input_error(name, 0, "", "larger than " +
-                                          std::to_string(limits::toml_file.max_bytes) + " bytes");
+      return input_error(name, 0, "",
+                         "larger than " + std::to_string(limits::toml_file.max_bytes) + " bytes");
     job_set_origin origin{name, base_dir, format == job_text_format::json};
     auto root = format == job_text_format::json ? detail::toml_from_json(text, name)
                                                 : detail::parse_toml_text(text, name);

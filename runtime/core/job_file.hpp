@@ -36,8 +36,8 @@
 /// steps each copy made).
 ///
 /// Errors name the file, the line and the field, as for cluster files
-/// (runtime/core/cluster_config.hpp). Bounds (runtime/core/input_limits.hpp): total_steps at most 1e11;
-/// scale_factor and acceptable_gpus at most 2^20; arrival and slo at most 1e9 s;
+/// (runtime/core/cluster_config.hpp). Bounds (runtime/core/input_limits.hpp): total_steps at most
+/// 1e11; scale_factor and acceptable_gpus at most 2^20; arrival and slo at most 1e9 s;
 /// priority_weight in [1e-3, 1e3]; id at most 2^53; step_time in [1e-6, 3600] s; target_loss
 /// at most 1e6; [job.config] values finite. NaN and infinities are refused everywhere. A file
 /// holds at most 16 MiB, in lines of at most 64 KiB.
@@ -65,20 +65,20 @@ inline const std::string program_kind = "program";
 
 /// How a node runs a job of kind "program" (see the file comment).
 struct program_spec {
-  std::vector<std::string> command;          ///< argv; command[0] is searched in PATH
-  std::string workdir;                       ///< absolute directory the processes run in
-  std::map<std::string, std::string> env;    ///< added to the node's environment
-  std::int32_t max_restarts = 3;             ///< failed rounds allowed before the job fails
-  double grace_seconds = 30;                 ///< first contact, report gap, exit after lease
+  std::vector<std::string> command;        ///< argv; command[0] is searched in PATH
+  std::string workdir;                     ///< absolute directory the processes run in
+  std::map<std::string, std::string> env;  ///< added to the node's environment
+  std::int32_t max_restarts = 3;           ///< failed rounds allowed before the job fails
+  double grace_seconds = 30;               ///< first contact, report gap, exit after lease
 };
 
 /// A job of a real run (`tessera run`): the scheduling description plus what a node needs to
 /// build and train it.
 struct run_job {
-  job spec;                              ///< id, scale, steps, arrival, weight, SLO
-  std::string kind;                      ///< trainable kind, e.g. "mlp"
-  std::uint64_t seed = 0;                ///< trainable seed (default: id + 1)
-  double step_time = 0.05;               ///< seconds per step on a speed-1.0 server
+  job spec;                 ///< id, scale, steps, arrival, weight, SLO
+  std::string kind;         ///< trainable kind, e.g. "mlp"
+  std::uint64_t seed = 0;   ///< trainable seed (default: id + 1)
+  double step_time = 0.05;  ///< seconds per step on a speed-1.0 server
   /// Training loss at which the job is done early (checked at round ends); 0 = run to
   /// total_steps.
   double target_loss = 0;
@@ -115,8 +115,7 @@ enum class job_text_format { toml, json };
 /// one job's object); its errors name the job by index and the field ("request body, job[1]:
 /// field 'total_steps': ...") since JSON has no line numbers here.
 result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
-                                            const std::string& name,
-                                            const std::string& base_dir,
+                                            const std::string& name, const std::string& base_dir,
                                             const std::vector<std::string>* known_kinds = nullptr,
                                             const run_job_check& check = {});
 

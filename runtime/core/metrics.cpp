@@ -69,29 +69,28 @@ metrics compute_metrics(const schedule_result& r, job_id window_begin, job_id wi
 }
 
 void print_metrics_table(std::ostream& out, const std::vector<metrics>& runs, time_unit unit) {
-  const bool window = std::any_of(runs.begin(), runs.end(),
-                                  [](const metrics& m) { return m.window_jobs > 0; });
+  const bool window =
+      std::any_of(runs.begin(), runs.end(), [](const metrics& m) { return m.window_jobs > 0; });
   std::size_t w = 6;
   for (const auto& m : runs) w = std::max(w, m.policy.size());
   const bool hours = unit == time_unit::hours;
   auto h = [hours](double s) { return hours ? s / 3600.0 : s; };
   const std::string u = hours ? "(h)" : "(s)";
-  out << std::left << std::setw(static_cast<int>(w)) << "policy" << std::right
-      << std::setw(10) << "finished" << std::setw(10) << "JCT" + u;
+  out << std::left << std::setw(static_cast<int>(w)) << "policy" << std::right << std::setw(10)
+      << "finished" << std::setw(10) << "JCT" + u;
   if (window) out << std::setw(12) << "winJCT" + u;
   out << std::setw(12) << "makespan" + u << std::setw(10) << "wait" + u << std::setw(8) << "util"
       << std::setw(9) << "FTFavg" << std::setw(9) << "FTFmax" << std::setw(8) << "LRavg"
       << std::setw(8) << "LRmax" << std::setw(7) << "frag" << '\n';
   out << std::fixed;
   for (const auto& m : runs) {
-    out << std::left << std::setw(static_cast<int>(w)) << m.policy << std::right
-        << std::setw(10) << (std::to_string(m.finished) + "/" + std::to_string(m.jobs))
-        << std::setprecision(2) << std::setw(10) << h(m.avg_jct);
+    out << std::left << std::setw(static_cast<int>(w)) << m.policy << std::right << std::setw(10)
+        << (std::to_string(m.finished) + "/" + std::to_string(m.jobs)) << std::setprecision(2)
+        << std::setw(10) << h(m.avg_jct);
     if (window) out << std::setw(12) << h(m.avg_jct_window);
     out << std::setw(12) << h(m.makespan) << std::setw(10) << h(m.avg_wait) << std::setw(8)
-        << m.utilisation << std::setw(9) << m.ftf_avg << std::setw(9) << m.ftf_max
-        << std::setw(8) << m.lr_avg << std::setw(8) << m.lr_max << std::setw(7)
-        << m.fragmentation << '\n';
+        << m.utilisation << std::setw(9) << m.ftf_avg << std::setw(9) << m.ftf_max << std::setw(8)
+        << m.lr_avg << std::setw(8) << m.lr_max << std::setw(7) << m.fragmentation << '\n';
   }
   out.unsetf(std::ios::fixed);
 }
@@ -131,11 +130,10 @@ void write_jobs_csv(std::ostream& out, const schedule_result& r) {
       for (char c : type) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
       type = q + "\"";
     }
-    out << j.id << ',' << type << ',' << j.scale_factor << ',' << j.total_steps << ','
-        << j.arrival << ',' << j.first_start << ',' << j.finish << ','
-        << (j.finish >= 0 ? j.finish - j.arrival : -1) << ',' << j.run_time << ','
-        << j.gpu_seconds << ',' << j.restarts << ',' << j.iso_share_time << ','
-        << j.expected_time << '\n';
+    out << j.id << ',' << type << ',' << j.scale_factor << ',' << j.total_steps << ',' << j.arrival
+        << ',' << j.first_start << ',' << j.finish << ','
+        << (j.finish >= 0 ? j.finish - j.arrival : -1) << ',' << j.run_time << ',' << j.gpu_seconds
+        << ',' << j.restarts << ',' << j.iso_share_time << ',' << j.expected_time << '\n';
   }
 }
 

@@ -27,18 +27,18 @@ namespace tessera {
 /// Summary figures of one simulation.
 struct metrics {
   std::string policy;
-  int jobs = 0;                 ///< jobs in the trace
+  int jobs = 0;  ///< jobs in the trace
   int finished = 0;
-  double avg_jct = 0;           ///< seconds, over finished jobs
-  int window_jobs = 0;          ///< finished jobs in the window (0 without a window)
-  double avg_jct_window = 0;    ///< seconds
+  double avg_jct = 0;         ///< seconds, over finished jobs
+  int window_jobs = 0;        ///< finished jobs in the window (0 without a window)
+  double avg_jct_window = 0;  ///< seconds
   double makespan = 0;
   double avg_wait = 0;
-  double utilisation = 0;       ///< in [0, 1]
+  double utilisation = 0;  ///< in [0, 1]
   double ftf_avg = 0, ftf_max = 0;
   double lr_avg = 0, lr_max = 0;
   double lre_avg = 0, lre_max = 0;  ///< expected latency ratio (0 when no job has one)
-  double fragmentation = 0;     ///< GPUs per round
+  double fragmentation = 0;         ///< GPUs per round
   int rounds = 0;
 };
 

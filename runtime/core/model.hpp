@@ -14,19 +14,19 @@ using job_id = std::int64_t;
 /// One server: a number of GPUs of one type and a speed factor relative to the type's
 /// table throughput (1.0 = as measured; 0.5 = half as fast).
 struct server {
-  int id = 0;                ///< index in cluster::servers
-  std::string name;          ///< e.g. "v100-3"
-  std::string gpu_type;      ///< lower-case type name, e.g. "v100"
-  int type_index = 0;        ///< index into cluster::types
-  int gpus = 0;              ///< GPUs on this server
-  double speed = 1.0;        ///< speed factor (> 0)
+  int id = 0;            ///< index in cluster::servers
+  std::string name;      ///< e.g. "v100-3"
+  std::string gpu_type;  ///< lower-case type name, e.g. "v100"
+  int type_index = 0;    ///< index into cluster::types
+  int gpus = 0;          ///< GPUs on this server
+  double speed = 1.0;    ///< speed factor (> 0)
 };
 
 /// A GPU type and how many GPUs of it the cluster has in total.
 struct gpu_type {
-  std::string name;          ///< lower-case, as in the throughput table ("v100")
-  int gpus = 0;              ///< total GPUs of this type
-  double mean_speed = 1.0;   ///< GPU-weighted mean of its servers' speed factors
+  std::string name;         ///< lower-case, as in the throughput table ("v100")
+  int gpus = 0;             ///< total GPUs of this type
+  double mean_speed = 1.0;  ///< GPU-weighted mean of its servers' speed factors
 };
 
 /// A cluster: servers, and the GPU types they hold. Build one with `make_cluster`.
@@ -48,12 +48,12 @@ cluster make_cluster(std::vector<server> servers);
 /// working directory, ...) are carried so a trace written by tessera runs in Gavel's simulator.
 struct job {
   job_id id = 0;
-  std::string job_type;          ///< e.g. "ResNet-18 (batch size 64)"
-  int scale_factor = 1;          ///< GPUs (or tasks) per step
-  double total_steps = 0;        ///< steps to train
-  double arrival = 0;            ///< seconds since the start of the trace
-  double priority_weight = 1;    ///< w_m in the fairness objectives
-  double slo = -1;               ///< deadline in seconds, -1 for none
+  std::string job_type;        ///< e.g. "ResNet-18 (batch size 64)"
+  int scale_factor = 1;        ///< GPUs (or tasks) per step
+  double total_steps = 0;      ///< steps to train
+  double arrival = 0;          ///< seconds since the start of the trace
+  double priority_weight = 1;  ///< w_m in the fairness objectives
+  double slo = -1;             ///< deadline in seconds, -1 for none
   /// GPU counts the job accepts (Hops' user requirement set), e.g. {2, 4, 8}; empty means
   /// {scale_factor}. Only policies that choose a job's GPU count (hops) read it; the others
   /// always give the job scale_factor GPUs.

@@ -18,16 +18,16 @@ struct copy_efficiency;   // runtime/core/copy_efficiency.hpp
 
 /// What a policy may know of one active (arrived, unfinished) job.
 struct job_view {
-  const job* spec = nullptr;       ///< the job as submitted
-  double steps_done = 0;           ///< progress so far
-  double remaining_steps = 0;      ///< total_steps - steps_done
-  double run_time = 0;             ///< wall seconds the job has run
-  double attained_service = 0;     ///< GPU-seconds received (gpus x seconds)
+  const job* spec = nullptr;    ///< the job as submitted
+  double steps_done = 0;        ///< progress so far
+  double remaining_steps = 0;   ///< total_steps - steps_done
+  double run_time = 0;          ///< wall seconds the job has run
+  double attained_service = 0;  ///< GPU-seconds received (gpus x seconds)
   /// Throughput (steps/s of the whole job at its scale factor) on each GPU type of the
   /// cluster, indexed like cluster::types, already multiplied by the type's mean speed factor.
   /// 0 means the job cannot run on that type.
   std::vector<double> throughput;
-  int last_type = -1;              ///< GPU type it ran on in the previous round, -1 if none
+  int last_type = -1;  ///< GPU type it ran on in the previous round, -1 if none
 };
 
 /// One copy of a job: the job and the copy's index (0 unless the job is forked, HadarE). What
@@ -53,15 +53,15 @@ struct server_share {
 /// Where one copy of a job runs for one round.
 struct assignment {
   job_id job = 0;
-  int copy = 0;                         ///< 0 unless the job is forked (HadarE)
-  int type = -1;                        ///< GPU type index when all shares are one type, else -1
-  std::vector<server_share> shares;     ///< servers and GPU counts; sum = GPUs used
+  int copy = 0;                      ///< 0 unless the job is forked (HadarE)
+  int type = -1;                     ///< GPU type index when all shares are one type, else -1
+  std::vector<server_share> shares;  ///< servers and GPU counts; sum = GPUs used
   /// Tasks per step placed here (Hare); 0 = scale factor (a gang, one task per GPU). Several
   /// assignments of one (job, copy), each with tasks > 0, form a task split: their tasks sum
   /// to the scale factor, a GPU runs its tasks back to back and a step ends when its last task
   /// does (runtime/core/task_split.hpp).
   int tasks = 0;
-  double step_budget = -1;              ///< cap on steps this round, -1 = none
+  double step_budget = -1;  ///< cap on steps this round, -1 = none
   /// Space sharing (Gavel's "_packed" policies): the job sharing every GPU of this placement,
   /// -1 = none. A pair is two assignments, one per job (copy 0, tasks 0), with the same type
   /// and shares, each naming the other; the pair's GPUs count once against the servers, and
@@ -80,16 +80,16 @@ struct assignment {
 
 /// The placements of one round.
 struct round_plan {
-  double start = 0;                     ///< round start time (s)
-  double length = 0;                    ///< round length (s)
+  double start = 0;   ///< round start time (s)
+  double length = 0;  ///< round length (s)
   std::vector<assignment> assignments;
 };
 
 /// Everything a policy may read to plan a round. Jobs are the active ones, ordered by arrival
 /// (ties by id).
 struct snapshot {
-  double now = 0;                       ///< round start time (s)
-  double round_length = 360;            ///< seconds
+  double now = 0;             ///< round start time (s)
+  double round_length = 360;  ///< seconds
   const cluster* cl = nullptr;
   std::vector<job_view> jobs;
   const round_plan* last_plan = nullptr;  ///< the previous round's plan, or nullptr

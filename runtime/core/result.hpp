@@ -55,8 +55,8 @@ error input_error(const std::string& file, int line, const std::string& field,
 template <class T>
 class result {
  public:
-  result(T value) : v_(std::move(value)) {}   // NOLINT: implicit by design
-  result(error e) : v_(std::move(e)) {}       // NOLINT: implicit by design
+  result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  result(error e) : v_(std::move(e)) {}      // NOLINT: implicit by design
 
   /// True when a value is held.
   bool ok() const noexcept { return v_.index() == 0; }

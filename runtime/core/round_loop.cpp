@@ -102,10 +102,9 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
     if (as->copy != 0 || as->tasks != 0 || as->partner == id)
       return error{error_kind::internal, who + ": only copy 0 of two distinct gang jobs pair"};
     auto other = paired.find(as->partner);
-    if (other == paired.end() || other->second->partner != id ||
-        other->second->type != as->type || !(other->second->shares == as->shares))
-      return error{error_kind::internal,
-                   who + ", which does not name it back on the same GPUs"};
+    if (other == paired.end() || other->second->partner != id || other->second->type != as->type ||
+        !(other->second->shares == as->shares))
+      return error{error_kind::internal, who + ", which does not name it back on the same GPUs"};
     if (!s || id > as->partner) continue;
     const std::size_t a = active.find(id), b = active.find(as->partner);
     if (a == job_index::npos || b == job_index::npos) continue;  // check_plan names the job
@@ -113,8 +112,8 @@ status check_pairs(const round_plan& p, const std::string& policy_name, const sn
     const job& jb = *s->jobs[b].spec;
     if (ja.scale_factor != jb.scale_factor)
       return error{error_kind::internal, who + " of another scale factor"};
-    if (!s->rates || !s->rates->colocated_rate(ja.job_type, jb.job_type, ja.scale_factor,
-                                               as->shares))
+    if (!s->rates ||
+        !s->rates->colocated_rate(ja.job_type, jb.job_type, ja.scale_factor, as->shares))
       return error{error_kind::internal,
                    who + " where the throughput table has no co-location throughput for " +
                        ja.job_type + " beside " + jb.job_type};
@@ -171,8 +170,7 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     if (use.parts > 1 && !use.all_tasks)
       return error{error_kind::internal,
                    policy_name + " placed " + who() + " twice" +
-                       (use.tasks > 0 ? " (a task split needs tasks > 0 on every placement)"
-                                      : "")};
+                       (use.tasks > 0 ? " (a task split needs tasks > 0 on every placement)" : "")};
     if (as.tasks < 0)
       return error{error_kind::internal, policy_name + " gave " + who() + " " +
                                              std::to_string(as.tasks) + " tasks per step"};
@@ -188,8 +186,8 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     }
     if (as.tasks > 0 && as.tasks < as.gpus())
       return error{error_kind::internal,
-                   policy_name + " gave " + who() + " " + std::to_string(as.gpus()) +
-                       " GPUs for " + std::to_string(as.tasks) +
+                   policy_name + " gave " + who() + " " + std::to_string(as.gpus()) + " GPUs for " +
+                       std::to_string(as.tasks) +
                        " tasks per step (every GPU of a placement must run a task)"};
   }
   if (!jobs) return {};
@@ -199,15 +197,15 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     const copy_id key = use.id;
     const std::size_t at = active.find(key.job);
     if (at == job_index::npos)
-      return error{error_kind::internal, policy_name + " placed job " +
-                                             std::to_string(key.job) + ", which is not active"};
+      return error{error_kind::internal, policy_name + " placed job " + std::to_string(key.job) +
+                                             ", which is not active"};
     const int k = (*jobs)[at].spec->scale_factor;
     if (use.all_tasks && use.tasks != k)
       return error{error_kind::internal,
-                   policy_name + " placed " + std::to_string(use.tasks) + " tasks per step of job " +
-                       std::to_string(key.job) +
-                       (key.copy != 0 ? " copy " + std::to_string(key.copy) : "") +
-                       " over " + std::to_string(use.parts) +
+                   policy_name + " placed " + std::to_string(use.tasks) +
+                       " tasks per step of job " + std::to_string(key.job) +
+                       (key.copy != 0 ? " copy " + std::to_string(key.copy) : "") + " over " +
+                       std::to_string(use.parts) +
                        " placements; they must sum to its scale factor " + std::to_string(k)};
   }
   return {};
@@ -225,9 +223,9 @@ status validate_plan(const snapshot& s, const round_plan& p, const std::string& 
 
 status check_runnable(const job& j, const std::vector<double>& throughput) {
   if (std::none_of(throughput.begin(), throughput.end(), [](double v) { return v > 0; }))
-    return error{error_kind::invalid_input,
-                 "job " + std::to_string(j.id) + " (" + j.job_type + ", scale " +
-                     std::to_string(j.scale_factor) + ") can run on no GPU type of the cluster"};
+    return error{error_kind::invalid_input, "job " + std::to_string(j.id) + " (" + j.job_type +
+                                                ", scale " + std::to_string(j.scale_factor) +
+                                                ") can run on no GPU type of the cluster"};
   return {};
 }
 

@@ -40,13 +40,13 @@ class arrival_queue {
 
 /// What the executor supplies, besides the jobs, to plan one round.
 struct round_context {
-  double now = 0;                            ///< round start (s)
-  double round_length = 0;                   ///< seconds
-  const cluster* cl = nullptr;               ///< the cluster the plan is for
-  const round_plan* last_plan = nullptr;     ///< previous plan on this cluster, or nullptr
-  std::uint64_t job_set_version = 0;         ///< see snapshot::job_set_version
-  const server_throughput* rates = nullptr;  ///< see snapshot::rates
-  int copy_limit = 0;                        ///< see snapshot::copy_limit
+  double now = 0;                                    ///< round start (s)
+  double round_length = 0;                           ///< seconds
+  const cluster* cl = nullptr;                       ///< the cluster the plan is for
+  const round_plan* last_plan = nullptr;             ///< previous plan on this cluster, or nullptr
+  std::uint64_t job_set_version = 0;                 ///< see snapshot::job_set_version
+  const server_throughput* rates = nullptr;          ///< see snapshot::rates
+  int copy_limit = 0;                                ///< see snapshot::copy_limit
   const copy_efficiency* fork_efficiency = nullptr;  ///< see snapshot::fork_efficiency
   /// Where each validated plan is recorded (who ran where), or nullptr: both executors
   /// record through here, so their timelines are written alike.
@@ -65,8 +65,7 @@ struct planned_round {
 /// snapshot, the plan is stamped with the round's start and length and checked by
 /// validate_plan, then recorded in ctx.timeline when set. Errors are the policy's own or
 /// validate_plan's.
-result<planned_round> plan_round(policy& pol, const round_context& ctx,
-                                 std::vector<job_view> jobs);
+result<planned_round> plan_round(policy& pol, const round_context& ctx, std::vector<job_view> jobs);
 
 /// Checks a plan against the cluster: every share names an existing server and a positive GPU
 /// count, no server holds more GPUs than it has, no job copy is placed twice. A job copy may

@@ -15,8 +15,8 @@ double gradient_megabytes(const std::string& job_type, const iteration_model& m)
   };
   // Rounded parameter counts of the models behind Gavel's job types, x 4 bytes.
   static const family families[] = {
-      {"ResNet-18", 45},  {"ResNet-50", 98}, {"Transformer", 250}, {"LM", 130},
-      {"Recommendation", 16}, {"A3C", 4},    {"CycleGAN", 110},
+      {"ResNet-18", 45},      {"ResNet-50", 98}, {"Transformer", 250}, {"LM", 130},
+      {"Recommendation", 16}, {"A3C", 4},        {"CycleGAN", 110},
   };
   for (const auto& f : families)
     if (job_type.rfind(f.prefix, 0) == 0) return f.mb;
@@ -187,8 +187,10 @@ std::optional<std::pair<double, double>> server_throughput::colocated_rate(
   return std::make_pair(t->first * slowest, t->second * slowest);
 }
 
-std::optional<std::pair<double, double>> server_throughput::colocated_table(
-    int type, const std::string& a, const std::string& b, int scale) const {
+std::optional<std::pair<double, double>> server_throughput::colocated_table(int type,
+                                                                            const std::string& a,
+                                                                            const std::string& b,
+                                                                            int scale) const {
   const std::string& name = cl_->types.at(type).name;
   const job_key ka{a, scale}, kb{b, scale};
   const auto ab = types_.colocated(name, ka, kb);
@@ -200,8 +202,8 @@ std::optional<std::pair<double, double>> server_throughput::colocated_table(
   return std::make_pair(va, vb);
 }
 
-void server_throughput::record(const std::string& job_type,
-                               const std::vector<server_share>& shares, double steps_per_s) {
+void server_throughput::record(const std::string& job_type, const std::vector<server_share>& shares,
+                               double steps_per_s) {
   if (shares.empty() || !(steps_per_s > 0) || !std::isfinite(steps_per_s)) return;
   int gpus = 0;
   for (const auto& sh : shares) gpus += sh.gpus;

@@ -39,11 +39,11 @@ namespace tessera {
 /// Parameters of the analytic iteration-time model (tier 3). Defaults: NVLink-class bus
 /// bandwidth inside a server, 25 Gb/s Ethernet between servers.
 struct iteration_model {
-  double intra_server_gb_per_s = 50.0;   ///< all-reduce bus bandwidth inside a server (GB/s)
-  double inter_server_gb_per_s = 3.0;    ///< all-reduce bandwidth across servers (GB/s)
-  double intra_latency_s = 20e-6;        ///< latency of one all-reduce step inside a server
-  double inter_latency_s = 100e-6;       ///< latency of one all-reduce step across servers
-  double default_gradient_mb = 100.0;    ///< gradient size of a job family not listed
+  double intra_server_gb_per_s = 50.0;  ///< all-reduce bus bandwidth inside a server (GB/s)
+  double inter_server_gb_per_s = 3.0;   ///< all-reduce bandwidth across servers (GB/s)
+  double intra_latency_s = 20e-6;       ///< latency of one all-reduce step inside a server
+  double inter_latency_s = 100e-6;      ///< latency of one all-reduce step across servers
+  double default_gradient_mb = 100.0;   ///< gradient size of a job family not listed
 };
 
 /// Gradient size (MB, fp32) of a job type's model, by family name prefix: ResNet-18 45,
@@ -75,8 +75,7 @@ class server_throughput {
 
   /// Steps/s that a `gpus`-GPU configuration of `job_type` would reach at server `server`'s
   /// per-GPU rate; `multi_server` when the configuration spans servers.
-  server_rate rate_at(int server, const std::string& job_type, int gpus,
-                      bool multi_server) const;
+  server_rate rate_at(int server, const std::string& job_type, int gpus, bool multi_server) const;
 
   /// Steps/s of `job_type` placed on `shares`: the slowest server's per-GPU rate times the
   /// GPU count, one-server rates when there is one share. 0 when a server has no estimate or
@@ -88,8 +87,7 @@ class server_throughput {
   /// beside `b`, and `b` beside `a`), or from the other's row when its own is missing.
   /// nullopt when neither row has the entry or a value is 0: the pair cannot share there.
   std::optional<std::pair<double, double>> colocated_table(int type, const std::string& a,
-                                                           const std::string& b,
-                                                           int scale) const;
+                                                           const std::string& b, int scale) const;
 
   /// Space sharing: steps/s of two jobs sharing every GPU of `shares`: colocated_table of the
   /// shares' GPU type times the slowest server's speed factor (the rule of `rate`). nullopt

@@ -39,7 +39,8 @@ double split_step_seconds(const server_throughput& rates, const job& j,
     if (per_gpu <= 0 || a->shares.empty()) return inf;
     double slowest = 0;
     for (const auto& sh : a->shares)
-      slowest = std::max(slowest, task_seconds(rates, sh.server, j.job_type, j.scale_factor, multi));
+      slowest =
+          std::max(slowest, task_seconds(rates, sh.server, j.job_type, j.scale_factor, multi));
     step = std::max(step, per_gpu * slowest);
   }
   return step;

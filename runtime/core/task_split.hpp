@@ -14,12 +14,12 @@
 /// Per-task time. Gavel's table gives T(type, K): steps/s of the job as a K-GPU gang, one task
 /// per GPU per step, so one task on a GPU of server u takes
 ///     tau_u = 1 / rate_at(u, job_type, K, multi)
-/// seconds, where rate_at is the executor's per-server throughput (runtime/core/server_throughput.hpp:
-/// table x speed factor, else the analytic model) and `multi` is whether the job's split spans
-/// more than one server (Gavel's "_unconsolidated" entry: the gradient exchange crosses the
-/// network). tau_u includes a task's share of the step's synchronisation, so it is an upper
-/// bound when several tasks share a GPU (no exchange among them); for the gang placement
-/// (K tasks on K GPUs of one type) it gives back exactly T(type, K).
+/// seconds, where rate_at is the executor's per-server throughput
+/// (runtime/core/server_throughput.hpp: table x speed factor, else the analytic model) and `multi`
+/// is whether the job's split spans more than one server (Gavel's "_unconsolidated" entry: the
+/// gradient exchange crosses the network). tau_u includes a task's share of the step's
+/// synchronisation, so it is an upper bound when several tasks share a GPU (no exchange among
+/// them); for the gang placement (K tasks on K GPUs of one type) it gives back exactly T(type, K).
 ///
 /// Step time of a split: a step completes when its last task completes,
 ///     step_s = max_a ceil(t_a / g_a) * max_{u in a} tau_u,

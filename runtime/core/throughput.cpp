@@ -25,9 +25,8 @@ bool valid_throughput(double v) {
 
 /// What a table value must be, as messages state it.
 std::string throughput_expect() {
-  return "0 or a number of steps/s in [" +
-         detail::format_shortest(limits::min_steps_per_second) + ", " +
-         detail::format_shortest(limits::max_steps_per_second) + "]";
+  return "0 or a number of steps/s in [" + detail::format_shortest(limits::min_steps_per_second) +
+         ", " + detail::format_shortest(limits::max_steps_per_second) + "]";
 }
 
 /// Splits a table GPU-type name into (lower-case base name, consolidated?).

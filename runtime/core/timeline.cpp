@@ -15,9 +15,9 @@ timeline_recorder::timeline_recorder(std::ostream& out, const cluster& cl,
   for (const auto& sv : cl.servers)
     servers.push_back({{"name", sv.name}, {"type", sv.gpu_type}, {"gpus", sv.gpus}});
   for (const auto& t : cl.types) types.push_back({{"name", t.name}, {"gpus", t.gpus}});
-  const nlohmann::json head = {{"timeline", 1},       {"source", source},
-                               {"policy", policy},    {"round_length", round_length},
-                               {"servers", servers},  {"types", types}};
+  const nlohmann::json head = {{"timeline", 1},      {"source", source},
+                               {"policy", policy},   {"round_length", round_length},
+                               {"servers", servers}, {"types", types}};
   out_ << head.dump() << '\n';
 }
 
@@ -36,8 +36,11 @@ std::vector<timeline_placement> placements_of(const cluster& cl, const round_pla
 void timeline_recorder::record(const snapshot& s, const round_plan& p) {
   nlohmann::json places = nlohmann::json::array();
   for (const auto& pl : placements_of(*s.cl, p))
-    places.push_back({{"job", pl.job}, {"copy", pl.copy}, {"server", pl.server},
-                      {"gpus", pl.gpus}, {"tasks", pl.tasks}});
+    places.push_back({{"job", pl.job},
+                      {"copy", pl.copy},
+                      {"server", pl.server},
+                      {"gpus", pl.gpus},
+                      {"tasks", pl.tasks}});
   std::lock_guard<std::mutex> lock(mu_);
   const nlohmann::json line = {{"round", rounds_++},
                                {"start", p.start},
@@ -54,10 +57,10 @@ status timeline_recorder::check(const std::string& path) const {
 }
 
 result<std::unique_ptr<timeline_file>> timeline_file::open(const std::string& path,
-                                                         const cluster& cl,
-                                                         const std::string& source,
-                                                         const std::string& policy,
-                                                         double round_length) {
+                                                           const cluster& cl,
+                                                           const std::string& source,
+                                                           const std::string& policy,
+                                                           double round_length) {
   std::unique_ptr<timeline_file> f(new timeline_file());
   f->path_ = path;
   f->out_.open(path, std::ios::trunc);

@@ -140,12 +140,12 @@ std::string encode_journal_record(std::string_view payload);
 
 /// Counters for metrics; each is read atomically, not all together.
 struct journal_stats {
-  std::uint64_t records = 0;      ///< records appended and synced since open
-  std::uint64_t bytes = 0;        ///< their bytes, headers included
-  std::uint64_t fsyncs = 0;       ///< fdatasyncs of batches (records / fsyncs: the batching)
-  std::uint64_t compactions = 0;  ///< compactions completed since open
-  std::uint64_t file_records = 0; ///< records in the file now (read back + appended)
-  std::uint64_t file_bytes = 0;   ///< bytes of the file now
+  std::uint64_t records = 0;       ///< records appended and synced since open
+  std::uint64_t bytes = 0;         ///< their bytes, headers included
+  std::uint64_t fsyncs = 0;        ///< fdatasyncs of batches (records / fsyncs: the batching)
+  std::uint64_t compactions = 0;   ///< compactions completed since open
+  std::uint64_t file_records = 0;  ///< records in the file now (read back + appended)
+  std::uint64_t file_bytes = 0;    ///< bytes of the file now
 };
 
 /// Called once per append (or compaction) on the writer thread: ok once the record is on

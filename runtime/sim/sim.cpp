@@ -30,8 +30,8 @@ namespace {
 
 /// What the simulation keeps of one active job besides its view.
 struct live_job {
-  std::size_t record = 0;          ///< index into schedule_result::jobs and the trace
-  double contention = 0;           ///< integral of active-job count over time active
+  std::size_t record = 0;  ///< index into schedule_result::jobs and the trace
+  double contention = 0;   ///< integral of active-job count over time active
   double active_time = 0;
 };
 
@@ -59,7 +59,11 @@ class simulation {
  public:
   simulation(const cluster& cl, const throughput_table& table, const std::vector<job>& jobs,
              policy& pol, const sim_config& cfg)
-      : cl_(cl), table_(table), jobs_(jobs), pol_(pol), cfg_(cfg),
+      : cl_(cl),
+        table_(table),
+        jobs_(jobs),
+        pol_(pol),
+        cfg_(cfg),
         exec_(cl, table, cfg.restart_cost, cfg.aggregation, cfg.fork_efficiency) {}
 
   result<schedule_result> run();
@@ -90,7 +94,7 @@ class simulation {
   /// or a sort. live_ is parallel to it.
   std::vector<job_view> views_;
   std::vector<live_job> live_;
-  job_index index_;               ///< position in views_ by job id, rebuilt each round
+  job_index index_;                ///< position in views_ by job id, rebuilt each round
   std::vector<int> type_scratch_;  ///< apply_progress's per-job GPU type, reused
   double now_ = 0;
   std::uint64_t version_ = 0;
@@ -207,8 +211,8 @@ status simulation::play_round() {
   for (std::size_t i = 0; aligned && i < views_.size(); ++i)
     aligned = views_[i].spec == &jobs_[live_[i].record];
   if (!aligned) return error{error_kind::internal, "simulator: the round reordered its jobs"};
-  res_.rounds.push_back(record_round(planned->plan, res_.total_gpus,
-                                     static_cast<int>(views_.size())));
+  res_.rounds.push_back(
+      record_round(planned->plan, res_.total_gpus, static_cast<int>(views_.size())));
   std::vector<bool> done(views_.size(), false);
   apply_progress(planned->plan, ran.value(), done);
   retire(done);
@@ -274,8 +278,7 @@ double simulation::iso_share_time(const job_view& v, const live_job& lj) const {
   const double mean_m = lj.active_time > 0 ? lj.contention / lj.active_time : 1.0;
   const double f = std::min(1.0, g / (std::max(1.0, mean_m) * v.spec->scale_factor));
   double mix = 0;
-  for (std::size_t k = 0; k < cl_.types.size(); ++k)
-    mix += v.throughput[k] * cl_.types[k].gpus / g;
+  for (std::size_t k = 0; k < cl_.types.size(); ++k) mix += v.throughput[k] * cl_.types[k].gpus / g;
   return mix > 0 ? v.spec->total_steps / (f * mix) : 0;
 }
 
@@ -310,8 +313,7 @@ void simulation::retire(const std::vector<bool>& done) {
 }  // namespace
 
 result<schedule_result> simulate(const cluster& cl, const throughput_table& table,
-                                 const std::vector<job>& jobs, policy& pol,
-                                 const sim_config& cfg) {
+                                 const std::vector<job>& jobs, policy& pol, const sim_config& cfg) {
   if (cfg.assume_consolidated) {
     const throughput_table flat = table.consolidated_only();
     return simulation(cl, flat, jobs, pol, cfg).run();

@@ -27,11 +27,11 @@ class timeline_recorder;  // runtime/core/timeline.hpp
 
 /// Progress of a running simulation, for a progress line on stderr.
 struct sim_progress {
-  double now = 0;          ///< virtual time (s)
+  double now = 0;  ///< virtual time (s)
   int rounds = 0;
-  int completed = 0;       ///< jobs finished
-  int total = 0;           ///< jobs in the trace
-  int active = 0;          ///< jobs arrived and unfinished
+  int completed = 0;  ///< jobs finished
+  int total = 0;      ///< jobs in the trace
+  int active = 0;     ///< jobs arrived and unfinished
 };
 
 /// Default of sim_config::max_rounds.
@@ -39,17 +39,17 @@ inline constexpr std::int64_t default_max_rounds = 10'000'000;
 
 /// Settings of one simulation.
 struct sim_config {
-  double round_length = 360;     ///< seconds (Gavel's default)
-  double restart_cost = 0;       ///< seconds lost per start on new GPUs (Gavel: 0)
+  double round_length = 360;  ///< seconds (Gavel's default)
+  double restart_cost = 0;    ///< seconds lost per start on new GPUs (Gavel: 0)
   /// Averaging time charged per round to jobs running as two or more copies (HadarE).
   copy_aggregation aggregation;
   /// Statistical efficiency of a forked job's averaged copies (runtime/core/copy_efficiency.hpp):
   /// on by default (calibrated); `enabled = false` counts every copy's steps in full (the
   /// upper bound the simulator used before).
   copy_efficiency fork_efficiency;
-  job_id window_begin = -1;      ///< first job id of the measurement window (-1: none)
-  job_id window_end = -1;        ///< last job id of the window, inclusive
-  bool stop_after_window = true; ///< end once every window job has finished
+  job_id window_begin = -1;       ///< first job id of the measurement window (-1: none)
+  job_id window_end = -1;         ///< last job id of the window, inclusive
+  bool stop_after_window = true;  ///< end once every window job has finished
   double max_time = std::numeric_limits<double>::infinity();  ///< stop at this virtual time
   /// Stop after this many rounds, as at max_time (the result is then incomplete). Each round
   /// keeps a record, and inputs each within its bounds can still add up to a job that never
@@ -62,14 +62,14 @@ struct sim_config {
   /// places as if one server held every gang. Off (the default) is the physical choice: a
   /// job spanning servers pays for it, and the policies see what it will be charged.
   bool assume_consolidated = false;
-  std::function<void(const sim_progress&)> on_progress;       ///< called every round if set
-  timeline_recorder* timeline = nullptr;  ///< records every round's plan when set
+  std::function<void(const sim_progress&)> on_progress;  ///< called every round if set
+  timeline_recorder* timeline = nullptr;                 ///< records every round's plan when set
 };
 
 /// Runs `jobs` on `cl` under `pol`. Jobs must have distinct ids. Fails when the policy fails
 /// or a job can run on no GPU type of the cluster.
 result<schedule_result> simulate(const cluster& cl, const throughput_table& table,
-                            const std::vector<job>& jobs, policy& pol, const sim_config& cfg);
+                                 const std::vector<job>& jobs, policy& pol, const sim_config& cfg);
 
 /// Per-type throughputs of a job as policies see them: the table value times the type's mean
 /// speed factor; 0 where the table has no entry. The consolidated entry is used when some

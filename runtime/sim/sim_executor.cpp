@@ -9,8 +9,7 @@ namespace tessera {
 
 std::vector<copy_progress> run_copies(job_id job, double remaining,
                                       const std::vector<copy_run>& copies, double start,
-                                      double length, double aggregation_s,
-                                      double efficiency) {
+                                      double length, double aggregation_s, double efficiency) {
   // Copy c trains from a_c (its restart cost) to e_c (the end of the training window
   // W = length - aggregation, or earlier when its step budget runs out); the job's progress
   // at time t is efficiency * P(t), P(t) = sum_c r_c * clamp(t - a_c, 0, e_c - a_c), piecewise
@@ -76,17 +75,15 @@ std::vector<copy_progress> run_copies(job_id job, double remaining,
   return out;
 }
 
-sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
-                           double restart_cost)
+sim_executor::sim_executor(const cluster& cl, const throughput_table& table, double restart_cost)
     : rates_(cl, table), restart_cost_(restart_cost) {}
 
-sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
-                           double restart_cost, copy_aggregation aggregation)
+sim_executor::sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
+                           copy_aggregation aggregation)
     : rates_(cl, table), restart_cost_(restart_cost), aggregation_(aggregation) {}
 
-sim_executor::sim_executor(const cluster& cl, const throughput_table& table,
-                           double restart_cost, copy_aggregation aggregation,
-                           copy_efficiency efficiency)
+sim_executor::sim_executor(const cluster& cl, const throughput_table& table, double restart_cost,
+                           copy_aggregation aggregation, copy_efficiency efficiency)
     : rates_(cl, table),
       restart_cost_(restart_cost),
       aggregation_(aggregation),
@@ -148,12 +145,11 @@ status sim_executor::group_copies(const snapshot& s, const round_plan& p) {
   return {};
 }
 
-result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
-                                                         const round_plan& p) {
+result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s, const round_plan& p) {
   if (auto st = group_copies(s, p); !st) return st.err();
   std::vector<copy_progress> out;
   out.reserve(groups_.size());
-  std::vector<job_id> forked_order;        // forked jobs, in plan order
+  std::vector<job_id> forked_order;  // forked jobs, in plan order
   std::unordered_map<job_id, std::vector<copy_run>> forked_runs;
   for (const auto& g : groups_) {
     const job_view& jv = s.jobs[g.view];
@@ -173,8 +169,7 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
     const std::vector<server_share>& shares = g.split ? split_shares : as.shares;
     const double r = placed_rate(s, p, jv, g);
     if (r <= 0)
-      return error{error_kind::internal, "job " + std::to_string(g.job) + " (" +
-                                             jv.spec->job_type +
+      return error{error_kind::internal, "job " + std::to_string(g.job) + " (" + jv.spec->job_type +
                                              ") placed where it has no throughput"};
     // Forked (two or more copies in this plan): its copies run together below.
     const bool forked = groups_[first_group_[g.view]].next_of_job != npos;
@@ -196,8 +191,8 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
     const job_view& jv = s.jobs[index_.find(id)];
     const auto& runs = forked_runs.at(id);
     const double eff = efficiency_.factor(jv.spec->job_type, static_cast<int>(runs.size()));
-    auto ran = run_copies(id, jv.remaining_steps, runs, p.start, p.length,
-                          aggregation_.seconds(), eff);
+    auto ran =
+        run_copies(id, jv.remaining_steps, runs, p.start, p.length, aggregation_.seconds(), eff);
     for (auto& cp : ran) cp.gpus = forked_gpus_.at({cp.job, cp.copy});
     out.insert(out.end(), ran.begin(), ran.end());
   }
@@ -206,8 +201,8 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s,
   return out;
 }
 
-copy_progress sim_executor::run_gang(const copy_group& g, const job_view& jv, double r,
-                                     double lost, double budget, const round_plan& p) const {
+copy_progress sim_executor::run_gang(const copy_group& g, const job_view& jv, double r, double lost,
+                                     double budget, const round_plan& p) const {
   double steps = r * (p.length - lost);
   if (budget >= 0) steps = std::min(steps, budget);
   copy_progress cp;

@@ -44,11 +44,11 @@ namespace tessera {
 struct copy_progress {
   job_id job = 0;
   int copy = 0;
-  double steps = 0;          ///< steps completed this round
-  double busy_seconds = 0;   ///< seconds the copy held its GPUs (including restart cost)
-  bool finished = false;     ///< the job reached its total steps
-  double finish_time = 0;    ///< absolute time it finished (valid when finished)
-  int gpus = 0;              ///< GPUs the copy held, over all its placements (0 = unknown)
+  double steps = 0;         ///< steps completed this round
+  double busy_seconds = 0;  ///< seconds the copy held its GPUs (including restart cost)
+  bool finished = false;    ///< the job reached its total steps
+  double finish_time = 0;   ///< absolute time it finished (valid when finished)
+  int gpus = 0;             ///< GPUs the copy held, over all its placements (0 = unknown)
 };
 
 /// Time model of averaging the parameters of a forked job's copies (HadarE), charged once per
@@ -57,19 +57,19 @@ struct copy_progress {
 /// make no progress (a job finishing mid-round averages once more before it ends). Defaults:
 /// a 100 MB model, 10 GB/s, 1 ms, i.e. 0.011 s per round.
 struct copy_aggregation {
-  double param_bytes = 100e6;   ///< bytes averaged per round (model parameters)
-  double bytes_per_s = 10e9;    ///< bandwidth of the averaging (bytes/s, > 0)
-  double latency_s = 1e-3;      ///< fixed cost per averaging (s)
+  double param_bytes = 100e6;  ///< bytes averaged per round (model parameters)
+  double bytes_per_s = 10e9;   ///< bandwidth of the averaging (bytes/s, > 0)
+  double latency_s = 1e-3;     ///< fixed cost per averaging (s)
   /// Seconds one averaging takes.
   double seconds() const { return param_bytes / bytes_per_s + latency_s; }
 };
 
 /// One copy of a forked job as the executor runs it.
 struct copy_run {
-  int copy = 0;              ///< copy index
-  double rate = 0;           ///< steps/s of its placement
-  double lost = 0;           ///< seconds lost at the round's start (restart cost)
-  double step_budget = -1;   ///< cap on its steps this round, -1 = none
+  int copy = 0;             ///< copy index
+  double rate = 0;          ///< steps/s of its placement
+  double lost = 0;          ///< seconds lost at the round's start (restart cost)
+  double step_budget = -1;  ///< cap on its steps this round, -1 = none
 };
 
 /// Runs the copies of one job for one round starting at `start`: each copy trains at its own
@@ -82,8 +82,7 @@ struct copy_run {
 /// Returns one entry per copy, in the order given. O(C^2) for C copies.
 std::vector<copy_progress> run_copies(job_id job, double remaining,
                                       const std::vector<copy_run>& copies, double start,
-                                      double length, double aggregation_s,
-                                      double efficiency = 1.0);
+                                      double length, double aggregation_s, double efficiency = 1.0);
 
 /// Throughput model + virtual clock executor.
 class sim_executor {
@@ -124,7 +123,7 @@ class sim_executor {
   struct copy_group {
     job_id job = 0;
     int copy = 0;
-    std::size_t view = 0;            ///< the job's index in snapshot::jobs
+    std::size_t view = 0;  ///< the job's index in snapshot::jobs
     const assignment* first = nullptr;
     std::size_t first_index = 0;     ///< index of `first` in the plan
     bool split = false;              ///< a task split (several parts, or tasks > 0)
@@ -167,7 +166,7 @@ class sim_executor {
   std::int64_t round_ = 0;  ///< rounds executed
   std::unordered_map<job_id, int> restarts_;
   // Per-round scratch, kept to reuse its storage.
-  job_index index_;                       ///< snapshot::jobs by id
+  job_index index_;  ///< snapshot::jobs by id
   std::vector<copy_group> groups_;
   std::vector<std::size_t> first_group_;  ///< per job of the snapshot: a group of it, or npos
   std::vector<std::size_t> next_part_;    ///< per assignment: the next of its copy, or npos

@@ -23,11 +23,16 @@ static_assert(static_cast<int>(lp_var_status::fixed) == ClpSimplex::isFixed);
 
 const char* to_string(lp_outcome o) {
   switch (o) {
-    case lp_outcome::optimal: return "optimal";
-    case lp_outcome::infeasible: return "infeasible";
-    case lp_outcome::unbounded: return "unbounded";
-    case lp_outcome::time_limit: return "time_limit";
-    case lp_outcome::iteration_limit: return "iteration_limit";
+    case lp_outcome::optimal:
+      return "optimal";
+    case lp_outcome::infeasible:
+      return "infeasible";
+    case lp_outcome::unbounded:
+      return "unbounded";
+    case lp_outcome::time_limit:
+      return "time_limit";
+    case lp_outcome::iteration_limit:
+      return "iteration_limit";
   }
   return "unknown";
 }
@@ -119,18 +124,15 @@ status check_model(const lp_model& m) {
   }
   for (int r = 0; r < nr; ++r)
     if (!finite_or_inf(m.row_lower()[r]) || !finite_or_inf(m.row_upper()[r]))
-      return error{error_kind::invalid_input,
-                   "lp model: row " + std::to_string(r) + ": NaN bound"};
+      return error{error_kind::invalid_input, "lp model: row " + std::to_string(r) + ": NaN bound"};
   for (std::size_t k = 0; k < m.num_coefficients(); ++k) {
     const int r = m.entry_rows()[k], c = m.entry_columns()[k];
     if (r < 0 || r >= nr || c < 0 || c >= nc)
-      return error{error_kind::invalid_input, "lp model: coefficient (" + std::to_string(r) +
-                                                  ", " + std::to_string(c) +
-                                                  ") is outside the model"};
+      return error{error_kind::invalid_input, "lp model: coefficient (" + std::to_string(r) + ", " +
+                                                  std::to_string(c) + ") is outside the model"};
     if (!std::isfinite(m.entry_values()[k]))
-      return error{error_kind::invalid_input, "lp model: coefficient (" + std::to_string(r) +
-                                                  ", " + std::to_string(c) +
-                                                  ") is not finite"};
+      return error{error_kind::invalid_input, "lp model: coefficient (" + std::to_string(r) + ", " +
+                                                  std::to_string(c) + ") is not finite"};
   }
   return {};
 }
@@ -201,13 +203,13 @@ status lp_solver::load(const lp_model& m, bool keep_basis) {
     packed_start[nc] = out;
 
     unsigned char* saved = nullptr;
-    const bool same_size = d.loaded && d.have_basis && d.clp.numberColumns() == nc &&
-                           d.clp.numberRows() == nr;
+    const bool same_size =
+        d.loaded && d.have_basis && d.clp.numberColumns() == nc && d.clp.numberRows() == nr;
     if (keep_basis && same_size) saved = d.clp.statusCopy();
     const auto cl = to_clp(m.column_lower()), cu = to_clp(m.column_upper());
     const auto rl = to_clp(m.row_lower()), ru = to_clp(m.row_upper());
-    d.clp.loadProblem(nc, nr, packed_start.data(), index.data(), value.data(), cl.data(),
-                      cu.data(), m.objective().data(), rl.data(), ru.data());
+    d.clp.loadProblem(nc, nr, packed_start.data(), index.data(), value.data(), cl.data(), cu.data(),
+                      m.objective().data(), rl.data(), ru.data());
     d.clp.setOptimizationDirection(m.sense() == lp_sense::maximize ? -1.0 : 1.0);
     d.sense = m.sense();
     if (saved) {
@@ -258,17 +260,25 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
       clp.setMaximumSeconds(s.time_limit_s > 0 ? s.time_limit_s : -1.0);
       clp.setMaximumIterations(s.iteration_limit > 0 ? s.iteration_limit : 2147483647);
       switch (s.scaling) {
-        case lp_scaling::none: clp.scaling(0); break;
-        case lp_scaling::equilibrium: clp.scaling(1); break;
-        case lp_scaling::geometric: clp.scaling(2); break;
-        case lp_scaling::automatic: clp.scaling(3); break;
+        case lp_scaling::none:
+          clp.scaling(0);
+          break;
+        case lp_scaling::equilibrium:
+          clp.scaling(1);
+          break;
+        case lp_scaling::geometric:
+          clp.scaling(2);
+          break;
+        case lp_scaling::automatic:
+          clp.scaling(3);
+          break;
       }
       if (s.algorithm == lp_algorithm::barrier || (s.presolve && !d.have_basis)) {
         ClpSolve how;
         how.setPresolveType(s.presolve ? ClpSolve::presolveOn : ClpSolve::presolveOff);
         how.setSolveType(s.algorithm == lp_algorithm::barrier  ? ClpSolve::useBarrier
                          : s.algorithm == lp_algorithm::primal ? ClpSolve::usePrimal
-                                                                : ClpSolve::useDual);
+                                                               : ClpSolve::useDual);
         clp.initialSolve(how);
       } else if (s.algorithm == lp_algorithm::primal) {
         clp.primal();
@@ -277,14 +287,20 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
       }
       const int st = clp.problemStatus();
       switch (st) {
-        case 0: sol.outcome = lp_outcome::optimal; break;
-        case 1: sol.outcome = lp_outcome::infeasible; break;
-        case 2: sol.outcome = lp_outcome::unbounded; break;
+        case 0:
+          sol.outcome = lp_outcome::optimal;
+          break;
+        case 1:
+          sol.outcome = lp_outcome::infeasible;
+          break;
+        case 2:
+          sol.outcome = lp_outcome::unbounded;
+          break;
         case 3: {
           const double elapsed =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          const bool on_time = clp.secondaryStatus() == 9 ||
-                               (s.time_limit_s > 0 && elapsed >= s.time_limit_s);
+          const bool on_time =
+              clp.secondaryStatus() == 9 || (s.time_limit_s > 0 && elapsed >= s.time_limit_s);
           sol.outcome = on_time ? lp_outcome::time_limit : lp_outcome::iteration_limit;
           break;
         }
@@ -292,8 +308,7 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
           d.have_basis = false;
           d.dirty = true;
           return solver_error("CLP stopped with status " + std::to_string(st) +
-                              " (secondary status " + std::to_string(clp.secondaryStatus()) +
-                              ")");
+                              " (secondary status " + std::to_string(clp.secondaryStatus()) + ")");
       }
       sol.iterations = clp.numberIterations();
       const double* x = clp.primalColumnSolution();
@@ -361,11 +376,9 @@ status lp_solver::set_sense(lp_sense s) {
 
 status lp_solver::set_coefficient(int row, int col, double value) {
   auto& d = *impl_;
-  if (!d.loaded || row < 0 || row >= d.clp.numberRows() || col < 0 ||
-      col >= d.clp.numberColumns())
-    return error{error_kind::invalid_input, "lp_solver: no coefficient (" +
-                                                std::to_string(row) + ", " +
-                                                std::to_string(col) + ")"};
+  if (!d.loaded || row < 0 || row >= d.clp.numberRows() || col < 0 || col >= d.clp.numberColumns())
+    return error{error_kind::invalid_input, "lp_solver: no coefficient (" + std::to_string(row) +
+                                                ", " + std::to_string(col) + ")"};
   try {
     d.clp.modifyCoefficient(row, col, value, true);
   } catch (const CoinError& e) {
@@ -393,10 +406,10 @@ status lp_solver::set_basis(const lp_basis& b) {
   if (!d.loaded) return error{error_kind::internal, "lp_solver: no model loaded"};
   const int nc = d.clp.numberColumns(), nr = d.clp.numberRows();
   if (static_cast<int>(b.columns.size()) != nc || static_cast<int>(b.rows.size()) != nr)
-    return error{error_kind::invalid_input,
-                 "lp_solver::set_basis: basis is " + std::to_string(b.columns.size()) + "x" +
-                     std::to_string(b.rows.size()) + ", model is " + std::to_string(nc) +
-                     "x" + std::to_string(nr)};
+    return error{error_kind::invalid_input, "lp_solver::set_basis: basis is " +
+                                                std::to_string(b.columns.size()) + "x" +
+                                                std::to_string(b.rows.size()) + ", model is " +
+                                                std::to_string(nc) + "x" + std::to_string(nr)};
   std::vector<unsigned char> st(nc + nr);
   for (int c = 0; c < nc; ++c) st[c] = static_cast<unsigned char>(b.columns[c]);
   for (int r = 0; r < nr; ++r) st[nc + r] = static_cast<unsigned char>(b.rows[r]);

@@ -30,8 +30,8 @@ enum class lp_sense { minimize, maximize };
 
 /// The simplex variant to run.
 enum class lp_algorithm {
-  dual,    ///< dual simplex (default; the right choice after bound or right-hand-side edits)
-  primal,  ///< primal simplex (the right choice after objective edits)
+  dual,     ///< dual simplex (default; the right choice after bound or right-hand-side edits)
+  primal,   ///< primal simplex (the right choice after objective edits)
   barrier,  ///< CLP's interior-point method followed by crossover to a basis (cold solves)
 };
 
@@ -191,8 +191,7 @@ class lp_solver {
   /// Solves the loaded model from the current basis.
   result<lp_solution> solve(const lp_settings& s = {});
   /// Loads `m` (keeping a same-sized basis when `keep_basis`) and solves it.
-  result<lp_solution> solve(const lp_model& m, const lp_settings& s = {},
-                            bool keep_basis = false);
+  result<lp_solution> solve(const lp_model& m, const lp_settings& s = {}, bool keep_basis = false);
 
   /// Changes a column's bounds in the loaded model.
   status set_column_bounds(int col, double lower, double upper);

@@ -37,12 +37,18 @@ std::mutex& cbc_driver_mutex() {
 
 const char* to_string(milp_outcome o) {
   switch (o) {
-    case milp_outcome::optimal: return "optimal";
-    case milp_outcome::feasible: return "feasible";
-    case milp_outcome::time_limit: return "time_limit";
-    case milp_outcome::node_limit: return "node_limit";
-    case milp_outcome::infeasible: return "infeasible";
-    case milp_outcome::unbounded: return "unbounded";
+    case milp_outcome::optimal:
+      return "optimal";
+    case milp_outcome::feasible:
+      return "feasible";
+    case milp_outcome::time_limit:
+      return "time_limit";
+    case milp_outcome::node_limit:
+      return "node_limit";
+    case milp_outcome::infeasible:
+      return "infeasible";
+    case milp_outcome::unbounded:
+      return "unbounded";
   }
   return "unknown";
 }
@@ -92,8 +98,7 @@ status check_model(const milp_model& mm) {
                                                   ") is outside the model"};
     if (!std::isfinite(m.entry_values()[k]))
       return error{error_kind::invalid_input, "milp model: coefficient (" + std::to_string(r) +
-                                                  ", " + std::to_string(c) +
-                                                  ") is not finite"};
+                                                  ", " + std::to_string(c) + ") is not finite"};
   }
   return {};
 }
@@ -118,8 +123,7 @@ CoinPackedMatrix column_matrix(const lp_model& m) {
     for (; k < order.size() && m.entry_columns()[order[k]] == c; ++k) {
       const int r = m.entry_rows()[order[k]];
       const double v = m.entry_values()[order[k]];
-      if (!index.empty() && static_cast<CoinBigIndex>(index.size()) > start[c] &&
-          index.back() == r)
+      if (!index.empty() && static_cast<CoinBigIndex>(index.size()) > start[c] && index.back() == r)
         value.back() += v;
       else {
         index.push_back(r);
@@ -206,10 +210,18 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     }
     args.push_back("-scaling");
     switch (s.scaling) {
-      case lp_scaling::none: args.push_back("off"); break;
-      case lp_scaling::equilibrium: args.push_back("equilibrium"); break;
-      case lp_scaling::geometric: args.push_back("geometric"); break;
-      case lp_scaling::automatic: args.push_back("automatic"); break;
+      case lp_scaling::none:
+        args.push_back("off");
+        break;
+      case lp_scaling::equilibrium:
+        args.push_back("equilibrium");
+        break;
+      case lp_scaling::geometric:
+        args.push_back("geometric");
+        break;
+      case lp_scaling::automatic:
+        args.push_back("automatic");
+        break;
     }
     if (!s.probing) {
       args.push_back("-probing");

@@ -75,10 +75,10 @@ class milp_model {
 
 /// How to solve.
 struct milp_settings {
-  double time_limit_s = 10;      ///< wall-clock limit in seconds; <= 0: none
-  double relative_gap = 1e-6;    ///< stop once (bound - incumbent) / |incumbent| is this small
-  double absolute_gap = 1e-9;    ///< stop once |bound - incumbent| is this small
-  int node_limit = 0;            ///< branch-and-bound nodes; <= 0: none
+  double time_limit_s = 10;    ///< wall-clock limit in seconds; <= 0: none
+  double relative_gap = 1e-6;  ///< stop once (bound - incumbent) / |incumbent| is this small
+  double absolute_gap = 1e-9;  ///< stop once |bound - incumbent| is this small
+  int node_limit = 0;          ///< branch-and-bound nodes; <= 0: none
   /// Matrix scaling inside CBC's LP solves. Off by default: the Debian build of CBC 2.10.8 /
   /// CLP 1.17.6 (assertions on) aborted the process in ClpNonLinearCost::checkInfeasibilities
   /// ("lowerValue <= upperValue") on a 300-column Hops ILP after probing had tightened bounds
@@ -104,12 +104,12 @@ struct milp_settings {
 /// What a solve produced.
 struct milp_solution {
   milp_outcome outcome = milp_outcome::optimal;  ///< how the solve ended
-  bool has_solution = false;  ///< an integer-feasible solution is held in `x`
-  double objective = 0;       ///< objective of `x` in the model's own sense (if has_solution)
-  double best_bound = 0;      ///< bound on the optimum in the model's sense (if known)
-  std::vector<double> x;      ///< column values; integer columns rounded (if has_solution)
-  int nodes = 0;              ///< branch-and-bound nodes explored
-  double seconds = 0;         ///< wall time of the solve
+  bool has_solution = false;                     ///< an integer-feasible solution is held in `x`
+  double objective = 0;   ///< objective of `x` in the model's own sense (if has_solution)
+  double best_bound = 0;  ///< bound on the optimum in the model's sense (if known)
+  std::vector<double> x;  ///< column values; integer columns rounded (if has_solution)
+  int nodes = 0;          ///< branch-and-bound nodes explored
+  double seconds = 0;     ///< wall time of the solve
 
   /// True when the solve proved optimality.
   bool optimal() const { return outcome == milp_outcome::optimal; }

@@ -152,9 +152,9 @@ result<std::vector<job>> parse_trace(std::istream& in, const std::string& name,
   while (lines.next(line)) {
     if (skipped(line)) continue;
     if (static_cast<long long>(jobs.size()) >= limits::max_trace_jobs)
-      return input_error(name, lines.line_no(), "",
-                         "more than " + std::to_string(limits::max_trace_jobs) +
-                             " jobs (the limit for a trace)");
+      return input_error(
+          name, lines.line_no(), "",
+          "more than " + std::to_string(limits::max_trace_jobs) + " jobs (the limit for a trace)");
     job j;
     j.id = static_cast<job_id>(jobs.size());
     if (auto e = parse_line(line, name, lines.line_no(), table, j)) return *e;

@@ -117,15 +117,14 @@ trace_gen_config hops_trace_config(std::uint64_t seed) {
 
 status check_trace_gen_config(const trace_gen_config& cfg) {
   if (cfg.num_jobs <= 0 || cfg.num_jobs > limits::max_trace_jobs)
-    return error{error_kind::invalid_input,
-                 "trace generator: num_jobs must be in [1, " +
-                     std::to_string(limits::max_trace_jobs) + "], got " +
-                     std::to_string(cfg.num_jobs)};
+    return error{error_kind::invalid_input, "trace generator: num_jobs must be in [1, " +
+                                                std::to_string(limits::max_trace_jobs) + "], got " +
+                                                std::to_string(cfg.num_jobs)};
   if (!(cfg.rate_per_hour >= 0 && cfg.rate_per_hour <= limits::max_rate_per_hour))
-    return error{error_kind::invalid_input,
-                 "trace generator: rate_per_hour must be in [0, " +
-                     detail::format_count(limits::max_rate_per_hour) + "], got " +
-                     detail::format_shortest(cfg.rate_per_hour)};
+    return error{error_kind::invalid_input, "trace generator: rate_per_hour must be in [0, " +
+                                                detail::format_count(limits::max_rate_per_hour) +
+                                                "], got " +
+                                                detail::format_shortest(cfg.rate_per_hour)};
   return {};
 }
 

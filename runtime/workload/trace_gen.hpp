@@ -35,9 +35,9 @@ result<std::vector<job_template>> bundled_job_templates();
 
 /// Parameters of the generator.
 struct trace_gen_config {
-  double rate_per_hour = 1.0;   ///< Poisson arrival rate (jobs/hour); 0 puts every job at time 0
-  int num_jobs = 100;           ///< jobs to generate (> 0)
-  bool multi_gpu = false;       ///< draw scale factors 1/2/4/8
+  double rate_per_hour = 1.0;  ///< Poisson arrival rate (jobs/hour); 0 puts every job at time 0
+  int num_jobs = 100;          ///< jobs to generate (> 0)
+  bool multi_gpu = false;      ///< draw scale factors 1/2/4/8
   std::uint64_t seed = 0;
   std::string reference_type = "v100";  ///< GPU type whose throughput converts time to steps
 };

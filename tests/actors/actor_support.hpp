@@ -108,10 +108,9 @@ inline node_hello proven(node_hello h, const nonce_pair& n, const secret_key& ke
 inline std::vector<std::uint8_t> test_nonce() { return std::vector<std::uint8_t>(nonce_bytes, 7); }
 
 /// A scheduler configuration for tests: short rounds, quick failure detection.
-inline scheduler_config make_sched_config(const cluster& cl, std::vector<run_job> jobs,
-                                          const std::string& ckpt_dir,
-                                          const std::string& policy_name =
-                                              "max_min_fairness_perf") {
+inline scheduler_config make_sched_config(
+    const cluster& cl, std::vector<run_job> jobs, const std::string& ckpt_dir,
+    const std::string& policy_name = "max_min_fairness_perf") {
   scheduler_config sc;
   sc.cl = cl;
   sc.jobs = std::move(jobs);

@@ -20,10 +20,11 @@ TEST_CASE("job, node, round and cluster documents carry docs/api.md's fields", "
   j.placements = {{7, 3, 0, 1, 2}};
   const auto short_form = to_json(j, false);
   const auto long_form = to_json(j, true);
-  for (const char* key : {"id", "kind", "job_type", "scale", "state", "total_steps", "steps",
-                          "steps_per_second", "loss", "accuracy", "arrival", "first_start",
-                          "finish", "restarts", "lost_rounds", "program_failures", "failure",
-                          "copies", "checkpoint", "gpu_seconds"}) {
+  for (const char* key : {"id",      "kind",        "job_type",    "scale",
+                          "state",   "total_steps", "steps",       "steps_per_second",
+                          "loss",    "accuracy",    "arrival",     "first_start",
+                          "finish",  "restarts",    "lost_rounds", "program_failures",
+                          "failure", "copies",      "checkpoint",  "gpu_seconds"}) {
     INFO(key);
     CHECK(short_form.contains(key));
   }
@@ -51,8 +52,10 @@ TEST_CASE("job, node, round and cluster documents carry docs/api.md's fields", "
   CHECK(cj["utilisation"]["v100"] == 0.5);
 }
 
-TEST_CASE("the metrics text is Prometheus' format: cumulative histograms, every state, "
-          "escaped labels", "[api]") {
+TEST_CASE(
+    "the metrics text is Prometheus' format: cumulative histograms, every state, "
+    "escaped labels",
+    "[api]") {
   cluster_status c;
   c.jobs = {{"running", 2}, {"finished", 5}};
   c.nodes_by_state = {{"alive", 3}};

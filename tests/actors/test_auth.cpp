@@ -67,7 +67,8 @@ TEST_CASE("auth: a secret file is created 0600, never over an existing file", "[
   auto open = read_secret_file(path);
   REQUIRE_FALSE(open);
   CHECK_THAT(open.err().message, Catch::Contains("read or written by others"));
-  for (const std::string& text : {std::string("abcd\n"), std::string(200, 'a'), std::string(64, 'x')}) {
+  for (const std::string& text :
+       {std::string("abcd\n"), std::string(200, 'a'), std::string(64, 'x')}) {
     const std::string p = dir.file("bad-" + std::to_string(text.size()) + text.substr(0, 1));
     std::ofstream(p) << text;
     ::chmod(p.c_str(), 0600);
@@ -80,8 +81,7 @@ TEST_CASE("auth: a secret file is created 0600, never over an existing file", "[
   CHECK_FALSE(read_secret_file(dir.str()));  // a directory
 }
 
-TEST_CASE("auth: proofs depend on the key and on every part, parts are framed",
-          "[actors][auth]") {
+TEST_CASE("auth: proofs depend on the key and on every part, parts are framed", "[actors][auth]") {
   const secret_key k1(secret_bytes, 1), k2(secret_bytes, 2);
   const auto p = proof_of(k1, {"ab", "c"});
   CHECK(p.size() == 32);  // SHA-256
@@ -111,10 +111,10 @@ TEST_CASE("admission: a hello proves the secret only with every field as signed"
   CHECK_FALSE(hello_is_proven(secret_key{}, h, n));
   // Changing any field, or either nonce, breaks the proof.
   std::vector<std::function<void(node_hello&)>> edits = {
-      [](node_hello& x) { x.rank = 1; },        [](node_hello& x) { x.name = "gpu-1"; },
+      [](node_hello& x) { x.rank = 1; },          [](node_hello& x) { x.name = "gpu-1"; },
       [](node_hello& x) { x.gpu_type = "v100"; }, [](node_hello& x) { x.gpus = 8; },
-      [](node_hello& x) { x.speed = 0.25; },    [](node_hello& x) { x.host = "evil"; },
-      [](node_hello& x) { x.pid = 1; },         [](node_hello& x) { x.version = 99; }};
+      [](node_hello& x) { x.speed = 0.25; },      [](node_hello& x) { x.host = "evil"; },
+      [](node_hello& x) { x.pid = 1; },           [](node_hello& x) { x.version = 99; }};
   for (std::size_t i = 0; i < edits.size(); ++i) {
     node_hello changed = h;
     edits[i](changed);

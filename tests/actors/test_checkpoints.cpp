@@ -104,7 +104,11 @@ TEST_CASE("stray files of the run's jobs are found, other files are left alone",
       "job-3.r1.ckpt",          // not a job of this run
       ".job-3.r1.ckpt.tmp.c3",  // nor this
       "job-1.ckpt",             // another naming: not ours
-      "job-1x.r1.ckpt", "job-1.rx.ckpt", "job-.r1.ckpt", "notes.txt", ".probe.d4",
+      "job-1x.r1.ckpt",
+      "job-1.rx.ckpt",
+      "job-.r1.ckpt",
+      "notes.txt",
+      ".probe.d4",
   };
   auto strays = stray_files("/ck", names, books);
   std::sort(strays.begin(), strays.end());
@@ -142,9 +146,10 @@ TEST_CASE("the directory's health pauses on the first failure and resumes once",
   CHECK(h.pauses() == 2);
 }
 
-TEST_CASE("property: a book resumes from the newest good confirmed file, falls back to the "
-          "next, keeps at most two",
-          "[actors][checkpoints][property]") {
+TEST_CASE(
+    "property: a book resumes from the newest good confirmed file, falls back to the "
+    "next, keeps at most two",
+    "[actors][checkpoints][property]") {
   std::mt19937 rng(12);
   for (int trial = 0; trial < 300; ++trial) {
     checkpoint_book b;
@@ -170,7 +175,8 @@ TEST_CASE("property: a book resumes from the newest good confirmed file, falls b
         CHECK(b.resume()->path == before.path);
         CHECK(b.resume()->step == before.step);
       } else {  // a node finds some file bad (kept or not)
-        const auto p = file(static_cast<std::int64_t>(rng() % static_cast<unsigned>(round + 1)), 0).path;
+        const auto p =
+            file(static_cast<std::int64_t>(rng() % static_cast<unsigned>(round + 1)), 0).path;
         const bool was_kept = b.keeps(p);
         CHECK(b.forget(p) == was_kept);
         forgotten.insert(p);
@@ -219,8 +225,10 @@ TEST_CASE("a copy's fallback or restart forgets and removes the bad files, count
   CHECK(jc.fallbacks == 1);
   CHECK(jc.book.resume()->path == r1);
   CHECK_FALSE(std::filesystem::exists(r2));
-  CHECK(log.str() == "tessera: job 3: " + r2 + ": payload checksum mismatch; resumed from its "
-                     "previous checkpoint " + r1 + " at step 10\n");
+  CHECK(log.str() == "tessera: job 3: " + r2 +
+                         ": payload checksum mismatch; resumed from its "
+                         "previous checkpoint " +
+                         r1 + " at step 10\n");
   // Another part of the same copy reporting the same file: the job went back, counted once.
   CHECK(note_start(jc, 3, state_source::fallback, {r2}, "again", log));
   CHECK(jc.fallbacks == 1);
@@ -229,7 +237,8 @@ TEST_CASE("a copy's fallback or restart forgets and removes the bad files, count
   CHECK(jc.restarts_from_scratch == 1);
   CHECK(jc.book.resume() == nullptr);
   CHECK(dir.entries().empty());
-  CHECK(log.str().find("no usable checkpoint is left, it restarts from step 0") != std::string::npos);
+  CHECK(log.str().find("no usable checkpoint is left, it restarts from step 0") !=
+        std::string::npos);
 }
 
 TEST_CASE("confirming a third checkpoint removes the oldest file", "[actors][checkpoints]") {
@@ -252,13 +261,16 @@ TEST_CASE("a failed write pauses the directory, logged once, and a lost writer i
   run_checkpoints rc;
   rc.dir = dir.str();
   std::ostringstream log;
-  note_write_failure(a, rc, 0, dir.str() + "/job-0.r4.ckpt: cannot write: No space left on device", log);
-  note_write_failure(b, rc, 1, dir.str() + "/job-1.r4.ckpt: cannot write: No space left on device", log);
+  note_write_failure(a, rc, 0, dir.str() + "/job-0.r4.ckpt: cannot write: No space left on device",
+                     log);
+  note_write_failure(b, rc, 1, dir.str() + "/job-1.r4.ckpt: cannot write: No space left on device",
+                     log);
   CHECK(a.write_failures == 1);
   CHECK(b.write_failures == 1);
   CHECK(rc.health.paused());
-  CHECK(log.str() == "tessera: checkpoint directory " + dir.str() + " does not take writes (job 0: " +
-                         dir.str() + "/job-0.r4.ckpt: cannot write: No space left on device); every "
+  CHECK(log.str() == "tessera: checkpoint directory " + dir.str() +
+                         " does not take writes (job 0: " + dir.str() +
+                         "/job-0.r4.ckpt: cannot write: No space left on device); every "
                          "job waits until it does, probed each round\n");
 
   checkpoint_book fenced(50);
@@ -297,7 +309,7 @@ TEST_CASE("before a round: the paused directory is probed, strays are removed",
   CHECK(log.str().empty());
   full = false;
   CHECK_FALSE(before_round(rc, 7, books, log));
-  CHECK(log.str() == "tessera: checkpoint directory " + dir.str() +
-                         " takes writes again; the jobs resume\n");
+  CHECK(log.str() ==
+        "tessera: checkpoint directory " + dir.str() + " takes writes again; the jobs resume\n");
   CHECK(dir.entries() == std::vector<std::string>{"job-1.r3.ckpt", "other"});  // no probe file left
 }

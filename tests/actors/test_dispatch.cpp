@@ -130,8 +130,9 @@ TEST_CASE("dispatch_plan: forked copies get one share of the rest and their lead
   SECTION("without aggregators a fork is refused") {
     auto no = dispatch_plan(p, context(cl, false), b.lookup(), "pol");
     REQUIRE_FALSE(no);
-    CHECK(no.err().message == "policy pol forked job 1 but this launch cannot merge copies "
-                              "(use mpirun)");
+    CHECK(no.err().message ==
+          "policy pol forked job 1 but this launch cannot merge copies "
+          "(use mpirun)");
   }
   SECTION("copies must be numbered 0..n-1") {
     p.assignments.pop_back();
@@ -142,8 +143,10 @@ TEST_CASE("dispatch_plan: forked copies get one share of the rest and their lead
   }
 }
 
-TEST_CASE("dispatch_plan: a spread copy steps in rank order, or runs on one node without "
-          "aggregators", "[dispatch]") {
+TEST_CASE(
+    "dispatch_plan: a spread copy steps in rank order, or runs on one node without "
+    "aggregators",
+    "[dispatch]") {
   const cluster cl = one_gpu_servers({1.0, 0.25, 1.0});
   const run_job j = make_job(3, 4, 50);
   book b;
@@ -194,7 +197,8 @@ TEST_CASE("dispatch_plan: every task of every copy is ordered exactly once, in s
       const int parts = 1 + static_cast<int>(rng() % std::min<std::size_t>(free.size(), k));
       int left = k;
       for (int q = 0; q < parts; ++q) {
-        const int t = q + 1 == parts ? left : 1 + static_cast<int>(rng() % (left - (parts - q - 1)));
+        const int t =
+            q + 1 == parts ? left : 1 + static_cast<int>(rng() % (left - (parts - q - 1)));
         left -= t;
         used[free[q]] = true;
         p.assignments.push_back(assignment{id, 0, 0, {{free[q], 1}}, t, -1});

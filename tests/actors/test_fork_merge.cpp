@@ -39,8 +39,9 @@ start_copy forked_order(const std::string& path, int copy, std::vector<std::int3
 
 }  // namespace
 
-TEST_CASE("forked copies merge to the mean of their parameters and momentum, in rank order, bit for bit",
-          "[actors][fork]") {
+TEST_CASE(
+    "forked copies merge to the mean of their parameters and momentum, in rank order, bit for bit",
+    "[actors][fork]") {
   temp_dir dir("fork");
   const auto kinds = train::builtin_trainables();
   const auto path = dir.file("job-9.ckpt");

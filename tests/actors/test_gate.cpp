@@ -44,9 +44,9 @@ std::vector<std::uint8_t> frame(message_type op, const std::vector<char>& payloa
   const std::uint64_t source = handshake ? 0 : 1;
   const std::uint64_t dest = handshake || op == message_type::down_message ? 0 : 2;
   const std::uint64_t data = op == message_type::server_handshake ? 1 : 0;
-  caf::io::basp::header hdr{op, 0,
-                            static_cast<std::uint32_t>(announced < 0 ? payload.size() : announced),
-                            data, source, dest};
+  caf::io::basp::header hdr{
+      op,   0,      static_cast<std::uint32_t>(announced < 0 ? payload.size() : announced),
+      data, source, dest};
   std::vector<char> buf;
   caf::binary_serializer bs{static_cast<caf::execution_unit*>(nullptr), buf};
   REQUIRE_FALSE(bs(hdr));
@@ -155,7 +155,8 @@ std::string read_for(int fd, double seconds, bool& closed) {
 }
 
 void send_all(int fd, const std::vector<std::uint8_t>& bytes) {
-  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(bytes.size()));
 }
 
 template <class Pred>
@@ -175,29 +176,38 @@ TEST_CASE("gate rules: a handshake first, then only frames about the peer's own 
   const auto self = node(1, 1), a = node(2, 2), b = node(3, 3);
   caf::node_id peer;
   CHECK_FALSE(verdict(frame(message_type::direct_message, {}), peer, self).empty());
-  CHECK_FALSE(verdict(frame(message_type::client_handshake, nodes_payload({self})), peer, self).empty());
-  CHECK_FALSE(verdict(frame(message_type::client_handshake, nodes_payload({a})), peer, self, a).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::client_handshake, nodes_payload({self})), peer, self).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::client_handshake, nodes_payload({a})), peer, self, a).empty());
   CHECK_FALSE(verdict(frame(message_type::client_handshake, {}), peer, self).empty());
   CHECK_FALSE(peer);
   CHECK(verdict(frame(message_type::client_handshake, nodes_payload({a})), peer, self).empty());
   CHECK(peer == a);
   CHECK(verdict(frame(message_type::client_handshake, nodes_payload({a})), peer, self).empty());
-  CHECK_FALSE(verdict(frame(message_type::client_handshake, nodes_payload({b})), peer, self).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::client_handshake, nodes_payload({b})), peer, self).empty());
   CHECK(verdict(frame(message_type::direct_message, {'m', 's', 'g'}), peer, self).empty());
   CHECK(verdict(frame(message_type::heartbeat, {}), peer, self).empty());
-  CHECK(verdict(frame(message_type::monitor_message, nodes_payload({a, self})), peer, self).empty());
-  CHECK(verdict(frame(message_type::down_message, nodes_payload({a, self}, 8)), peer, self).empty());
+  CHECK(
+      verdict(frame(message_type::monitor_message, nodes_payload({a, self})), peer, self).empty());
+  CHECK(
+      verdict(frame(message_type::down_message, nodes_payload({a, self}, 8)), peer, self).empty());
   // Spoofing another node, or asking the scheduler to forward, closes the connection.
-  CHECK_FALSE(verdict(frame(message_type::down_message, nodes_payload({b, self})), peer, self).empty());
-  CHECK_FALSE(verdict(frame(message_type::monitor_message, nodes_payload({a, b})), peer, self).empty());
-  CHECK_FALSE(verdict(frame(message_type::routed_message, nodes_payload({a, self})), peer, self).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::down_message, nodes_payload({b, self})), peer, self).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::monitor_message, nodes_payload({a, b})), peer, self).empty());
+  CHECK_FALSE(
+      verdict(frame(message_type::routed_message, nodes_payload({a, self})), peer, self).empty());
   CHECK_FALSE(verdict(frame(message_type::server_handshake, {}), peer, self).empty());
   auto bad = frame(message_type::heartbeat, {});
   bad[0] = 0x7f;  // no such operation
   CHECK_FALSE(verdict(bad, peer, self).empty());
 }
 
-TEST_CASE("gate rules: any header bytes decode or are refused, never more", "[actors][gate][property]") {
+TEST_CASE("gate rules: any header bytes decode or are refused, never more",
+          "[actors][gate][property]") {
   std::mt19937 rng(5);
   std::vector<std::uint8_t> hdr(frame_header_size());
   int decoded = 0;
@@ -243,8 +253,7 @@ TEST_CASE("gate: relays frames both ways, and an oversized frame closes its conn
   ::close(c);
 }
 
-TEST_CASE("gate: connections beyond the cap are closed, silent ones time out",
-          "[actors][gate]") {
+TEST_CASE("gate: connections beyond the cap are closed, silent ones time out", "[actors][gate]") {
   recorder up;
   gate_limits lim;
   lim.max_connections = 2;

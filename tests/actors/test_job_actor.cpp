@@ -51,8 +51,8 @@ struct job_fixture : virtual_system {
   }
   /// The piece of copy `copy` on `rank` (node0 or node1), alone on its node.
   copy_piece piece(int copy, int rank) {
-    return copy_piece{copy, rank, 1, true, false,
-                      caf::actor_cast<caf::actor>(rank == 0 ? node0 : node1)};
+    return copy_piece{copy, rank,  1,
+                      true, false, caf::actor_cast<caf::actor>(rank == 0 ? node0 : node1)};
   }
   /// Sends the job its assignment for `round` (placed on `pieces`, left out when none).
   void assign(std::int64_t round, std::vector<copy_piece> pieces, bool paused = false) {
@@ -130,8 +130,10 @@ progress_report progress(std::int64_t round, int copy, std::int64_t step, double
 
 }  // namespace
 
-TEST_CASE("job actor: its life follows its assignments and reports, and an ended job refuses "
-          "further transitions", "[actors][job]") {
+TEST_CASE(
+    "job actor: its life follows its assignments and reports, and an ended job refuses "
+    "further transitions",
+    "[actors][job]") {
   job_fixture f(20);
   CHECK(f.view().life == job_state::queued);
   f.assign(0, {});  // left out: still queued, nothing pushed
@@ -175,8 +177,10 @@ TEST_CASE("job actor: its life follows its assignments and reports, and an ended
   CHECK(fin.dropped == 1);  // node 1's finish: not a node of the job's round
 }
 
-TEST_CASE("job actor: a cancel waits for the round boundary, and a finish of a cancelled job is "
-          "refused", "[actors][job]") {
+TEST_CASE(
+    "job actor: a cancel waits for the round boundary, and a finish of a cancelled job is "
+    "refused",
+    "[actors][job]") {
   job_fixture f(20);
   f.assign(0, {f.piece(0, 0)});
   CHECK(f.cancel() == cancel_outcome::accepted);
@@ -205,8 +209,10 @@ TEST_CASE("job actor: a cancel waits for the round boundary, and a finish of a c
   CHECK(fin.summary.finish == -1);
 }
 
-TEST_CASE("job actor: reports from actors its assignment does not list, for rounds it does not "
-          "run in, or for another job are dropped and counted", "[actors][job][trust]") {
+TEST_CASE(
+    "job actor: reports from actors its assignment does not list, for rounds it does not "
+    "run in, or for another job are dropped and counted",
+    "[actors][job][trust]") {
   job_fixture f;
   f.assign(0, {f.piece(0, 0)});
   f.drain();
@@ -215,7 +221,7 @@ TEST_CASE("job actor: reports from actors its assignment does not list, for roun
   f.report(f.node0, progress(4, 0, 100));                    // another round
   auto other = progress(0, 0, 100);
   other.job = 4;
-  f.report(f.node0, other);                                  // another job
+  f.report(f.node0, other);  // another job
   // Only the scheduler may close a round or assign one.
   f.report(f.stranger, job_assignment{});
   auto v = f.view();
@@ -232,8 +238,10 @@ TEST_CASE("job actor: reports from actors its assignment does not list, for roun
   CHECK(fin.dropped == 7);
 }
 
-TEST_CASE("job actor: the view carries what planning and dispatch need, and the assignment is "
-          "booked", "[actors][job]") {
+TEST_CASE(
+    "job actor: the view carries what planning and dispatch need, and the assignment is "
+    "booked",
+    "[actors][job]") {
   job_fixture f;
   auto v = f.view();
   CHECK(v.id == 3);

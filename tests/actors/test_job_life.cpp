@@ -12,12 +12,11 @@ using namespace tessera;
 
 namespace {
 
-const std::vector<job_state> states = {job_state::queued,   job_state::running,
+const std::vector<job_state> states = {job_state::queued,    job_state::running,
                                        job_state::preempted, job_state::finished,
-                                       job_state::failed,   job_state::cancelled};
-const std::vector<job_event> events = {job_event::placed, job_event::left_out,
-                                       job_event::completed, job_event::failed,
-                                       job_event::cancelled};
+                                       job_state::failed,    job_state::cancelled};
+const std::vector<job_event> events = {job_event::placed, job_event::left_out, job_event::completed,
+                                       job_event::failed, job_event::cancelled};
 
 }  // namespace
 
@@ -26,11 +25,11 @@ TEST_CASE("the job state machine allows exactly the documented transitions", "[j
   using E = job_event;
   // The diagram of actors/job_life.hpp, edge by edge.
   const std::set<std::pair<std::pair<S, E>, S>> legal = {
-      {{S::queued, E::placed}, S::running},      {{S::queued, E::left_out}, S::queued},
-      {{S::queued, E::cancelled}, S::cancelled}, {{S::running, E::placed}, S::running},
-      {{S::running, E::left_out}, S::preempted}, {{S::running, E::completed}, S::finished},
-      {{S::running, E::failed}, S::failed},      {{S::running, E::cancelled}, S::cancelled},
-      {{S::preempted, E::placed}, S::running},   {{S::preempted, E::left_out}, S::preempted},
+      {{S::queued, E::placed}, S::running},        {{S::queued, E::left_out}, S::queued},
+      {{S::queued, E::cancelled}, S::cancelled},   {{S::running, E::placed}, S::running},
+      {{S::running, E::left_out}, S::preempted},   {{S::running, E::completed}, S::finished},
+      {{S::running, E::failed}, S::failed},        {{S::running, E::cancelled}, S::cancelled},
+      {{S::preempted, E::placed}, S::running},     {{S::preempted, E::left_out}, S::preempted},
       {{S::preempted, E::cancelled}, S::cancelled}};
   int allowed = 0;
   for (auto s : states)

@@ -119,8 +119,8 @@ TEST_CASE("on a node with real GPUs a kind taking a device runs on the copy's GP
   const auto base = train::builtin_trainables();
   REQUIRE(kinds.add(
       "on_gpu", "records its device",
-      [seen, base](std::uint64_t seed, const train::trainable_config& c)
-          -> result<std::unique_ptr<train::trainable>> {
+      [seen, base](std::uint64_t seed,
+                   const train::trainable_config& c) -> result<std::unique_ptr<train::trainable>> {
         auto rest = c;
         seen->push_back(rest.count("device") ? rest.at("device") : -1.0);
         rest.erase("device");
@@ -145,8 +145,10 @@ TEST_CASE("on a node with real GPUs a kind taking a device runs on the copy's GP
     copy_slot slot;
     slot.order = order(dir.file(std::string("named") + (named ? "1" : "0") + ".ckpt"), 5, 0);
     slot.order.kind = "on_gpu";
-    if (named) slot.order.config = {{"device", 1.0}};
-    else slot.devices.clear();
+    if (named)
+      slot.order.config = {{"device", 1.0}};
+    else
+      slot.devices.clear();
     slot.round = 0;
     run_copy_round(slot, kinds, std::nullopt, 5.0, {});
     CHECK(slot.error.empty());

@@ -18,8 +18,7 @@ using lists = std::vector<std::vector<int>>;
 
 }  // namespace
 
-TEST_CASE("assign_devices: a pair's copies share their indices, counted once",
-          "[packing][gpu]") {
+TEST_CASE("assign_devices: a pair's copies share their indices, counted once", "[packing][gpu]") {
   // Copies 0 and 2 are a pair of 2 GPUs each, copy 1 is alone: 4 GPUs in all.
   auto d = gpu::assign_devices({2, 2, 2}, {2, -1, 0}, 4);
   REQUIRE(d);

@@ -63,7 +63,8 @@ TEST_CASE("a program copy's orders carry its command, directory and lease", "[pr
   dispatch_job dj{&j, 40, 0, nullptr};
   round_plan p;
   p.assignments.push_back(assignment{5, 0, 0, {{1, 1}}, 0, -1});
-  auto orders = dispatch_plan(p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
+  auto orders = dispatch_plan(
+      p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
   REQUIRE(orders);
   REQUIRE(orders->at(1).copies.size() == 1);
   const auto& o = orders->at(1).copies[0];
@@ -87,7 +88,8 @@ TEST_CASE("a program copy of several processes gets one lease in steps on every 
   round_plan p;  // a task split: 2 tasks on rank 0 (speed 1), 1 on rank 1 (speed 0.5)
   p.assignments.push_back(assignment{3, 0, -1, {{0, 2}}, 2, -1});
   p.assignments.push_back(assignment{3, 0, -1, {{1, 1}}, 1, -1});
-  auto orders = dispatch_plan(p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
+  auto orders = dispatch_plan(
+      p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
   REQUIRE(orders);
   const auto& a = orders->at(0).copies.at(0);
   const auto& b = orders->at(1).copies.at(0);
@@ -103,7 +105,8 @@ TEST_CASE("a program copy of several processes gets one lease in steps on every 
   // Once measured on a GPU type, the measured rate sets the lease.
   std::map<std::string, double> measured{{"k80", 2.5}, {"v100", 100}};
   dj.measured = &measured;
-  auto again = dispatch_plan(p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
+  auto again = dispatch_plan(
+      p, context(cl), [&](std::int64_t) { return &dj; }, "pol");
   REQUIRE(again);
   CHECK(again->at(0).copies.at(0).program.lease_steps == 5);  // 2 s x 2.5 steps/s
 }
@@ -124,14 +127,19 @@ TEST_CASE("a program's environment is torch.distributed's and the lease's", "[pr
   program_context ctx;
   ctx.devices = {1, 2};
   const auto env = program_environment(o, 1, ctx, "/tmp/d/lease.sock");
-  const std::map<std::string, std::string> want{
-      {"USER_VAR", "x"},           {"RANK", "3"},
-      {"WORLD_SIZE", "4"},         {"LOCAL_RANK", "1"},
-      {"LOCAL_WORLD_SIZE", "2"},   {"MASTER_ADDR", "host-a"},
-      {"MASTER_PORT", "31234"},    {"CUDA_VISIBLE_DEVICES", "2"},
-      {"TESSERA_JOB_ID", "12"},    {"TESSERA_COPY", "1"},
-      {"TESSERA_COPIES", "2"},     {"TESSERA_CHECKPOINT_DIR", "/ckpt/job-12"},
-      {"TESSERA_LEASE", "/tmp/d/lease.sock"}};
+  const std::map<std::string, std::string> want{{"USER_VAR", "x"},
+                                                {"RANK", "3"},
+                                                {"WORLD_SIZE", "4"},
+                                                {"LOCAL_RANK", "1"},
+                                                {"LOCAL_WORLD_SIZE", "2"},
+                                                {"MASTER_ADDR", "host-a"},
+                                                {"MASTER_PORT", "31234"},
+                                                {"CUDA_VISIBLE_DEVICES", "2"},
+                                                {"TESSERA_JOB_ID", "12"},
+                                                {"TESSERA_COPY", "1"},
+                                                {"TESSERA_COPIES", "2"},
+                                                {"TESSERA_CHECKPOINT_DIR", "/ckpt/job-12"},
+                                                {"TESSERA_LEASE", "/tmp/d/lease.sock"}};
   CHECK(env == want);
 }
 

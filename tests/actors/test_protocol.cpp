@@ -35,11 +35,10 @@ TEST_CASE("every protocol message is registered and round-trips", "[actors][prot
   caf::actor_system sys{cfg};
   for (const char* name :
        {"tessera::auth_request", "tessera::auth_challenge", "tessera::node_hello",
-       "tessera::node_welcome", "tessera::heartbeat",
-        "tessera::start_copy", "tessera::round_orders", "tessera::stop_copy",
-        "tessera::copy_started", "tessera::progress_report", "tessera::checkpoint_done",
-        "tessera::job_finished", "tessera::round_done", "tessera::job_summary",
-        "tessera::run_summary"}) {
+        "tessera::node_welcome", "tessera::heartbeat", "tessera::start_copy",
+        "tessera::round_orders", "tessera::stop_copy", "tessera::copy_started",
+        "tessera::progress_report", "tessera::checkpoint_done", "tessera::job_finished",
+        "tessera::round_done", "tessera::job_summary", "tessera::run_summary"}) {
     INFO(name);
     CHECK(sys.types().make_value(name) != nullptr);
   }

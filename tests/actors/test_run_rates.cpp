@@ -104,10 +104,10 @@ TEST_CASE("run_rates: co-location entries from the source table's ratios", "[run
   // ResNet-18 beside LM on v100 only, in ResNet-18's row; LM's own row is missing.
   source->set_colocated("v100", ra, lm, {6.0, 1.0});
   run_rates rates(cl, source);
-  auto a = rj(0, "ResNet-18", 1, 0.02);    // solo 50 steps/s
-  auto b = rj(1, "LM", 1, 0.1);            // solo 10 steps/s
-  auto c = rj(2, "Transformer", 1, 0.1);   // no pair in the source
-  auto d = rj(3, "ResNet-18", 1, 0.04);    // another step time: its own key, same source row
+  auto a = rj(0, "ResNet-18", 1, 0.02);   // solo 50 steps/s
+  auto b = rj(1, "LM", 1, 0.1);           // solo 10 steps/s
+  auto c = rj(2, "Transformer", 1, 0.1);  // no pair in the source
+  auto d = rj(3, "ResNet-18", 1, 0.04);   // another step time: its own key, same source row
   rates.add(a);
   rates.add(b);
   rates.add(c);
@@ -115,8 +115,8 @@ TEST_CASE("run_rates: co-location entries from the source table's ratios", "[run
   const auto& live = rates.for_live(cl, {0, 1, 2});
   const auto ab = live.colocated_rate("ResNet-18", "LM", 1, {{0, 1}});
   REQUIRE(ab);
-  CHECK(ab->first == Approx(50 * 0.6));   // 6 / 10 of its solo rate
-  CHECK(ab->second == Approx(10 * 0.25)); // 1 / 4 of its solo rate, from the other row
+  CHECK(ab->first == Approx(50 * 0.6));    // 6 / 10 of its solo rate
+  CHECK(ab->second == Approx(10 * 0.25));  // 1 / 4 of its solo rate, from the other row
   const auto ba = live.colocated_rate("LM", "ResNet-18", 1, {{0, 1}});
   REQUIRE(ba);
   CHECK(ba->first == Approx(ab->second));

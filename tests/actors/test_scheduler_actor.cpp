@@ -1,9 +1,9 @@
 // Tests of the scheduler and node actors together in one process: every job finishes, jobs
 // moved between nodes end bitwise identical to uninterrupted runs, a lost node's copies are
 // replanned, a node speaking another protocol version or describing another server is
-// refused, a node on real GPUs is not throttled, jobs are submitted and cancelled. The scheduler's timers (registration, rounds,
-// report deadlines, heartbeats, arrivals) are tested on the virtual clock in
-// test_scheduler_clock.cpp.
+// refused, a node on real GPUs is not throttled, jobs are submitted and cancelled. The scheduler's
+// timers (registration, rounds, report deadlines, heartbeats, arrivals) are tested on the virtual
+// clock in test_scheduler_clock.cpp.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -28,8 +28,7 @@ using namespace tessera::actors::test;
 namespace {
 
 /// Loads a job's final checkpoint (the newest its summary names) into a fresh trainable.
-std::vector<float> final_params(const job_summary& j, const std::string& kind,
-                                std::uint64_t seed) {
+std::vector<float> final_params(const job_summary& j, const std::string& kind, std::uint64_t seed) {
   auto t = train::builtin_trainables().make(kind, seed);
   REQUIRE(t);
   REQUIRE_FALSE(j.checkpoint.empty());
@@ -134,7 +133,8 @@ TEST_CASE("a lost node's copies resume elsewhere from their last checkpoint",
   caf::actor_system sys{cfg};
   const cluster cl = speed_cluster({1.0, 1.0, 1.0});
   std::vector<run_job> jobs;
-  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 80, 0.01, i + 1));
+  for (int i = 0; i < 3; ++i)
+    jobs.push_back(make_run_job(i, "softmax_regression", 80, 0.01, i + 1));
   caf::scoped_actor listener{sys};
   auto sched = sys.spawn(scheduler_actor, make_sched_config(cl, jobs, dir.str()),
                          caf::actor_cast<caf::actor>(listener));
@@ -354,7 +354,8 @@ TEST_CASE("a job whose checkpoint is corrupted falls back to the previous one, t
           "[actors][scheduler][fallback]") {
   temp_dir dir("sched_corrupt");
   std::vector<run_job> jobs;
-  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
+  for (int i = 0; i < 3; ++i)
+    jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
   // Every round loads from disk; job 1's first checkpoint from round 2 on gets a flipped byte.
   auto flipped = std::make_shared<std::atomic<bool>>(false);
   auto sum = run_with_hooks(dir.str(), {1.0, 1.0}, jobs, [flipped](node_config& nc) {
@@ -383,7 +384,8 @@ TEST_CASE("a checkpoint directory that takes no writes pauses the jobs until it 
           "[actors][scheduler][pause]") {
   temp_dir dir("sched_full");
   std::vector<run_job> jobs;
-  for (int i = 0; i < 3; ++i) jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
+  for (int i = 0; i < 3; ++i)
+    jobs.push_back(make_run_job(i, "softmax_regression", 150, 0.01, i + 1));
   // Writes at the end of rounds 2-4 fail as on a full disk, and so do the scheduler's probes
   // after those rounds: the jobs wait from round 3 and resume in round 6.
   auto full = [](std::int64_t round) { return round >= 2 && round <= 4 ? ENOSPC : 0; };
@@ -425,7 +427,8 @@ TEST_CASE("a packed policy pairs jobs on one GPU of a live run, and every job fi
   }
   std::ostringstream timeline;
   const auto sum = run_with_hooks(
-      dir.str(), {1.0, 1.0}, jobs, [](node_config&) {}, [&](scheduler_config& sc) {
+      dir.str(), {1.0, 1.0}, jobs, [](node_config&) {},
+      [&](scheduler_config& sc) {
         sc.pol = std::shared_ptr<policy>(std::move(*packed));
         sc.colocation = std::make_shared<const throughput_table>(std::move(*bundled));
         sc.timeline = std::make_shared<timeline_recorder>(timeline, sc.cl, "run", "packed", 0.3);

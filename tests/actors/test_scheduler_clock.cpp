@@ -19,8 +19,8 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 
 /// How a scripted node behaves.
 struct script {
-  bool reports = true;     ///< answers round_orders with reports and round_done at once
-  bool heartbeats = true;  ///< sends a heartbeat every heartbeat interval
+  bool reports = true;             ///< answers round_orders with reports and round_done at once
+  bool heartbeats = true;          ///< sends a heartbeat every heartbeat interval
   secret_key key = test_secret();  ///< the secret it proves
   std::shared_ptr<int> fenced = std::make_shared<int>(0);     ///< fenced_atom received
   std::shared_ptr<int> shutdowns = std::make_shared<int>(0);  ///< shutdown_atom, 0 received
@@ -65,9 +65,10 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
   return {
       [=](beat_atom, double interval) {
         self->send(sched, heartbeat{0});
-        self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
-                                     std::chrono::duration<double>(interval)),
-                           beat_atom::value, interval);
+        self->delayed_send(
+            self,
+            std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(interval)),
+            beat_atom::value, interval);
       },
       [=](const round_orders& o) {
         self->send(probe, o);
@@ -198,8 +199,10 @@ TEST_CASE("registering: the run ends when a node misses the registration time-ou
   CHECK(s->error == "not every node registered within 5.000000 s; missing ranks: 1");
 }
 
-TEST_CASE("running: a round starts when the last node registers and the next one when its "
-          "time is up", "[actors][scheduler][clock]") {
+TEST_CASE(
+    "running: a round starts when the last node registers and the next one when its "
+    "time is up",
+    "[actors][scheduler][clock]") {
   virtual_run run({1.0, 1.0}, long_jobs(2));
   run.node(0);
   run.node(1);
@@ -313,8 +316,7 @@ namespace {
 
 /// An actor that is not a registered node: it sends the scheduler what a node would.
 caf::behavior rogue(caf::event_based_actor* self, caf::actor sched, node_hello h) {
-  self->request(sched, caf::infinite, h).then([](const node_welcome&) {},
-                                               [](const caf::error&) {});
+  self->request(sched, caf::infinite, h).then([](const node_welcome&) {}, [](const caf::error&) {});
   self->send(sched, heartbeat{0});
   self->send(sched, round_done{0});
   progress_report r;
@@ -415,10 +417,13 @@ TEST_CASE("trust: a node asked to leave finishes its round, is shut down, gets n
 
 // ---- a served cluster (tessera serve): stays up, answers clients, stops on request ----------
 
-TEST_CASE("serve: the cluster waits for submissions, runs them, cancels at the round "
-          "boundary and stops on request", "[actors][scheduler][clock][serve]") {
+TEST_CASE(
+    "serve: the cluster waits for submissions, runs them, cancels at the round "
+    "boundary and stops on request",
+    "[actors][scheduler][clock][serve]") {
   virtual_run run({1.0, 1.0}, {}, true);
-  std::vector<caf::actor> held = {run.node(0, script{false, true}), run.node(1, script{false, true})};
+  std::vector<caf::actor> held = {run.node(0, script{false, true}),
+                                  run.node(1, script{false, true})};
   auto release = [&] {
     for (const auto& n : held) run.listener->send(n, report_atom::value);
     run.advance(0);

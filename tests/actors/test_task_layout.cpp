@@ -21,16 +21,16 @@ assignment place(job_id job, std::vector<server_share> shares, int tasks = 0, in
 TEST_CASE("spread_tasks: proportional whole tasks, remainders to the largest fractions first",
           "[layout]") {
   CHECK(spread_tasks(4, {2, 2}) == std::vector<int>{2, 2});
-  CHECK(spread_tasks(3, {1, 1}) == std::vector<int>{2, 1});     // tie: the earlier bin
-  CHECK(spread_tasks(5, {1, 3}) == std::vector<int>{1, 4});     // 1.25 / 3.75
+  CHECK(spread_tasks(3, {1, 1}) == std::vector<int>{2, 1});  // tie: the earlier bin
+  CHECK(spread_tasks(5, {1, 3}) == std::vector<int>{1, 4});  // 1.25 / 3.75
   CHECK(spread_tasks(2, {1, 1, 1}) == std::vector<int>{1, 1, 0});
   CHECK(spread_tasks(0, {4}) == std::vector<int>{0});
 }
 
 TEST_CASE("layout: a gang on one server, a gang over servers, a task split", "[layout]") {
   round_plan p;
-  p.assignments.push_back(place(1, {{0, 4}}));                 // K = 4 gang on server 0
-  p.assignments.push_back(place(2, {{3, 1}, {1, 1}}));         // K = 2 gang over 3 and 1
+  p.assignments.push_back(place(1, {{0, 4}}));          // K = 4 gang on server 0
+  p.assignments.push_back(place(2, {{3, 1}, {1, 1}}));  // K = 2 gang over 3 and 1
   // Hare split of a K = 8 job: 4 tasks on 1 GPU of server 2 (4 task-times), 3 on 3 GPUs of
   // server 1 (1 each), 1 on server 3.
   p.assignments.push_back(place(3, {{2, 1}}, 4));
@@ -76,6 +76,6 @@ TEST_CASE("layout: two pieces of a split on one server merge, copies stay apart"
   CHECK(layout[0].parts[0].tasks == 6);
   CHECK(layout[0].parts[0].task_times == 2);
   CHECK(layout[1].copy == 1);
-  CHECK(layout[1].parts[0].tasks == 6);   // 6 tasks on 2 GPUs: 3 task-times
+  CHECK(layout[1].parts[0].tasks == 6);  // 6 tasks on 2 GPUs: 3 task-times
   CHECK(layout[1].parts[0].task_times == 3);
 }

@@ -59,8 +59,14 @@ T through_wire(caf::actor_system& sys, const T& x) {
 /// The values CAF 0.17's packing mishandles, and two it handles, for contrast.
 std::vector<double> awkward_doubles() {
   using lim = std::numeric_limits<double>;
-  return {lim::infinity(), -lim::infinity(), lim::quiet_NaN(), lim::denorm_min(),
-          -lim::denorm_min(), lim::max(), -0.0, 1.5};
+  return {lim::infinity(),
+          -lim::infinity(),
+          lim::quiet_NaN(),
+          lim::denorm_min(),
+          -lim::denorm_min(),
+          lim::max(),
+          -0.0,
+          1.5};
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ float f32(double x) { return static_cast<float>(x); }
 }  // namespace
 
 TEST_CASE("C++ client: the steps cap ends the loop and flags the last step", "[clients]") {
-  fake_node node(json{{"terms", {{"steps", 5}, {"step", 40}, {"job", 3}, {"copy", 1}, {"copies", 2}}}});
+  fake_node node(
+      json{{"terms", {{"steps", 5}, {"step", 40}, {"job", 3}, {"copy", 1}, {"copies", 2}}}});
   std::vector<bool> flags;
   {
     tessera_client::lease lease(12);
@@ -139,7 +140,8 @@ TEST_CASE("C++ client: replies split across writes, average exact for float32", 
   lease.complete(0.5, 0.75);
   CHECK(result.copies == 1);
   CHECK(result.step == 9);
-  for (std::size_t b = 0; b < buffers.size(); ++b) CHECK(tessera::test::same_bits(buffers[b], sent[b]));
+  for (std::size_t b = 0; b < buffers.size(); ++b)
+    CHECK(tessera::test::same_bits(buffers[b], sent[b]));
   auto complete = node.messages("complete").at(0);
   CHECK(complete.at("steps") == 4);
   CHECK(complete.at("loss") == 0.5);
@@ -213,7 +215,8 @@ TEST_CASE("C++ client: the deadline ends the loop by the measured step time", "[
 }
 
 TEST_CASE("C++ client: an error reply throws with the node's message", "[clients]") {
-  fake_node node(json{{"error_on", "hello"}, {"error_message", "bad \"token\" \u00e9\n\U0001F600"}});
+  fake_node node(
+      json{{"error_on", "hello"}, {"error_message", "bad \"token\" \u00e9\n\U0001F600"}});
   try {
     tessera_client::lease lease;
     FAIL("no exception");
@@ -237,7 +240,7 @@ TEST_CASE("C++ client: an exit reply ends the loop as an expiry", "[clients]") {
   CHECK(b == std::vector<std::vector<float>>{{1.5f}});
   CHECK(r.step == 1);
   CHECK(r.copies == 1);
-  lease.complete();  // nothing to tell a node that said exit
+  lease.complete();                    // nothing to tell a node that said exit
   CHECK(node.messages().size() == 2);  // hello, report
 }
 
@@ -298,8 +301,8 @@ TEST_CASE("C++ client: JSON reader and base64 refuse what is not valid", "[clien
   CHECK(v.get("s")->str == "xA\t");
   CHECK(v.get("t")->b);
   CHECK_FALSE(v.get("f")->b);
-  for (const char* bad : {"{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{\"a\":01x}", "\"\x01\"",
-                          "{} x", "{\"a\":\"\\q\"}", "nul"})
+  for (const char* bad : {"{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{\"a\":01x}", "\"\x01\"", "{} x",
+                          "{\"a\":\"\\q\"}", "nul"})
     CHECK_THROWS_AS(json_reader(bad).parse(), tessera_client::lease_error);
   using tessera_client::detail::decode_floats;
   using tessera_client::detail::encode_floats;

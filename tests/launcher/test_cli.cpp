@@ -8,8 +8,8 @@
 #include "tests/support.hpp"
 
 using tessera::test::run_tessera;
-using tessera::test::tessera_binary;
 using tessera::test::temp_file;
+using tessera::test::tessera_binary;
 
 namespace {
 
@@ -20,9 +20,9 @@ const std::string good_line =
 }  // namespace
 
 TEST_CASE("cli: --help on every command", "[cli]") {
-  for (const char* c : {"--help", "simulate --help", "compare --help", "trace --help",
-                        "trace generate --help", "policies --help", "sweep --help",
-                        "plot --help"}) {
+  for (const char* c :
+       {"--help", "simulate --help", "compare --help", "trace --help", "trace generate --help",
+        "policies --help", "sweep --help", "plot --help"}) {
     INFO(c);
     auto r = run_tessera(c);
     CHECK(r.code == 0);
@@ -46,8 +46,9 @@ TEST_CASE("cli: unknown policy name is refused with the valid names", "[cli]") {
 }
 
 TEST_CASE("cli: malformed trace line names file, line and field", "[cli]") {
-  auto trace = temp_file("bad.trace", good_line + "ResNet-18 (batch size 64)\tcmd\tdir\t--n\t1"
-                                                  "\tmany\t1\t1\t-1\t0\n");
+  auto trace = temp_file("bad.trace", good_line +
+                                          "ResNet-18 (batch size 64)\tcmd\tdir\t--n\t1"
+                                          "\tmany\t1\t1\t-1\t0\n");
   auto r = run_tessera("simulate -q --trace " + trace);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(trace + ":2"));
@@ -62,8 +63,9 @@ TEST_CASE("cli: missing trace fields name file and line", "[cli]") {
 }
 
 TEST_CASE("cli: unknown job type names file, line and field", "[cli]") {
-  auto trace = temp_file("type.trace", "NoSuchNet (batch size 1)\tcmd\tdir\t--n\t1\t10\t1\t1"
-                                       "\t-1\t0\n");
+  auto trace = temp_file("type.trace",
+                         "NoSuchNet (batch size 1)\tcmd\tdir\t--n\t1\t10\t1\t1"
+                         "\t-1\t0\n");
   auto r = run_tessera("simulate -q --trace " + trace);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(trace + ":1"));
@@ -71,8 +73,9 @@ TEST_CASE("cli: unknown job type names file, line and field", "[cli]") {
 }
 
 TEST_CASE("cli: zero scale factor names the field", "[cli]") {
-  auto trace = temp_file("zero.trace", "ResNet-18 (batch size 64)\tcmd\tdir\t--n\t1\t10\t0\t1"
-                                       "\t-1\t0\n");
+  auto trace = temp_file("zero.trace",
+                         "ResNet-18 (batch size 64)\tcmd\tdir\t--n\t1\t10\t0\t1"
+                         "\t-1\t0\n");
   auto r = run_tessera("simulate -q --trace " + trace);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("scale_factor"));
@@ -88,8 +91,9 @@ TEST_CASE("cli: TOML syntax error names file and line", "[cli]") {
 
 TEST_CASE("cli: negative GPU count in a cluster file names the field", "[cli]") {
   auto trace = temp_file("ok3.trace", good_line);
-  auto cl = temp_file("neg.toml", "[cluster]\nname = \"x\"\n\n[[cluster.server]]\n"
-                                  "gpu_type = \"v100\"\ngpus = -4\n");
+  auto cl = temp_file("neg.toml",
+                      "[cluster]\nname = \"x\"\n\n[[cluster.server]]\n"
+                      "gpu_type = \"v100\"\ngpus = -4\n");
   auto r = run_tessera("simulate -q --trace " + trace + " --cluster " + cl);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(cl));
@@ -125,10 +129,12 @@ tessera::test::command_result run_bounded(const std::string& args) {
 
 TEST_CASE("cli: numbers out of bounds and unbounded inputs are refused at once", "[cli][limits]") {
   const auto trace = temp_file("bounds.trace", good_line);
-  const auto steps = temp_file("steps.toml", "[[job]]\njob_type = \"ResNet-18 (batch size 64)\""
-                                             "\ntotal_steps = 1e12\n");
-  const auto slow = temp_file("slow.toml", "[cluster]\n[[cluster.server]]\ngpu_type = \"v100\""
-                                           "\ngpus = 4\nspeed = 1e-300\n");
+  const auto steps = temp_file("steps.toml",
+                               "[[job]]\njob_type = \"ResNet-18 (batch size 64)\""
+                               "\ntotal_steps = 1e12\n");
+  const auto slow = temp_file("slow.toml",
+                              "[cluster]\n[[cluster.server]]\ngpu_type = \"v100\""
+                              "\ngpus = 4\nspeed = 1e-300\n");
   const auto big = temp_file("big.trace", "");
   std::filesystem::resize_file(big, 10ULL << 30);  // sparse: no disk space used
   const std::string sim = "simulate -q --trace " + trace + " ";
@@ -168,8 +174,8 @@ TEST_CASE("cli: numbers out of bounds and unbounded inputs are refused at once",
 
 TEST_CASE("cli: --copy-efficiency charges forked jobs only", "[cli][copy_eff]") {
   const std::string trace = temp_file("copies.trace", "");
-  REQUIRE(run_bounded("trace generate --jobs 40 --rate 4 --multi-gpu --seed 3 -o " + trace)
-              .code == 0);
+  REQUIRE(run_bounded("trace generate --jobs 40 --rate 4 --multi-gpu --seed 3 -o " + trace).code ==
+          0);
   auto table = [&](const std::string& policy, const std::string& eff) {
     auto r = run_bounded("simulate -q --trace " + trace + " --policy " + policy +
                          " --copy-efficiency " + eff);
@@ -190,8 +196,9 @@ TEST_CASE("cli: trace generate streams, and leaves no partial file when it fails
   const std::string path = temp_file("stream.trace", "");
   auto file = run_bounded("trace generate --jobs 2000 --rate 30 --multi-gpu --seed 5 -o " + path);
   REQUIRE(file.code == 0);
-  auto out = run_bounded("trace generate --jobs 2000 --rate 30 --multi-gpu --seed 5 -o - "
-                         "2>/dev/null");
+  auto out = run_bounded(
+      "trace generate --jobs 2000 --rate 30 --multi-gpu --seed 5 -o - "
+      "2>/dev/null");
   REQUIRE(out.code == 0);
   CHECK(out.out == tessera::test::file_contents(path));
   // One job per 1000 hours: about the 278th would arrive after 1e9 s, the latest a trace holds.

@@ -12,8 +12,8 @@ TEST_CASE("policy options: a number or true/false, and nothing after it", "[cli]
   auto ok = cli::parse_policy_args({"a=3", "b=-0.5", "c=true", "d=false", "e=1e3"});
   INFO((ok ? "" : ok.err().message));
   REQUIRE(ok);
-  CHECK(*ok == std::map<std::string, double>{{"a", 3}, {"b", -0.5}, {"c", 1}, {"d", 0},
-                                             {"e", 1000}});
+  CHECK(*ok ==
+        std::map<std::string, double>{{"a", 3}, {"b", -0.5}, {"c", 1}, {"d", 0}, {"e", 1000}});
   for (const char* bad : {"x=3abc", "x=", "x=yes", "x=True", "x=3 ", "=3", "x"}) {
     INFO(bad);
     auto r = cli::parse_policy_args({bad});

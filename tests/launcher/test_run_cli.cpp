@@ -17,8 +17,8 @@
 
 using tessera::test::run_shell;
 using tessera::test::run_tessera;
-using tessera::test::tessera_binary;
 using tessera::test::temp_file;
+using tessera::test::tessera_binary;
 
 namespace {
 
@@ -64,11 +64,11 @@ TEST_CASE("cli run: an unreachable scheduler ends a node within its timeout", "[
   const auto cl = temp_file("c3.toml", two_servers);
   const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
   const auto secret = temp_file("c3.secret", "") + ".key";
-  REQUIRE(tessera::actors::write_secret_file(secret,
-                                             tessera::actors::secret_key(tessera::actors::secret_bytes, 1)));
+  REQUIRE(tessera::actors::write_secret_file(
+      secret, tessera::actors::secret_key(tessera::actors::secret_bytes, 1)));
   // Port 1 on localhost: nothing listens there.
-  auto r = run_tessera("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " +
-                       cl + " --jobs " + jobs + " --secret-file " + secret);
+  auto r = run_tessera("run --rank 1 --scheduler 127.0.0.1:1 --connect-timeout 1 --cluster " + cl +
+                       " --jobs " + jobs + " --secret-file " + secret);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("node rank 1: cannot reach the scheduler at 127.0.0.1:1 "
                                     "within 1 s"));
@@ -107,8 +107,9 @@ TEST_CASE("cli run: a job no GPU type can hold is refused unless the policy stac
           "[cli][run]") {
   // Two 1-GPU servers of different types and a job of scale 2: no type can hold it as a gang.
   const auto cl = temp_file("c3.toml", two_servers);
-  const auto jobs = temp_file("j3.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 2\n"
-                                         "total_steps = 20\nstep_time = 0.01\n");
+  const auto jobs = temp_file("j3.toml",
+                              "[[job]]\nkind = \"mlp\"\nscale_factor = 2\n"
+                              "total_steps = 20\nstep_time = 0.01\n");
   auto r = run_tessera("run --local 2 --policy hadar --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains(jobs + ": field 'scale_factor': job 0 (mlp, scale 2) can "
@@ -129,8 +130,9 @@ TEST_CASE("cli run: policy options are refused as tessera simulate refuses them"
   auto r = run_tessera("run --local 2 --policy-arg key=3abc --cluster " + cl + " --jobs " + jobs);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
-  const auto sim_jobs = temp_file("s5.toml", "[[job]]\njob_type = \"ResNet-18 (batch size 64)\"\n"
-                                             "total_steps = 10\n");
+  const auto sim_jobs = temp_file("s5.toml",
+                                  "[[job]]\njob_type = \"ResNet-18 (batch size 64)\"\n"
+                                  "total_steps = 10\n");
   auto s = run_tessera("simulate -q --trace " + sim_jobs + " --policy-arg key=3abc");
   CHECK(s.code == 2);
   CHECK_THAT(s.out, Catch::Contains("--policy-arg: field 'key': '3abc' is not a number"));
@@ -143,8 +145,8 @@ TEST_CASE("cli run: no fault-injection or benchmark options", "[cli][run]") {
   for (const char* opt : {"--fault-kill-rank 1", "--fault-kill-round 1", "--fault-protocol-rank 1",
                           "--fault-protocol-version 9", "--bench-flood 10"}) {
     INFO(opt);
-    auto r = run_tessera(std::string("run --local 2 ") + opt + " --cluster " + cl + " --jobs " +
-                         jobs);
+    auto r =
+        run_tessera(std::string("run --local 2 ") + opt + " --cluster " + cl + " --jobs " + jobs);
     CHECK(r.code == 2);
     CHECK_THAT(r.out, Catch::Contains("unrecognised option"));
   }
@@ -180,9 +182,8 @@ TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run
   };
   for (const auto& r : rows) {
     INFO(r.args);
-    const auto res = tessera::test::run_shell(tessera::test::memory_bound_prefix() +
-                                              "timeout 30 " + tessera_binary() + " " +
-                                              r.args);
+    const auto res = tessera::test::run_shell(tessera::test::memory_bound_prefix() + "timeout 30 " +
+                                              tessera_binary() + " " + r.args);
     CHECK(res.code == 2);
     CHECK_THAT(res.out, Catch::Contains(r.part));
     CHECK(res.seconds < 10);

@@ -24,9 +24,14 @@ namespace {
 
 /// A sweep of 4 tiny cells (30 jobs each) into `dir`, plus `extra` arguments.
 std::vector<std::string> tiny_sweep(const std::string& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> a = {"--policies", "fifo,max_min_fairness_perf", "--rates", "4,12",
-                                "--seeds", "1", "--jobs", "30", "--window", "10-19",
-                                "--out", dir, "-j", "2", "--quiet"};
+  std::vector<std::string> a = {"--policies", "fifo,max_min_fairness_perf",
+                                "--rates",    "4,12",
+                                "--seeds",    "1",
+                                "--jobs",     "30",
+                                "--window",   "10-19",
+                                "--out",      dir,
+                                "-j",         "2",
+                                "--quiet"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -67,23 +72,20 @@ TEST_CASE("sweep: a rerun skips finished cells and writes the same CSV", "[sweep
   REQUIRE(cli::cmd_sweep(tiny_sweep(dir)) == exit_code::ok);
   const std::string csv = file_contents(dir + "/sweep.csv");
   CHECK_THAT(csv, Catch::Contains(",lr_max,lre_avg,lre_max,"));
-  CHECK_THAT(csv, Catch::Contains(",,,")); // the old cell's two empty fields
+  CHECK_THAT(csv, Catch::Contains(",,,"));  // the old cell's two empty fields
   CHECK_THAT(csv, Catch::Contains(",987654,"));
 }
 
 TEST_CASE("sweep: bad input exits 2 and names the option", "[sweep]") {
   scratch_dir d("sweep_bad");
   const auto dir = d.file("out");
-  auto with = [&](std::vector<std::string> a) {
-    return cli::cmd_sweep(a);
-  };
+  auto with = [&](std::vector<std::string> a) { return cli::cmd_sweep(a); };
   CHECK(with({"--policies", "fifo", "--rates", "1,abc", "--jobs", "5", "--out", dir}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "1,1", "--jobs", "5", "--out", dir}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "-1", "--jobs", "5", "--out", dir}) == 2);
   CHECK(with({"--policies", "fifo_typo", "--rates", "1", "--jobs", "5", "--out", dir}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "0", "--out", dir}) == 2);
-  CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "5", "--out", dir, "-j", "0"}) ==
-        2);
+  CHECK(with({"--policies", "fifo", "--rates", "1", "--jobs", "5", "--out", dir, "-j", "0"}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "1", "--seeds", "1.5", "--jobs", "5", "--out",
               dir}) == 2);
   CHECK(with({"--policies", "fifo", "--rates", "1", "--out", dir}) == 2);  // --jobs missing
@@ -112,15 +114,14 @@ TEST_CASE("sweep: each cell's command reproduces its metrics", "[sweep]") {
   REQUIRE(r.code == 0);
   std::ostringstream jct;
   jct << std::fixed << std::setprecision(2) << cell.at("avg_jct_h").get<double>();
-  CHECK_THAT(r.out, Catch::Contains(cell.at("policy").get<std::string>()) &&
-                        Catch::Contains(jct.str()));
+  CHECK_THAT(r.out,
+             Catch::Contains(cell.at("policy").get<std::string>()) && Catch::Contains(jct.str()));
 }
 
 TEST_CASE("progress: the text has a bar, the elapsed time and an ETA", "[progress]") {
   CHECK(cli::progress_text(0.25, 60, 1, 4, "cells", "x", true) ==
         "[######..................] 25% 1/4 cells, elapsed 1m00s, ETA 3m00s | x");
-  CHECK(cli::progress_text(0, 5, 0, 4, "cells", "", false) ==
-        "0% 0/4 cells, elapsed 5s, ETA ?");
+  CHECK(cli::progress_text(0, 5, 0, 4, "cells", "", false) == "0% 0/4 cells, elapsed 5s, ETA ?");
   CHECK(cli::duration_text(7300) == "2h01m");
   sim_progress p;
   p.completed = 50;
@@ -140,8 +141,8 @@ TEST_CASE("progress: a rewritten bar on a terminal, plain lines otherwise", "[pr
       m->done("b");
     }
   }
-  CHECK_THAT(tty.str(), Catch::StartsWith("\r\033[K[") && Catch::Contains("ETA") &&
-                            Catch::EndsWith("\n"));
+  CHECK_THAT(tty.str(),
+             Catch::StartsWith("\r\033[K[") && Catch::Contains("ETA") && Catch::EndsWith("\n"));
   CHECK(tty.str().find('\n') == tty.str().size() - 1);  // one line, rewritten in place
   CHECK_THAT(plain.str(), Catch::StartsWith("progress: ") && Catch::Contains("100% 2/2 runs"));
   CHECK(plain.str().find('\r') == std::string::npos);
@@ -150,15 +151,17 @@ TEST_CASE("progress: a rewritten bar on a terminal, plain lines otherwise", "[pr
 
 TEST_CASE("progress: simulate in a pipe prints periodic plain lines with an ETA", "[progress]") {
   scratch_dir d("progress_pipe");
-  REQUIRE(test::run_tessera("trace generate --jobs 1500 --rate 6 --seed 2 -o " +
-                            d.file("t.trace") + " 2>/dev/null").code == 0);
+  REQUIRE(test::run_tessera("trace generate --jobs 1500 --rate 6 --seed 2 -o " + d.file("t.trace") +
+                            " 2>/dev/null")
+              .code == 0);
   auto r = test::run_tessera("simulate --trace " + d.file("t.trace") +
                              " --policy max_min_fairness --progress-interval 0.1");
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("progress: ") && Catch::Contains("ETA"));
   CHECK(r.out.find('\r') == std::string::npos);
-  CHECK(test::run_tessera("simulate --trace " + d.file("t.trace") + " --progress-interval 0")
-            .code == 2);
+  CHECK(
+      test::run_tessera("simulate --trace " + d.file("t.trace") + " --progress-interval 0").code ==
+      2);
 }
 
 TEST_CASE("plot: an unknown kind or a missing input exits 2", "[plot]") {

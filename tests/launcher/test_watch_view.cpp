@@ -167,30 +167,29 @@ TEST_CASE("watch: the screen's lines fit the width", "[watch]") {
         const std::string screen =
             cli::render_watch(example_cluster(), jobs, example_nodes(), width, colour, unicode);
         for (const auto& line : lines_of(screen)) {
-          INFO("width " << width << " colour " << colour << " unicode " << unicode << ": "
-                        << line);
+          INFO("width " << width << " colour " << colour << " unicode " << unicode << ": " << line);
           CHECK(cli::display_width(line) <= static_cast<std::size_t>(width));
         }
       }
     }
   }
   // Wide enough, nothing is cut: each job's row ends in its loss.
-  const std::string wide = cli::render_watch(example_cluster(), example_jobs(), example_nodes(),
-                                             120, false);
+  const std::string wide =
+      cli::render_watch(example_cluster(), example_jobs(), example_nodes(), 120, false);
   CHECK(job_line(wide, 3).substr(job_line(wide, 3).size() - 4) == "0.41");
   CHECK(cli::display_width(job_line(wide, 3)) <= 120);
 }
 
 TEST_CASE("watch: ETA is the remaining steps over the rate", "[watch]") {
-  CHECK(cli::format_eta(120, 400, 35.2) == "8s");        // 280 / 35.2 = 7.95 s
-  CHECK(cli::format_eta(100, 400, 0.5) == "10m00s");     // 300 / 0.5
+  CHECK(cli::format_eta(120, 400, 35.2) == "8s");     // 280 / 35.2 = 7.95 s
+  CHECK(cli::format_eta(100, 400, 0.5) == "10m00s");  // 300 / 0.5
   CHECK(cli::format_eta(0, 3600, 1) == "1h00m");
   CHECK(cli::format_eta(0, 90000, 1) == "1d01h");
-  CHECK(cli::format_eta(500, 400, 3) == "0s");           // past the total
-  CHECK(cli::format_eta(-50, 100, 10) == "10s");         // negative steps count as none
-  CHECK(cli::format_eta(10, 100, 0) == "-");             // no rate yet
+  CHECK(cli::format_eta(500, 400, 3) == "0s");    // past the total
+  CHECK(cli::format_eta(-50, 100, 10) == "10s");  // negative steps count as none
+  CHECK(cli::format_eta(10, 100, 0) == "-");      // no rate yet
   CHECK(cli::format_eta(10, 100, -1) == "-");
-  CHECK(cli::format_eta(10, 0, 5) == "-");               // no total
+  CHECK(cli::format_eta(10, 0, 5) == "-");  // no total
   CHECK(cli::format_eta(10, -100, 5) == "-");
   CHECK(cli::format_eta(10, 100, NAN) == "-");
   CHECK(cli::format_eta(0, 1e11, 1e-9) == ">999d");
@@ -219,11 +218,15 @@ TEST_CASE("watch: the header, every job's state and the nodes are shown", "[watc
       cli::render_watch(example_cluster(), example_jobs(), example_nodes(), 160, false);
   const auto lines = lines_of(screen);
   REQUIRE(!lines.empty());
-  CHECK(lines[0] == "tessera  policy max_min_fairness_perf  round 7  uptime 1m15s  nodes 2/3 "
-                    "alive  jobs: 1 queued, 2 running, 1 cancelling, 1 finished, 1 failed");
-  for (const auto& [id, state] : std::vector<std::pair<int, std::string>>{
-           {3, "running"}, {4, "queued"}, {5, "running"}, {6, "finished"}, {7, "failed"},
-           {8, "cancelling"}}) {
+  CHECK(lines[0] ==
+        "tessera  policy max_min_fairness_perf  round 7  uptime 1m15s  nodes 2/3 "
+        "alive  jobs: 1 queued, 2 running, 1 cancelling, 1 finished, 1 failed");
+  for (const auto& [id, state] : std::vector<std::pair<int, std::string>>{{3, "running"},
+                                                                          {4, "queued"},
+                                                                          {5, "running"},
+                                                                          {6, "finished"},
+                                                                          {7, "failed"},
+                                                                          {8, "cancelling"}}) {
     INFO(id);
     CHECK(job_line(screen, id).find(" " + state + " ") != std::string::npos);
   }
@@ -240,8 +243,8 @@ TEST_CASE("watch: the header, every job's state and the nodes are shown", "[watc
   json cluster = example_cluster();
   cluster.erase("jobs");
   cluster["shutting_down"] = true;
-  const auto counted = lines_of(cli::render_watch(cluster, example_jobs(), example_nodes(), 200,
-                                                  false))[0];
+  const auto counted =
+      lines_of(cli::render_watch(cluster, example_jobs(), example_nodes(), 200, false))[0];
   CHECK(counted.find("jobs: 1 queued, 2 running, 1 cancelling, 1 finished, 1 failed  "
                      "SHUTTING DOWN") != std::string::npos);
 }
@@ -249,14 +252,17 @@ TEST_CASE("watch: the header, every job's state and the nodes are shown", "[watc
 TEST_CASE("watch: colours only when asked, and the server's text cannot drive the terminal",
           "[watch]") {
   json jobs = example_jobs();
-  jobs["jobs"][0]["kind"] = "evil\x1b[2J\x1b]0;title\x07\nnext\xc2\x9b" "31m";
+  jobs["jobs"][0]["kind"] =
+      "evil\x1b[2J\x1b]0;title\x07\nnext\xc2\x9b"
+      "31m";
   const std::string plain = cli::render_watch(example_cluster(), jobs, example_nodes(), 120, false);
   CHECK(plain.find('\x1b') == std::string::npos);
   CHECK(plain.find('\x07') == std::string::npos);
   CHECK(plain.find("\xc2\x9b") == std::string::npos);
   CHECK(job_line(plain, 3).find("evil?[2J?]0;tit") != std::string::npos);
-  CHECK(lines_of(plain).size() == lines_of(cli::render_watch(example_cluster(), example_jobs(),
-                                                             example_nodes(), 120, false)).size());
+  CHECK(lines_of(plain).size() ==
+        lines_of(cli::render_watch(example_cluster(), example_jobs(), example_nodes(), 120, false))
+            .size());
 
   const std::string coloured =
       cli::render_watch(example_cluster(), jobs, example_nodes(), 120, true);
@@ -276,9 +282,15 @@ TEST_CASE("watch: colours only when asked, and the server's text cannot drive th
 
 TEST_CASE("watch: missing or odd fields do not throw", "[watch]") {
   const std::vector<json> docs = {
-      json(), json::object(), json::array(), json("text"), json(5), json(true),
+      json(),
+      json::object(),
+      json::array(),
+      json("text"),
+      json(5),
+      json(true),
       json::parse(R"({"jobs": 3, "nodes": "x", "policy": 7, "round": "r", "uptime": null})"),
-      json::parse(R"([{}])"), json::parse(R"({"jobs": [{}], "nodes": [{}]})"),
+      json::parse(R"([{}])"),
+      json::parse(R"({"jobs": [{}], "nodes": [{}]})"),
       json::parse(R"({"jobs": [{"id": "x", "steps": "many", "total_steps": null, "state": 3,
                       "steps_per_second": [], "loss": {}}]})"),
       json::parse(R"({"nodes": [{"assignment": 3}, {"assignment": [{"job": null}, 7]}]})"),
@@ -290,8 +302,8 @@ TEST_CASE("watch: missing or odd fields do not throw", "[watch]") {
         CHECK_NOTHROW(cli::render_watch(cluster, jobs, nodes, 80, true, true));
       }
   // An older server's job with only an id: the row shows what is known.
-  const std::string screen = cli::render_watch(json::object(), json::parse(R"([{"id": 9}])"),
-                                               json::array(), 100, false);
+  const std::string screen =
+      cli::render_watch(json::object(), json::parse(R"([{"id": 9}])"), json::array(), 100, false);
   CHECK(lines_of(screen)[0] == "tessera  policy ?  round -  uptime -  nodes ?/? alive  jobs: 1 ?");
   CHECK(job_line(screen, 9).find("?") != std::string::npos);
   CHECK(job_line(screen, 9).find("[") != std::string::npos);
@@ -299,8 +311,8 @@ TEST_CASE("watch: missing or odd fields do not throw", "[watch]") {
   CHECK(tail_of(screen, 9).eta == "-");
   CHECK(tail_of(screen, 9).loss == "-");
   CHECK(screen.find("(no nodes)") != std::string::npos);
-  const std::string empty = cli::render_watch(json::object(), json::array(), json::array(), 80,
-                                              false);
+  const std::string empty =
+      cli::render_watch(json::object(), json::array(), json::array(), 80, false);
   CHECK(empty.find("jobs: none") != std::string::npos);
   CHECK(empty.find("(no jobs)") != std::string::npos);
 }

@@ -28,7 +28,7 @@ using json = nlohmann::json;
 
 /// `mpirun -np <np>` of `binary` (tessera run, or tessera_faulty for injected faults).
 inline std::string mpirun(int np, bool recovery = false,
-                   const std::string& binary = std::string(TESSERA_BINARY) + " run") {
+                          const std::string& binary = std::string(TESSERA_BINARY) + " run") {
   return "mpirun -np " + std::to_string(np) + " --oversubscribe" +
          (recovery ? " --enable-recovery" : "") + " " + binary;
 }
@@ -62,7 +62,7 @@ inline json load_json(const std::string& path) {
 /// A trainable of `kind` and `seed` loaded from the final checkpoint the summary's entry `job`
 /// names.
 inline std::unique_ptr<train::trainable> load_final(const json& job, const std::string& kind,
-                                                      std::uint64_t seed) {
+                                                    std::uint64_t seed) {
   auto t = make_trainable(kind, seed);
   const auto path = job["checkpoint"].get<std::string>();
   INFO("checkpoint " << path);

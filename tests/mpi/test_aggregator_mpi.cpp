@@ -192,9 +192,10 @@ TEST_CASE("mpi backend: a bad group is refused before any communication", "[mpi]
   CHECK(st.err().kind == error_kind::invalid_input);
 }
 
-TEST_CASE("mpi backend: device buffers give the host path's bits (staged through pinned memory, "
-          "or direct to a CUDA-aware MPI)",
-          "[mpi][gpu]") {
+TEST_CASE(
+    "mpi backend: device buffers give the host path's bits (staged through pinned memory, "
+    "or direct to a CUDA-aware MPI)",
+    "[mpi][gpu]") {
   if (g_mpi->rank() == 0)
     std::cout << "mpi backend: CUDA-aware MPI: " << (g_mpi->cuda_aware() ? "yes" : "no") << "\n";
   const int device = gpu_per_rank_or_skip("mpi backend device-buffer checks", false);

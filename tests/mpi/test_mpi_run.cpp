@@ -23,14 +23,14 @@
 #include "tests/support.hpp"
 
 using json = nlohmann::json;
-using tessera::test::cluster_toml;
-using tessera::test::jobs_toml;
 using tessera::test::check_bitwise;
+using tessera::test::cluster_toml;
+using tessera::test::command_result;
+using tessera::test::jobs_toml;
 using tessera::test::load_final;
 using tessera::test::load_json;
-using tessera::test::mpirun;
-using tessera::test::command_result;
 using tessera::test::make_trainable;
+using tessera::test::mpirun;
 using tessera::test::run_shell;
 using tessera::test::same_bits;
 using tessera::test::scratch_dir;
@@ -68,8 +68,8 @@ int count_of(const std::string& text, const std::string& what) {
 std::pair<command_result, json> run_faulty(const scratch_dir& dir, int nodes, const std::string& cl,
                                            const std::string& jobs, const std::string& faults,
                                            bool recovery) {
-  auto o = run_shell(mpirun(nodes, recovery, TESSERA_FAULTY_BINARY) + " " + faults +
-                     " --cluster " + cl + " --jobs " + jobs +
+  auto o = run_shell(mpirun(nodes, recovery, TESSERA_FAULTY_BINARY) + " " + faults + " --cluster " +
+                     cl + " --jobs " + jobs +
                      " --round-length 0.4 --heartbeat-timeout 1.5 --checkpoint-dir " +
                      dir.file("ckpt") + " --json " + dir.file("sum.json"));
   INFO(o.out);
@@ -83,8 +83,8 @@ std::pair<command_result, json> run_faulty(const scratch_dir& dir, int nodes, co
 std::pair<command_result, json> run_losing_rank2(const scratch_dir& dir, int nodes,
                                                  const std::string& cl, const std::string& jobs,
                                                  const std::string& extra) {
-  auto run = run_faulty(dir, nodes, cl, jobs, "--fault-kill-rank 2 --fault-kill-round 2" + extra,
-                        true);
+  auto run =
+      run_faulty(dir, nodes, cl, jobs, "--fault-kill-rank 2 --fault-kill-round 2" + extra, true);
   CHECK(run.second["failed_ranks"] == json::array({2}));
   return run;
 }
@@ -163,8 +163,7 @@ TEST_CASE("(a) 3 nodes at speeds 1/0.5/0.25 run 6 jobs: GPU time follows the pla
   CHECK(total_busy > 0);
 }
 
-TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identical",
-          "[mpi][b]") {
+TEST_CASE("(b) jobs preempted and resumed on other processes end bitwise identical", "[mpi][b]") {
   scratch_dir dir("b");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(6, 60, 0.01));
@@ -212,10 +211,10 @@ TEST_CASE("(d) a process speaking another protocol version is refused", "[mpi][d
   scratch_dir dir("d");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 20, 0.01));
-  auto o = run_shell(mpirun(4, false, TESSERA_FAULTY_BINARY) +
-                     " --fault-protocol-rank 3 --fault-protocol-version 99 --cluster " + cl +
-                     " --jobs " + jobs + " --round-length 0.25 --checkpoint-dir " +
-                     dir.file("ckpt"));
+  auto o =
+      run_shell(mpirun(4, false, TESSERA_FAULTY_BINARY) +
+                " --fault-protocol-rank 3 --fault-protocol-version 99 --cluster " + cl +
+                " --jobs " + jobs + " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt"));
   INFO(o.out);
   CHECK(o.code != 0);
   CHECK(o.out.find("node rank 3") != std::string::npos);
@@ -245,9 +244,9 @@ TEST_CASE("a local run (--local) starts the node processes itself", "[mpi][local
   scratch_dir dir("local");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(4, 40, 0.01));
-  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
-                     " --jobs " + jobs + " --round-length 0.25 --checkpoint-dir " +
-                     dir.file("ckpt") + " --json " + dir.file("sum.json"));
+  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
+                     jobs + " --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json"));
   INFO(o.out);
   REQUIRE(o.code == 0);
   CHECK(o.out.find("4 jobs finished") != std::string::npos);
@@ -260,8 +259,8 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
           "[mpi][fork]") {
   scratch_dir dir("fork");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
-  const auto jobs = dir.write("jobs.toml",
-                              "[[job]]\nkind = \"mlp\"\ntotal_steps = 150\nstep_time = 0.01\n");
+  const auto jobs =
+      dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 150\nstep_time = 0.01\n");
   auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jobs +
                      " --policy hadare --round-length 0.5 --checkpoint-dir " + dir.file("ckpt") +
                      " --json " + dir.file("sum.json"));
@@ -281,9 +280,8 @@ TEST_CASE("a job forked into 3 copies runs on every node and merges them each ro
   CHECK(load_final(j, "mlp", 1)->step() == steps);
 
   // --local runs under mpirun on this host: the same forked copies, the same steps.
-  auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
-                     " --jobs " + jobs + " --policy hadare --round-length 0.5 --json " +
-                     dir.file("local.json"));
+  auto l = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
+                     jobs + " --policy hadare --round-length 0.5 --json " + dir.file("local.json"));
   INFO(l.out);
   REQUIRE(l.code == 0);
   const auto ls = load_json(dir.file("local.json"));
@@ -316,8 +314,10 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
     int min_ranks;  ///< nodes on which the job must have run
   };
   const std::vector<shape> shapes = {
-      {"one node", "[cluster]\nname = \"one\"\n[[cluster.server]]\ngpu_type = \"v100\"\n"
-                   "gpus = 4\nspeed = 1.0\n", 1, 1},
+      {"one node",
+       "[cluster]\nname = \"one\"\n[[cluster.server]]\ngpu_type = \"v100\"\n"
+       "gpus = 4\nspeed = 1.0\n",
+       1, 1},
       {"four nodes", cluster_toml({1.0, 1.0, 1.0, 1.0}), 4, 4},
       {"heterogeneous", cluster_toml({1.0, 0.5, 0.25}), 3, 2},
   };
@@ -325,8 +325,9 @@ TEST_CASE("(e) a K-task job's parameters are bitwise the same wherever its tasks
     INFO(sh.name);
     scratch_dir dir("hare");
     const auto cl = dir.write("cluster.toml", sh.cluster);
-    const auto jobs = dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 4\n"
-                                             "total_steps = 30\nstep_time = 0.01\nseed = 11\n");
+    const auto jobs = dir.write("jobs.toml",
+                                "[[job]]\nkind = \"mlp\"\nscale_factor = 4\n"
+                                "total_steps = 30\nstep_time = 0.01\nseed = 11\n");
     auto o = run_shell(mpirun(sh.nodes) + " --cluster " + cl + " --jobs " + jobs +
                        " --policy hare --round-length 0.25 --checkpoint-dir " + dir.file("ckpt") +
                        " --json " + dir.file("sum.json"));
@@ -354,8 +355,9 @@ TEST_CASE("(f) a node killed while a job's tasks span it: the job resumes on the
   scratch_dir dir("hare_fault");
   const int k = 3, steps = 150;
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
-  const auto jobs = dir.write("jobs.toml", "[[job]]\nkind = \"mlp\"\nscale_factor = 3\n"
-                                           "total_steps = 150\nstep_time = 0.01\nseed = 5\n");
+  const auto jobs = dir.write("jobs.toml",
+                              "[[job]]\nkind = \"mlp\"\nscale_factor = 3\n"
+                              "total_steps = 150\nstep_time = 0.01\nseed = 5\n");
   const auto [o, sum] = run_losing_rank2(dir, 3, cl, jobs, " --policy hare");
   INFO(o.out);
   const auto& j = sum["jobs"][0];
@@ -394,8 +396,8 @@ TEST_CASE("tessera_faulty's flood hook reaches the node processes --local starts
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 100, 0.01));
   auto o = run_shell(std::string(TESSERA_FAULTY_BINARY) + " --bench-flood 200 --local 2" +
-                     " --bench-flood-report " + dir.str() + " --cluster " + cl + " --jobs " +
-                     jobs + " --round-length 0.25 --json " + dir.file("sum.json"));
+                     " --bench-flood-report " + dir.str() + " --cluster " + cl + " --jobs " + jobs +
+                     " --round-length 0.25 --json " + dir.file("sum.json"));
   INFO(o.out);
   REQUIRE(o.code == 0);
   for (int rank = 0; rank < 2; ++rank) {

@@ -34,8 +34,8 @@ json run_on_three(scratch_dir& dir, const std::string& jf, const std::string& po
                   const std::string& round_length, std::string* out = nullptr) {
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
-                     " --round-length " + round_length + " --checkpoint-dir " +
-                     dir.file("ckpt") + " --json " + dir.file("sum.json") + " --timeout 85");
+                     " --round-length " + round_length + " --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json") + " --timeout 85");
   INFO(o.out);
   REQUIRE(o.code == 0);
   if (out) *out = o.out;
@@ -56,19 +56,17 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
           "[mpi][program]") {
   scratch_dir dir("programs");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
-  std::string jobs = misbehave_job(0, "ok", 60, 0, 2) + misbehave_job(1, "crash_once", 60, 2, 2) +
-                     misbehave_job(2, "crash", 60, 1, 2) + misbehave_job(3, "silent", 60, 0, 0.4) +
-                     misbehave_job(4, "never", 60, 0, 1) + misbehave_job(5, "garbage", 60, 0, 1) +
-                     misbehave_job(6, "orphan", 60, 0, 1) +
-                     misbehave_job(7, "hang_after_lease", 60, 0, 1) +
-                     misbehave_job(8, "version", 60, 0, 1) +
-                     misbehave_job(9, "oversized", 60, 0, 1) +
-                     misbehave_job(10, "stubborn", 60, 0, 0.4) +
-                     misbehave_job(11, "slow_start", 60, 0, 3);
+  std::string jobs =
+      misbehave_job(0, "ok", 60, 0, 2) + misbehave_job(1, "crash_once", 60, 2, 2) +
+      misbehave_job(2, "crash", 60, 1, 2) + misbehave_job(3, "silent", 60, 0, 0.4) +
+      misbehave_job(4, "never", 60, 0, 1) + misbehave_job(5, "garbage", 60, 0, 1) +
+      misbehave_job(6, "orphan", 60, 0, 1) + misbehave_job(7, "hang_after_lease", 60, 0, 1) +
+      misbehave_job(8, "version", 60, 0, 1) + misbehave_job(9, "oversized", 60, 0, 1) +
+      misbehave_job(10, "stubborn", 60, 0, 0.4) + misbehave_job(11, "slow_start", 60, 0, 3);
   const auto jf = dir.write("jobs.toml", jobs);
-  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl +
-                     " --jobs " + jf + " --policy fifo --round-length 1.2 --checkpoint-dir " +
-                     dir.file("ckpt") + " --json " + dir.file("sum.json") + " --timeout 80");
+  auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
+                     jf + " --policy fifo --round-length 1.2 --checkpoint-dir " + dir.file("ckpt") +
+                     " --json " + dir.file("sum.json") + " --timeout 80");
   INFO(o.out);
   CHECK(o.code == 1);  // some jobs failed: the run says so
   const auto sum = load_json(dir.file("sum.json"));
@@ -126,10 +124,11 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
 TEST_CASE("(u) forked program copies average known buffers exactly across nodes",
           "[mpi][program][fork]") {
   scratch_dir dir("program_average");
-  const auto jf = dir.write(
-      "jobs.toml", "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
-                   "\"average_check.py\", \"1200\"]\nworkdir = \"" + programs_dir +
-                   "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\n");
+  const auto jf = dir.write("jobs.toml",
+                            "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+                            "\"average_check.py\", \"1200\"]\nworkdir = \"" +
+                                programs_dir +
+                                "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\n");
   const auto sum = run_on_three(dir, jf, "hadare", "0.8");
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
@@ -186,8 +185,10 @@ TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bit
           "[mpi][program][examples]") {
   scratch_dir dir("numpy_example");
   // The uninterrupted run: the example on its own, no tessera.
-  auto alone = run_shell("cd " + examples_dir + "/numpy_elastic && /usr/bin/python3 train.py "
-                         "--steps 4000 --checkpoint-dir " + dir.file("alone"));
+  auto alone = run_shell("cd " + examples_dir +
+                         "/numpy_elastic && /usr/bin/python3 train.py "
+                         "--steps 4000 --checkpoint-dir " +
+                         dir.file("alone"));
   INFO(alone.out);
   REQUIRE(alone.code == 0);
   const auto want = last_json_line(alone.out)["params_sha256"].get<std::string>();
@@ -199,8 +200,8 @@ TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bit
     CHECK(j["finished"].get<bool>());
     CHECK(j["steps"].get<int>() == 4000);
     moved += j["restarts"].get<int>() > 0 ? 1 : 0;
-    const auto fin = load_json(dir.file("ckpt") + "/job-" + std::to_string(j["id"].get<int>()) +
-                               "/final.json");
+    const auto fin =
+        load_json(dir.file("ckpt") + "/job-" + std::to_string(j["id"].get<int>()) + "/final.json");
     CHECK(fin["params_sha256"].get<std::string>() == want);
     CHECK(fin["accuracy"].get<double>() == j["accuracy"].get<double>());
   }
@@ -244,9 +245,10 @@ TEST_CASE("(x) a PyTorch copy of two processes trains with DDP, on one node or s
         {cluster_toml({1.0, 1.0}), 2, "hare"}}) {
     const auto cl = dir.write("cluster" + std::to_string(np) + ".toml", cluster);
     const auto sum_file = dir.file("sum" + std::to_string(np) + ".json");
-    auto o = run_shell(mpirun(np) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
-                       " --round-length 3 --checkpoint-dir " + dir.file("ckpt" + std::to_string(np)) +
-                       " --json " + sum_file + " --timeout 60");
+    auto o =
+        run_shell(mpirun(np) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
+                  " --round-length 3 --checkpoint-dir " + dir.file("ckpt" + std::to_string(np)) +
+                  " --json " + sum_file + " --timeout 60");
     INFO(o.out);
     REQUIRE(o.code == 0);
     const auto sum = load_json(sum_file);

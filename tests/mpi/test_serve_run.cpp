@@ -27,12 +27,12 @@ struct served {
          const std::string& launch = "")
       : dir(name), state(dir.str() + "/state") {
     const auto cl = dir.write("cluster.toml", cluster_toml(speeds));
-    const std::string cmd =
-        launch.empty() ? std::string(TESSERA_BINARY) + " serve --local " + std::to_string(speeds.size())
-                       : launch;
-    proc = std::make_unique<background>(cmd + " --cluster " + cl + " --state-dir " + state +
-                                            " --round-length 0.5 " + extra,
-                                        dir.str() + "/serve.out");
+    const std::string cmd = launch.empty() ? std::string(TESSERA_BINARY) + " serve --local " +
+                                                 std::to_string(speeds.size())
+                                           : launch;
+    proc = std::make_unique<background>(
+        cmd + " --cluster " + cl + " --state-dir " + state + " --round-length 0.5 " + extra,
+        dir.str() + "/serve.out");
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < until && address.empty()) {
       std::ifstream a(state + "/address"), t(state + "/token");
@@ -78,8 +78,7 @@ struct served {
 
 }  // namespace
 
-TEST_CASE("serve: submit, status, cancel and shutdown through the API and the CLI",
-          "[serve]") {
+TEST_CASE("serve: submit, status, cancel and shutdown through the API and the CLI", "[serve]") {
   served s("serve_api", {1.0, 0.5});
   struct stat st {};
   REQUIRE(::stat((s.state + "/token").c_str(), &st) == 0);
@@ -91,9 +90,9 @@ TEST_CASE("serve: submit, status, cancel and shutdown through the API and the CL
   INFO(sub.out);
   REQUIRE(sub.code == 0);
   CHECK(sub.out == "0\n1\n");
-  auto r = s.client()->post("/v1/jobs",
-                            R"({"job": [{"kind": "mlp", "total_steps": 100000, "step_time": 0.01}]})",
-                            "application/json");
+  auto r = s.client()->post(
+      "/v1/jobs", R"({"job": [{"kind": "mlp", "total_steps": 100000, "step_time": 0.01}]})",
+      "application/json");
   REQUIRE(r);
   INFO(r->body);
   REQUIRE(r->status == 201);
@@ -171,8 +170,8 @@ TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up",
                        "application/toml");
   CHECK(bad_toml.status == 400);
   CHECK(bad_toml.body.find("request body:3: field 'total_steps'") != std::string::npos);
-  auto unknown_kind = call("POST", "/v1/jobs", "[[job]]\nkind = \"nope\"\ntotal_steps = 5\n",
-                           "application/toml");
+  auto unknown_kind =
+      call("POST", "/v1/jobs", "[[job]]\nkind = \"nope\"\ntotal_steps = 5\n", "application/toml");
   CHECK(unknown_kind.status == 400);
   CHECK(unknown_kind.body.find("unknown job kind") != std::string::npos);
   CHECK(call("POST", "/v1/jobs", std::string((16u << 20) + 10, ' '), "application/toml").status ==
@@ -183,7 +182,8 @@ TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up",
   CHECK(call("GET", "/v1/rounds?limit=0", "", "").status == 400);
   // After all that, the cluster still takes a job and runs it.
   auto ok = call("POST", "/v1/jobs", R"({"kind": "softmax_regression", "total_steps": 20,
-                                         "step_time": 0.01})", "application/json");
+                                         "step_time": 0.01})",
+                 "application/json");
   REQUIRE(ok.status == 201);
   CHECK(s.await_state(0, "finished", 30)["state"] == "finished");
   auto cli_bad = s.cli("status 99");
@@ -213,8 +213,10 @@ pid_t rank0_of(const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("serve: rank 0 SIGKILLed mid-run under mpirun, then --resume: every job finishes "
-          "once, bitwise equal to an uninterrupted run", "[serve][resume]") {
+TEST_CASE(
+    "serve: rank 0 SIGKILLed mid-run under mpirun, then --resume: every job finishes "
+    "once, bitwise equal to an uninterrupted run",
+    "[serve][resume]") {
   scratch_dir dir("serve_resume");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(5, 300, 0.01));
@@ -223,9 +225,9 @@ TEST_CASE("serve: rank 0 SIGKILLed mid-run under mpirun, then --resume: every jo
                              " --round-length 0.5 --checkpoint-dir " + dir.file("ckpt");
   std::set<std::int64_t> ended_before;
   {
-    background first(mpirun(3, false, std::string(TESSERA_BINARY) + " serve") + common +
-                         " --jobs " + jobs,
-                     dir.file("first.out"));
+    background first(
+        mpirun(3, false, std::string(TESSERA_BINARY) + " serve") + common + " --jobs " + jobs,
+        dir.file("first.out"));
     REQUIRE_FALSE(first.await("control API on http://([0-9.:]+)", 30).empty());
     std::string address, token;
     std::ifstream(state + "/address") >> address;

@@ -33,10 +33,9 @@ struct local_run {
         summary(dir.file("sum.json")),
         // fork/exec: the tests find, stop and kill node processes by their --rank.
         proc(tessera_bin + " run --local " + std::to_string(nodes) + " --launcher fork" +
-                 " --cluster " + cluster +
-                 " --jobs " + jobs_file + " --round-length 0.3 --heartbeat-timeout 1.5" +
-                 " --secret-file " + secret + " --checkpoint-dir " + dir.file("ckpt") +
-                 " --json " + summary + " " + extra,
+                 " --cluster " + cluster + " --jobs " + jobs_file +
+                 " --round-length 0.3 --heartbeat-timeout 1.5" + " --secret-file " + secret +
+                 " --checkpoint-dir " + dir.file("ckpt") + " --json " + summary + " " + extra,
              dir.file("run.out")) {
     port = proc.await("scheduler listening on 127\\.0\\.0\\.1:([0-9]+)", 20);
     REQUIRE_FALSE(port.empty());
@@ -45,9 +44,8 @@ struct local_run {
   /// `secret_file`.
   std::string join_command(const std::string& server, const std::string& secret_file,
                            const std::string& binary = tessera_bin + " node") const {
-    return binary + " --join 127.0.0.1:" + port + " --server " + server +
-           " --cluster " + cluster + " --secret-file " + secret_file +
-           " --heartbeat-timeout 1.5 --connect-timeout 5";
+    return binary + " --join 127.0.0.1:" + port + " --server " + server + " --cluster " + cluster +
+           " --secret-file " + secret_file + " --heartbeat-timeout 1.5 --connect-timeout 5";
   }
   std::string cluster, jobs_file, secret, summary;
   background proc;
@@ -66,8 +64,10 @@ void check_all_finished(const json& sum) {
 
 }  // namespace
 
-TEST_CASE("(g) tessera mpirun exits with the run's outcome where mpirun --enable-recovery "
-          "exits 0", "[mpi][g][exit]") {
+TEST_CASE(
+    "(g) tessera mpirun exits with the run's outcome where mpirun --enable-recovery "
+    "exits 0",
+    "[mpi][g][exit]") {
   scratch_dir dir("g");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 40, 0.01));
@@ -87,7 +87,8 @@ TEST_CASE("(g) tessera mpirun exits with the run's outcome where mpirun --enable
   auto timed_out = run_shell(wrap + "run" + common + " --jobs " + long_jobs + " --timeout 1.5");
   CHECK(timed_out.code == 1);
   // Rank 0, the scheduler, killed: 1, where plain recovery mode says 0.
-  const std::string kill0 = " --fault-kill-rank 0 --fault-kill-round 2" + common + " --jobs " + long_jobs;
+  const std::string kill0 =
+      " --fault-kill-rank 0 --fault-kill-round 2" + common + " --jobs " + long_jobs;
   auto killed = run_shell(wrap + faulty + kill0);
   CHECK(killed.code == 1);
   CHECK_THAT(killed.out, Catch::Contains("rank 0 ended without reporting the run's outcome"));
@@ -100,12 +101,14 @@ TEST_CASE("(h) rogue processes with and without the secret are refused, the run 
   local_run run(dir, 3, 3, 120);
   // Without the secret: another file of the right shape.
   const std::string wrong = dir.file("wrong.secret");
-  run_shell("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > " + wrong + "; chmod 600 " + wrong);
+  run_shell("head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > " + wrong + "; chmod 600 " +
+            wrong);
   // A careful node notices the scheduler does not share its secret and stops...
   auto careful = run_shell(run.join_command("node-2", wrong));
   INFO(careful.out);
   CHECK(careful.code != 0);
-  CHECK_THAT(careful.out, Catch::Contains("refuses the scheduler: it did not prove the cluster secret"));
+  CHECK_THAT(careful.out,
+             Catch::Contains("refuses the scheduler: it did not prove the cluster secret"));
   // ... a rogue sends its hello anyway, and the scheduler refuses it.
   auto stranger = run_shell(run.join_command(
       "node-2", wrong, std::string(TESSERA_FAULTY_BINARY) + " --fault-rogue-rank 2"));
@@ -124,8 +127,10 @@ TEST_CASE("(h) rogue processes with and without the secret are refused, the run 
   CHECK(sum["refused"].get<int>() == 2);
 }
 
-TEST_CASE("(i) a 4 GiB message header and 500 connections: the scheduler stays small, the "
-          "run finishes", "[mpi][i][flood]") {
+TEST_CASE(
+    "(i) a 4 GiB message header and 500 connections: the scheduler stays small, the "
+    "run finishes",
+    "[mpi][i][flood]") {
   scratch_dir dir("i");
   local_run run(dir, 2, 2, 150);
   const pid_t sched = run.proc.program();  // the scheduler's process (and node 0's)
@@ -172,12 +177,14 @@ TEST_CASE("(j) a node killed, then restarted with tessera node --join, gets work
   check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"] == json::array({2}));
   CHECK(sum["joins"].get<int>() == 1);
-  CHECK_THAT(run.proc.output(), Catch::Contains("node rank 2 (") );
+  CHECK_THAT(run.proc.output(), Catch::Contains("node rank 2 ("));
   CHECK_THAT(run.proc.output(), Catch::Contains("joined; it gets work from the next round"));
 }
 
-TEST_CASE("(k) SIGTERM drains a node: it finishes its round, leaves with exit 0, the run "
-          "finishes on the others", "[mpi][k][drain]") {
+TEST_CASE(
+    "(k) SIGTERM drains a node: it finishes its round, leaves with exit 0, the run "
+    "finishes on the others",
+    "[mpi][k][drain]") {
   scratch_dir dir("k");
   local_run run(dir, 3, 3, 250);
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -191,13 +198,15 @@ TEST_CASE("(k) SIGTERM drains a node: it finishes its round, leaves with exit 0,
   CHECK_THAT(out, Catch::Contains("node rank 1 left the cluster (drained)"));
   const auto sum = load_json(run.summary);
   check_all_finished(sum);
-  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
+  check_bitwise(sum);                  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"].empty());  // it left; it was not lost
   for (const auto& j : sum["jobs"]) CHECK(j["lost_rounds"].get<int>() == 0);
 }
 
-TEST_CASE("(l) a node stopped past the heartbeat time-out, then continued, is fenced: no "
-          "report of it counts, every job finishes", "[mpi][l][fence]") {
+TEST_CASE(
+    "(l) a node stopped past the heartbeat time-out, then continued, is fenced: no "
+    "report of it counts, every job finishes",
+    "[mpi][l][fence]") {
   scratch_dir dir("l");
   local_run run(dir, 3, 3, 300);
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -245,19 +254,23 @@ struct namespaces {
   }
   ~namespaces() {
     for (int k = 1; k <= 2; ++k)
-      run_shell("ip link del tsr" + tag + "h" + std::to_string(k) + " 2>/dev/null; ip netns del tsr" +
-                tag + "n" + std::to_string(k) + " 2>/dev/null");
+      run_shell("ip link del tsr" + tag + "h" + std::to_string(k) +
+                " 2>/dev/null; ip netns del tsr" + tag + "n" + std::to_string(k) + " 2>/dev/null");
   }
 };
 
 }  // namespace
 
-TEST_CASE("(m) nodes in network namespaces of their own join over non-loopback addresses "
-          "with the secret and finish the job set", "[mpi][m][netns]") {
+TEST_CASE(
+    "(m) nodes in network namespaces of their own join over non-loopback addresses "
+    "with the secret and finish the job set",
+    "[mpi][m][netns]") {
   namespaces ns;
   if (!ns.problem.empty()) {
-    WARN("skipped: this machine does not let the test make network namespaces (needs root "
-         "and ip netns): " << ns.problem);
+    WARN(
+        "skipped: this machine does not let the test make network namespaces (needs root "
+        "and ip netns): "
+        << ns.problem);
     return;
   }
   scratch_dir dir("m");
@@ -276,9 +289,8 @@ TEST_CASE("(m) nodes in network namespaces of their own join over non-loopback a
   std::vector<std::unique_ptr<background>> nodes;
   for (int k = 1; k <= 2; ++k)
     nodes.push_back(std::make_unique<background>(
-        "ip netns exec " + ns.names[k - 1] + " " + tessera_bin + " node --join 10.231.1.1:" +
-            port + " --server node-" + std::to_string(k) + " --cluster " + cl +
-            " --secret-file " + secret,
+        "ip netns exec " + ns.names[k - 1] + " " + tessera_bin + " node --join 10.231.1.1:" + port +
+            " --server node-" + std::to_string(k) + " --cluster " + cl + " --secret-file " + secret,
         dir.file("node" + std::to_string(k) + ".out")));
   const int code = sched.wait(90);
   INFO(sched.output());
@@ -298,14 +310,17 @@ TEST_CASE("(m) nodes in network namespaces of their own join over non-loopback a
   }
 }
 
-TEST_CASE("(n) a node killed during its registration: a new process for its server joins and "
-          "the run finishes", "[mpi][n][registration]") {
+TEST_CASE(
+    "(n) a node killed during its registration: a new process for its server joins and "
+    "the run finishes",
+    "[mpi][n][registration]") {
   scratch_dir dir("n");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(3, 150, 0.01));
   const auto secret = dir.file("secret");
-  background run(std::string(TESSERA_FAULTY_BINARY) + " --fault-kill-registering-rank 2 --local 3 --launcher fork" +
-                     " --cluster " + cl + " --jobs " + jobs + " --secret-file " + secret +
+  background run(std::string(TESSERA_FAULTY_BINARY) +
+                     " --fault-kill-registering-rank 2 --local 3 --launcher fork" + " --cluster " +
+                     cl + " --jobs " + jobs + " --secret-file " + secret +
                      " --round-length 0.3 --connect-timeout 30 --json " + dir.file("sum.json") +
                      " --checkpoint-dir " + dir.file("ckpt"),
                  dir.file("run.out"));
@@ -320,21 +335,23 @@ TEST_CASE("(n) a node killed during its registration: a new process for its serv
   CHECK(joiner.wait(20) == 0);
   const auto sum = load_json(dir.file("sum.json"));
   check_all_finished(sum);
-  check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
+  check_bitwise(sum);                  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"].empty());  // it never registered, so it was never lost
   CHECK(sum["joins"].get<int>() == 0);  // the replacement registered before the run started
 }
 
-TEST_CASE("(s) a node killed during a fork merge: the forked jobs lose at most that round and "
-          "finish on the others", "[mpi][s][merge]") {
+TEST_CASE(
+    "(s) a node killed during a fork merge: the forked jobs lose at most that round and "
+    "finish on the others",
+    "[mpi][s][merge]") {
   scratch_dir dir("s");
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
   const auto jobs = dir.write("jobs.toml", jobs_toml(2, 1000, 0.01));
   auto o = run_shell(mpirun(3, true, TESSERA_FAULTY_BINARY) +
                      " --fault-kill-merge-rank 2 --fault-kill-merge-round 1 --policy hadare" +
                      " --cluster " + cl + " --jobs " + jobs + " --round-length 0.4" +
-                     " --heartbeat-timeout 1.5 --checkpoint-dir " + dir.file("ckpt") +
-                     " --json " + dir.file("sum.json"));
+                     " --heartbeat-timeout 1.5 --checkpoint-dir " + dir.file("ckpt") + " --json " +
+                     dir.file("sum.json"));
   INFO(o.out);
   const auto sum = load_json(dir.file("sum.json"));
   check_all_finished(sum);

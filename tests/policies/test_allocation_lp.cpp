@@ -99,8 +99,7 @@ TEST_CASE("allocation lp: class reduction keeps the optimum", "[policies]") {
         lo = std::min(lo, v);
         sum += v;
       }
-      if (any)
-        CHECK(rel_diff(obj == allocation_objective::max_min ? lo : sum, r->value) < 1e-6);
+      if (any) CHECK(rel_diff(obj == allocation_objective::max_min ? lo : sum, r->value) < 1e-6);
       // Same optimum without aggregation.
       allocation_lp plain;
       allocation_lp_settings s;
@@ -113,8 +112,7 @@ TEST_CASE("allocation lp: class reduction keeps the optimum", "[policies]") {
   CHECK(merged > 100);  // the instances did exercise the reduction
 }
 
-TEST_CASE("allocation lp: max-min fairness equals the full LP on random snapshots",
-          "[policies]") {
+TEST_CASE("allocation lp: max-min fairness equals the full LP on random snapshots", "[policies]") {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 100; ++trial) {
     auto fx = test::random_fixture(rng);
@@ -132,8 +130,7 @@ TEST_CASE("allocation lp: max-min fairness equals the full LP on random snapshot
                                         (s.jobs[m].spec->priority_weight * eq[m])
                                   : 0;
     INFO("trial " << trial);
-    CHECK(rel_diff(p.last_solve().value, full_lp_value(in, allocation_objective::max_min)) <
-          1e-7);
+    CHECK(rel_diff(p.last_solve().value, full_lp_value(in, allocation_objective::max_min)) < 1e-7);
   }
 }
 

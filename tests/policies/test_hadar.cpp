@@ -215,9 +215,8 @@ TEST_CASE("hadar: one job's GPUs span GPU types when no type has room", "[polici
 TEST_CASE("hadare: forks onto distinct servers, not beyond what the round needs",
           "[policies][hadar]") {
   // Three 1-GPU V100 servers, one 1-GPU job at 1 step/s.
-  const cluster cl = make_cluster({{0, "a", "v100", 0, 1, 1.0},
-                                   {0, "b", "v100", 0, 1, 1.0},
-                                   {0, "c", "v100", 0, 1, 1.0}});
+  const cluster cl = make_cluster(
+      {{0, "a", "v100", 0, 1, 1.0}, {0, "b", "v100", 0, 1, 1.0}, {0, "c", "v100", 0, 1, 1.0}});
   auto hp = hand_params();
   hp.max_copies = 3;
   SECTION("a long job runs as three copies") {
@@ -278,8 +277,8 @@ TEST_CASE("sim: copies of one job add their rates, minus one averaging per round
     auto r = simulate(cl, t, {make_job(0, "m", 1, 1000)}, pol, cfg);
     REQUIRE(r);
     CHECK(r->jobs[0].finish == Approx(210));
-    CHECK(r->jobs[0].run_time == Approx(210));      // copies side by side: wall time
-    CHECK(r->jobs[0].gpu_seconds == Approx(420));   // two GPUs x 210 s
+    CHECK(r->jobs[0].run_time == Approx(210));     // copies side by side: wall time
+    CHECK(r->jobs[0].gpu_seconds == Approx(420));  // two GPUs x 210 s
     CHECK(r->jobs[0].steps_done == Approx(1000));
   }
   SECTION("finishing in the second round") {

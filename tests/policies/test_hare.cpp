@@ -104,8 +104,7 @@ class hare_checker final : public policy {
 
 }  // namespace
 
-TEST_CASE("hare: service is work done in ideal GPU-seconds over the weight",
-          "[policies][hare]") {
+TEST_CASE("hare: service is work done in ideal GPU-seconds over the weight", "[policies][hare]") {
   // K = 2, best throughput 4 steps/s, 100 steps done, weight 2: 100 x 2 / 4 / 2 = 25.
   const job j = make_job(0, "alpha", 2, 1000, 0, 2);
   job_view v;
@@ -137,8 +136,7 @@ TEST_CASE("hare: stacks tasks on the fast GPU while that is faster", "[policies]
   CHECK(p->assignments[0].tasks == 4);
 }
 
-TEST_CASE("hare: spills tasks onto a slower type when the fast GPU is full",
-          "[policies][hare]") {
+TEST_CASE("hare: spills tasks onto a slower type when the fast GPU is full", "[policies][hare]") {
   // Per-task times: fast 1/2.5 = 0.4 s, slow 1 s. Tasks in turn: fast (0.4), fast (0.8 <
   // 1), then a new slow GPU (1.0 < 1.2), and another new slow GPU (1.0 < 1.2 and < 2). Step
   // max(2 x 0.4, 1 x 1) = 1 s on 3 GPUs, against 1 s on 4 slow GPUs or 1.6 s on the fast one.
@@ -262,7 +260,9 @@ TEST_CASE("hare: valid plans, K tasks or none, no starvation, on random clusters
       stacked += pol.stacked;
     }
     CHECK(left_out > 0);  // the no-starvation check was exercised
-    if (relaxed) CHECK(stacked > 0);
-    else CHECK(stacked == 0);
+    if (relaxed)
+      CHECK(stacked > 0);
+    else
+      CHECK(stacked == 0);
   }
 }

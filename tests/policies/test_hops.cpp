@@ -116,8 +116,7 @@ double brute_force(const hops_ilp_input& in) {
           for (int w = 0; w < cf.whole_servers; ++w) pieces.push_back(in.classes[k].capacity);
           for (int d : cf.pieces) pieces.push_back(d);
         }
-        if (!packs(pieces, static_cast<int>(in.classes[k].servers.size()),
-                   in.classes[k].capacity))
+        if (!packs(pieces, static_cast<int>(in.classes[k].servers.size()), in.classes[k].capacity))
           return;
       }
       best = std::max(best, v);
@@ -165,9 +164,8 @@ void check_packing(const hops_ilp_input& in, const hops_ilp_result& r,
 }
 
 /// A snapshot over `jobs` with per-server rates `rt` at time `now`.
-snapshot make_snapshot(const cluster& cl, const server_throughput& rt,
-                       const std::vector<job>& jobs, double now,
-                       const std::vector<double>& run_time = {}) {
+snapshot make_snapshot(const cluster& cl, const server_throughput& rt, const std::vector<job>& jobs,
+                       double now, const std::vector<double>& run_time = {}) {
   snapshot s;
   s.now = now;
   s.cl = &cl;
@@ -237,8 +235,7 @@ TEST_CASE("hops: the ILP is optimal against brute force and its packing fits", "
   }
 }
 
-TEST_CASE("hops: larger random ILPs respect capacity and one configuration per job",
-          "[policies]") {
+TEST_CASE("hops: larger random ILPs respect capacity and one configuration per job", "[policies]") {
   std::mt19937 rng(11);
   milp_settings ms;
   ms.time_limit_s = 5;
@@ -276,8 +273,7 @@ hops_ilp_input replicate_shapes(std::mt19937& rng, const hops_ilp_input& base,
   return in;
 }
 
-TEST_CASE("hops: the grouped ILP is within its tolerance of brute force and fits",
-          "[policies]") {
+TEST_CASE("hops: the grouped ILP is within its tolerance of brute force and fits", "[policies]") {
   std::mt19937 rng(23);
   milp_settings ms;
   ms.relative_gap = 0;
@@ -433,8 +429,7 @@ TEST_CASE("hops: the window takes the highest latency ratios first", "[policies]
   }
 }
 
-TEST_CASE("hops: the higher latency ratio gets the faster server of one GPU type",
-          "[policies]") {
+TEST_CASE("hops: the higher latency ratio gets the faster server of one GPU type", "[policies]") {
   // Two 1-GPU v100 servers, speed 1 and 2 (Gavel sees one type). Job X waited 200 s with
   // E = 100 s (LR 2), job Y arrived now (LR 0); bias 1, lambda 1: weights 3 and 1. G = 2 on
   // the fast server, 1 on the slow one. X fast + Y slow = 3*2 + 1*1 = 7 beats 3*1 + 1*2 = 5.

@@ -508,11 +508,10 @@ hops_ilp_input parse_ilp(const std::string& text) {
   return in;
 }
 
-
 /// What a forked solve reported.
 struct child_solve {
-  bool aborted = false;   ///< the child died on a signal (CBC's assertion)
-  bool solved = false;    ///< solve_hops_ilp returned a result
+  bool aborted = false;  ///< the child died on a signal (CBC's assertion)
+  bool solved = false;   ///< solve_hops_ilp returned a result
   bool optimal = false;
   double objective = 0;
   double columns = 0, rows = 0;

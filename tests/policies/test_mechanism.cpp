@@ -11,7 +11,6 @@
 
 using namespace tessera;
 
-
 namespace {
 
 cluster two_type_cluster() {
@@ -136,9 +135,9 @@ TEST_CASE("mechanism plans respect capacity on random clusters", "[mechanism][pr
       std::vector<int> used(f.cl.servers.size(), 0);
       std::set<job_id> seen;
       for (const auto& as : last.assignments) {
-        REQUIRE(seen.insert(as.job).second);                       // no job twice
-        REQUIRE(as.gpus() == f.specs[as.job].scale_factor);        // scale factor met
-        REQUIRE(a.x[as.job][as.type] > 0);                         // only where allocated
+        REQUIRE(seen.insert(as.job).second);                 // no job twice
+        REQUIRE(as.gpus() == f.specs[as.job].scale_factor);  // scale factor met
+        REQUIRE(a.x[as.job][as.type] > 0);                   // only where allocated
         for (const auto& sh : as.shares) {
           REQUIRE(f.cl.servers[sh.server].type_index == as.type);  // one type per job
           used[sh.server] += sh.gpus;

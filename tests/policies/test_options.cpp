@@ -93,8 +93,7 @@ TEST_CASE("options: registry policies reject bad kinds through make_policy", "[p
   CHECK(make_policy("hadare", {{"max_copies", 2}}).ok());
 }
 
-TEST_CASE("options: every registry default is of its kind and within its bounds",
-          "[policies]") {
+TEST_CASE("options: every registry default is of its kind and within its bounds", "[policies]") {
   for (const auto& e : policy_registry())
     for (const auto& o : e.options) {
       INFO(e.name << ": " << o.name);
@@ -140,8 +139,8 @@ TEST_CASE("options: NaN and infinities are refused for every kind", "[policies][
       CHECK(r.err().kind == error_kind::invalid_input);
       CHECK(has(r.err().message, std::string("--policy-arg: field '") + name + "'"));
     }
-  auto tol = make_policy("finish_time_fairness_perf", {{"tolerance", std::nan("")}},
-                         "--policy-arg");
+  auto tol =
+      make_policy("finish_time_fairness_perf", {{"tolerance", std::nan("")}}, "--policy-arg");
   REQUIRE_FALSE(tol);
   CHECK(has(tol.err().message, "field 'tolerance'"));
 }

@@ -87,8 +87,7 @@ TEST_CASE("max_min_fairness_packed pairs two jobs on one GPU when sharing pays",
   CHECK(e[1] == Approx(8));
 }
 
-TEST_CASE("max_min_fairness_packed time-slices when sharing does not pay",
-          "[policies][packing]") {
+TEST_CASE("max_min_fairness_packed time-slices when sharing does not pay", "[policies][packing]") {
   same_type f(2, 1, 4);  // together 8 steps/s against 10 alone
   server_throughput rates(f.cl, f.table);
   max_min_fairness_packed pol(true);
@@ -112,7 +111,7 @@ TEST_CASE("packed LP: a class of identical jobs spreads its pairs over every mem
   auto r = solve_packed_lp(s, in);
   REQUIRE(r);
   CHECK(r->classes == 1);
-  CHECK(r->value == Approx(0.8));  // each at 8 steps/s x weight 0.1
+  CHECK(r->value == Approx(0.8));     // each at 8 steps/s x weight 0.1
   CHECK(r->alloc.pairs.size() == 6);  // 4 choose 2, each 1/3 of the time
   std::vector<double> time(4, 0.0);
   double gpus = 0;
@@ -152,12 +151,12 @@ TEST_CASE("min_total_duration_packed shortens the makespan when sharing pays",
   CHECK(pol.last_makespan() == Approx(125));
 }
 
-TEST_CASE("packed policies: plans on random small clusters hold at most two jobs per GPU and "
-          "pair only where the table has a co-location throughput",
-          "[policies][packing][property]") {
-  for (const char* name :
-       {"max_min_fairness_packed", "min_total_duration_packed", "fifo_packed",
-        "finish_time_fairness_packed"}) {
+TEST_CASE(
+    "packed policies: plans on random small clusters hold at most two jobs per GPU and "
+    "pair only where the table has a co-location throughput",
+    "[policies][packing][property]") {
+  for (const char* name : {"max_min_fairness_packed", "min_total_duration_packed", "fifo_packed",
+                           "finish_time_fairness_packed"}) {
     SECTION(name) {
       std::mt19937 rng(15);
       int pairs_seen = 0;
@@ -254,7 +253,8 @@ TEST_CASE("fifo_packed gives each running job at most one partner and keeps the 
   CHECK(in_pairs.count(4) == 0);
   CHECK(a->x[4][0] == 0.0);
   // Without the executor's rates there are no co-location entries: plain fifo_perf.
-  auto plain = pol.allocate(test::make_snapshot(f.cl, f.jobs, std::vector<std::vector<double>>(5, {10.0})));
+  auto plain =
+      pol.allocate(test::make_snapshot(f.cl, f.jobs, std::vector<std::vector<double>>(5, {10.0})));
   REQUIRE(plain);
   CHECK(plain->pairs.empty());
 }

@@ -87,8 +87,8 @@ std::vector<server_share> random_previous(const cluster& cl, std::mt19937& rng) 
   std::vector<server_share> prev;
   const int parts = static_cast<int>(rng() % 3);
   for (int p = 0; p < parts; ++p)
-    prev.push_back({static_cast<int>(rng() % (cl.servers.size() + 1)),
-                    1 + static_cast<int>(rng() % 4)});
+    prev.push_back(
+        {static_cast<int>(rng() % (cl.servers.size() + 1)), 1 + static_cast<int>(rng() % 4)});
   return prev;
 }
 
@@ -113,8 +113,10 @@ TEST_CASE("indexed placement equals a scan of every server on random clusters",
     const auto got = place_on_servers(cl, scale, types, previous);
     REQUIRE(got == want);
     for (std::size_t i = 0; i < n; ++i) {
-      if (want[i].empty()) ++unplaced;
-      else ++placed;
+      if (want[i].empty())
+        ++unplaced;
+      else
+        ++placed;
       if (!want[i].empty() && want[i] == previous[i]) ++kept;
     }
   }

@@ -20,14 +20,20 @@
 using namespace tessera;
 
 TEST_CASE("registry: Gavel policies are listed and build", "[policies]") {
-  const std::vector<std::string> gavel = {
-      "fifo",               "fifo_perf",
-      "max_min_fairness",   "max_min_fairness_perf",
-      "finish_time_fairness", "finish_time_fairness_perf",
-      "min_total_duration", "min_total_duration_perf",
-      "max_sum_throughput", "max_sum_throughput_perf",
-      "max_min_fairness_packed", "min_total_duration_packed", "fifo_packed",
-      "finish_time_fairness_packed"};
+  const std::vector<std::string> gavel = {"fifo",
+                                          "fifo_perf",
+                                          "max_min_fairness",
+                                          "max_min_fairness_perf",
+                                          "finish_time_fairness",
+                                          "finish_time_fairness_perf",
+                                          "min_total_duration",
+                                          "min_total_duration_perf",
+                                          "max_sum_throughput",
+                                          "max_sum_throughput_perf",
+                                          "max_min_fairness_packed",
+                                          "min_total_duration_packed",
+                                          "fifo_packed",
+                                          "finish_time_fairness_packed"};
   std::vector<std::string> listed;
   for (const auto& e : policy_registry()) {
     listed.push_back(e.name);
@@ -39,8 +45,7 @@ TEST_CASE("registry: Gavel policies are listed and build", "[policies]") {
   }
 }
 
-TEST_CASE("registry: every policy reports its registry name and errors under it",
-          "[policies]") {
+TEST_CASE("registry: every policy reports its registry name and errors under it", "[policies]") {
   for (const auto& e : policy_registry()) {
     INFO(e.name);
     auto p = make_policy(e.name);
@@ -82,9 +87,13 @@ TEST_CASE("registry: the agnostic LP variants are the aware policies on the type
   };
   const std::vector<variant> variants = {
       {"max_min_fairness", max_min_fairness_options(), make_max_min_fairness, {}},
-      {"max_min_fairness", max_min_fairness_options(), make_max_min_fairness,
+      {"max_min_fairness",
+       max_min_fairness_options(),
+       make_max_min_fairness,
        {{"efficiency_stage", 0}}},
-      {"finish_time_fairness", finish_time_fairness_options(), make_finish_time_fairness,
+      {"finish_time_fairness",
+       finish_time_fairness_options(),
+       make_finish_time_fairness,
        {{"max_iterations", 5}}},
       {"min_total_duration", min_total_duration_options(), make_min_total_duration, {}},
       {"max_sum_throughput", max_sum_throughput_options(), make_max_sum_throughput, {}},
@@ -104,7 +113,8 @@ TEST_CASE("registry: the agnostic LP variants are the aware policies on the type
       REQUIRE(a.ok());
       REQUIRE(b.ok());
       REQUIRE(a->jobs.size() == b->jobs.size());
-      for (std::size_t i = 0; i < a->jobs.size(); ++i) CHECK(a->jobs[i].finish == b->jobs[i].finish);
+      for (std::size_t i = 0; i < a->jobs.size(); ++i)
+        CHECK(a->jobs[i].finish == b->jobs[i].finish);
     }
   }
 }

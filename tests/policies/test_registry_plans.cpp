@@ -119,7 +119,7 @@ TEST_CASE("every registered policy makes valid plans and finishes every job",
       for (int trial = 0; trial < 25; ++trial) {
         auto in = random_instance(rng);
         std::mt19937 pair_rng(static_cast<unsigned>(trial));  // leaves `rng`'s draws as they were
-        test::add_random_colocations(in, pair_rng);  // for the space-sharing policies
+        test::add_random_colocations(in, pair_rng);           // for the space-sharing policies
         auto made = make_policy(entry.name);
         REQUIRE(made);
         checking_policy pol(std::move(made.value()));

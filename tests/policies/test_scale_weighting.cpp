@@ -53,8 +53,8 @@ TEST_CASE("max_min_fairness: the option reaches the policy", "[policies][scale_w
   gavel_fixture fx;
   four_small_one_wide(fx);
   for (bool on : {false, true}) {
-    auto o = validate_options(max_min_fairness_options(), {{"scale_weighted", on ? 1.0 : 0.0}},
-                              "test");
+    auto o =
+        validate_options(max_min_fairness_options(), {{"scale_weighted", on ? 1.0 : 0.0}}, "test");
     REQUIRE(o.ok());
     auto p = make_type_blind(make_max_min_fairness(o.value()));
     auto a = p->allocate(fx.snap);

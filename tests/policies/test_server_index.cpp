@@ -25,7 +25,8 @@ TEST_CASE("server classes split exactly the servers a value vector tells apart",
       std::vector<double> a(n), b(n);
       for (int u = 0; u < n; ++u) {
         a[u] = std::uniform_int_distribution<int>(0, 3)(rng) * 0.5;
-        b[u] = round == 1 ? std::numeric_limits<double>::infinity() : std::uniform_int_distribution<int>(0, 1)(rng);
+        b[u] = round == 1 ? std::numeric_limits<double>::infinity()
+                          : std::uniform_int_distribution<int>(0, 1)(rng);
       }
       const auto before = cls.version();
       const bool split = cls.refine(a, b);

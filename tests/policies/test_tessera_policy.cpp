@@ -78,8 +78,10 @@ class tessera_checker final : public policy {
           usable_free += sv.gpus - used[sv.id];
           if (relaxed_) REQUIRE_FALSE(forked_on[sv.id]);
         }
-      if (relaxed_) REQUIRE(usable_free == 0);
-      else REQUIRE(usable_free < jv.spec->scale_factor);
+      if (relaxed_)
+        REQUIRE(usable_free == 0);
+      else
+        REQUIRE(usable_free < jv.spec->scale_factor);
     }
     ++plans;
     return p;
@@ -95,9 +97,8 @@ class tessera_checker final : public policy {
 
 /// Three one-GPU servers of one type.
 cluster three_ones() {
-  return make_cluster({{0, "a", "v100", 0, 1, 1.0},
-                       {0, "b", "v100", 0, 1, 1.0},
-                       {0, "c", "v100", 0, 1, 1.0}});
+  return make_cluster(
+      {{0, "a", "v100", 0, 1, 1.0}, {0, "b", "v100", 0, 1, 1.0}, {0, "c", "v100", 0, 1, 1.0}});
 }
 
 /// One fast GPU (type "fast") and one slow one, each on its own server.
@@ -159,8 +160,10 @@ TEST_CASE("tessera: valid plans, every job finishes, on random clusters",
         CHECK(m.utilisation <= 1.0 + 1e-9);
         forked += pol.forked_plans;
       }
-      if (max_copies == 1) CHECK(forked == 0);
-      else CHECK(forked > 0);  // it did fork somewhere
+      if (max_copies == 1)
+        CHECK(forked == 0);
+      else
+        CHECK(forked > 0);  // it did fork somewhere
     }
   }
 }
@@ -170,11 +173,11 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   const auto cl = make_cluster({{0, "a", "v100", 0, 4, 1.0}});
   // All at 1 step/s on the one type. Expected run times E = total steps.
   std::vector<job> jobs = {
-      make_job(0, "m", 1, 1000, 0),     // served 500 of 1000, never waited: normal
-      make_job(1, "m", 1, 1000, 0),     // served 100: normal, ahead of job 0
-      make_job(2, "m", 1, 100, 0),      // waited 300 on E = 100: LR 3, starving
-      make_job(3, "m", 1, 200, 0),      // waited 300 on E = 200: LR 1.5, starving
-      make_job(4, "m", 1, 1e6, 0)};     // 1e6 s left, far beyond 2 x drain: critical
+      make_job(0, "m", 1, 1000, 0),  // served 500 of 1000, never waited: normal
+      make_job(1, "m", 1, 1000, 0),  // served 100: normal, ahead of job 0
+      make_job(2, "m", 1, 100, 0),   // waited 300 on E = 100: LR 3, starving
+      make_job(3, "m", 1, 200, 0),   // waited 300 on E = 200: LR 1.5, starving
+      make_job(4, "m", 1, 1e6, 0)};  // 1e6 s left, far beyond 2 x drain: critical
   auto s = make_snapshot(cl, jobs, {{1}, {1}, {1}, {1}, {1}}, 300);
   s.jobs[0].steps_done = 500;
   s.jobs[0].remaining_steps = 500;
@@ -220,8 +223,7 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   CHECK(cls[3] == tessera_class::normal);
 }
 
-TEST_CASE("tessera: a copy pays when the averaged rate grows by fork_gain",
-          "[policies][tessera]") {
+TEST_CASE("tessera: a copy pays when the averaged rate grows by fork_gain", "[policies][tessera]") {
   // Equal copies: eff(2) x 2 against (1 + gain) x eff(1) x 1.
   CHECK(tessera_fork_pays(1.0, 1.0, 1, 0.1, 1.0, 0.6));        // 1.2 >= 1.1
   CHECK_FALSE(tessera_fork_pays(1.0, 1.0, 1, 0.1, 1.0, 0.5));  // 1.0 < 1.1

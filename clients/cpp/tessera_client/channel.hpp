@@ -74,7 +74,8 @@ class channel {
     while (done < line.size()) {
       ssize_t n = ::send(fd_, line.data() + done, line.size() - done, flags);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw lease_error(std::string("the lease channel broke: ") + std::strerror(errno));
+      if (n <= 0)
+        throw lease_error(std::string("the lease channel broke: ") + std::strerror(errno));
       done += std::size_t(n);
     }
   }
@@ -90,7 +91,8 @@ class channel {
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw lease_error(std::string("the lease channel broke: ") + std::strerror(errno));
-      if (n == 0) throw lease_error("the node closed the lease channel without answering '" + op + "'");
+      if (n == 0)
+        throw lease_error("the node closed the lease channel without answering '" + op + "'");
       pending_.append(buf, std::size_t(n));
     }
   }
@@ -100,8 +102,8 @@ class channel {
     const json* o = reply.get("op");
     if (o && o->k == json::kind::string && o->str == "error") {
       const json* m = reply.get("message");
-      throw lease_error("the node refused '" + op + "': " +
-                        (m && m->k == json::kind::string ? m->str : "(no message)"));
+      throw lease_error("the node refused '" + op +
+                        "': " + (m && m->k == json::kind::string ? m->str : "(no message)"));
     }
     const json* v = reply.get("v");
     if (!v || v->k != json::kind::number || v->num != protocol_version)

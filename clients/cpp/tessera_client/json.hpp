@@ -143,10 +143,14 @@ class json_reader {
     for (int k = 0; k < 4; ++k) {
       char c = s_[i_++];
       u <<= 4;
-      if (c >= '0' && c <= '9') u |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') u |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') u |= unsigned(c - 'A' + 10);
-      else fail("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        u |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        u |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        u |= unsigned(c - 'A' + 10);
+      else
+        fail("bad \\u escape");
     }
     return u;
   }
@@ -190,7 +194,7 @@ class json_reader {
         if (cp >= 0xD800 && cp < 0xDC00 && eat("\\u")) {
           unsigned lo = hex4();
           cp = (lo >= 0xDC00 && lo < 0xE000) ? 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
-                                              : 0xFFFD;
+                                             : 0xFFFD;
         }
         utf8(out, cp >= 0xD800 && cp < 0xE000 ? 0xFFFD : cp);
       } else {
@@ -240,10 +244,13 @@ class json_writer {
   void quoted(const std::string& s) {
     out_ << '"';
     for (char c : s) {
-      if (c == '"' || c == '\\') out_ << '\\' << c;
-      else if (static_cast<unsigned char>(c) < 0x20) out_ << "\\u00" << "0123456789abcdef"[c >> 4]
-                                                           << "0123456789abcdef"[c & 15];
-      else out_ << c;
+      if (c == '"' || c == '\\')
+        out_ << '\\' << c;
+      else if (static_cast<unsigned char>(c) < 0x20)
+        out_ << "\\u00"
+             << "0123456789abcdef"[c >> 4] << "0123456789abcdef"[c & 15];
+      else
+        out_ << c;
     }
     out_ << '"';
   }

@@ -11,17 +11,16 @@ namespace {
 std::string bytes_text(std::size_t n) { return std::to_string(n) + " bytes"; }
 
 /// "the <what> is larger than <max> bytes": the message of a file over its size bound.
-error too_large(const std::string& path, const limits::file_limits& lim,
-                const std::string& size) {
+error too_large(const std::string& path, const limits::file_limits& lim, const std::string& size) {
   return input_error(path, 0, "",
                      std::string(lim.what) + " is " + size + "; at most " +
                          bytes_text(lim.max_bytes) + " are read");
 }
 
 error line_too_long(const std::string& path, int line, const limits::file_limits& lim) {
-  return input_error(path, line, "",
-                     "line longer than " + bytes_text(lim.max_line_bytes) + " (the limit for a " +
-                         lim.what + ")");
+  return input_error(
+      path, line, "",
+      "line longer than " + bytes_text(lim.max_line_bytes) + " (the limit for a " + lim.what + ")");
 }
 
 }  // namespace
@@ -90,8 +89,8 @@ bool line_reader::next(std::string_view& line) {
   // the line break still fits, and an overlong line is told apart by what is left.
   in_.getline(buf_.data(), static_cast<std::streamsize>(buf_.size()));
   const auto got = static_cast<std::size_t>(in_.gcount());
-  if (got == 0 && in_.eof()) return in_.bad() ? stop(error{error_kind::io, name_ + ": read error"})
-                                              : false;
+  if (got == 0 && in_.eof())
+    return in_.bad() ? stop(error{error_kind::io, name_ + ": read error"}) : false;
   ++line_no_;
   total_ += got;
   if (total_ > lim_.max_bytes)

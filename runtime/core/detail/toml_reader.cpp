@@ -96,16 +96,18 @@ result<std::unique_ptr<toml::node>> toml_value(const nlohmann::json& j, const st
       return std::unique_ptr<toml::node>(std::move(a));
     }
     case J::string:
-      return std::unique_ptr<toml::node>(std::make_unique<toml::value<std::string>>(j.get<std::string>()));
+      return std::unique_ptr<toml::node>(
+          std::make_unique<toml::value<std::string>>(j.get<std::string>()));
     case J::boolean:
       return std::unique_ptr<toml::node>(std::make_unique<toml::value<bool>>(j.get<bool>()));
     case J::number_integer:
-      return std::unique_ptr<toml::node>(std::make_unique<toml::value<std::int64_t>>(j.get<std::int64_t>()));
+      return std::unique_ptr<toml::node>(
+          std::make_unique<toml::value<std::int64_t>>(j.get<std::int64_t>()));
     case J::number_unsigned:
       if (j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
         return input_error(name, 0, field, "integer too large");
-      return std::unique_ptr<toml::node>(
-          std::make_unique<toml::value<std::int64_t>>(static_cast<std::int64_t>(j.get<std::uint64_t>())));
+      return std::unique_ptr<toml::node>(std::make_unique<toml::value<std::int64_t>>(
+          static_cast<std::int64_t>(j.get<std::uint64_t>())));
     case J::number_float:
       return std::unique_ptr<toml::node>(std::make_unique<toml::value<double>>(j.get<double>()));
     default:
@@ -117,8 +119,8 @@ result<std::unique_ptr<toml::node>> toml_value(const nlohmann::json& j, const st
 
 result<toml::table> toml_from_json(std::string_view text, const std::string& name) {
   if (text.size() > limits::toml_file.max_bytes)
-    return input_error(name, 0, "", "larger than " + std::to_string(limits::toml_file.max_bytes) +
-                                        " bytes");
+    return input_error(name, 0, "",
+                       "larger than " + std::to_string(limits::toml_file.max_bytes) + " bytes");
   if (json_nested_deeper_than(text, max_json_depth))
     return input_error(name, 0, "", "JSON nested deeper than " + std::to_string(max_json_depth));
   nlohmann::json j;
@@ -127,7 +129,8 @@ result<toml::table> toml_from_json(std::string_view text, const std::string& nam
   } catch (const nlohmann::json::parse_error& e) {
     return input_error(name, 0, "", std::string("malformed JSON: ") + e.what());
   }
-  if (!j.is_object()) return input_error(name, 0, "", "expected a JSON object (a job set or a job)");
+  if (!j.is_object())
+    return input_error(name, 0, "", "expected a JSON object (a job set or a job)");
   // One job may be given as the object itself.
   if (!j.contains("job")) j = nlohmann::json{{"job", nlohmann::json::array({j})}};
   auto root = toml_value(j, name, "", 0);
@@ -165,10 +168,8 @@ void table_reader::allow_only(std::initializer_list<const char*> allowed) {
       list += list.empty() ? std::string("'") + a + "'" : std::string(", '") + a + "'";
     }
     if (!known) {
-      const int line =
-          k.source().begin.line ? static_cast<int>(k.source().begin.line) : line_of(v);
-      fail(line, std::string(k.str()),
-           "unknown key in " + context_ + "; expected one of " + list);
+      const int line = k.source().begin.line ? static_cast<int>(k.source().begin.line) : line_of(v);
+      fail(line, std::string(k.str()), "unknown key in " + context_ + "; expected one of " + list);
       return;
     }
   }

@@ -8,7 +8,8 @@ namespace tessera::comm {
 
 status check_group(const group& members, int rank, int world) {
   auto bad = [&](const std::string& what) {
-    return error{error_kind::invalid_input, "aggregator group " + describe(members, 0) + ": " + what};
+    return error{error_kind::invalid_input,
+                 "aggregator group " + describe(members, 0) + ": " + what};
   };
   if (members.empty()) return bad("no members");
   bool has_self = false;
@@ -59,8 +60,8 @@ status aggregator::allreduce(const group& members, buffer_view data, const reduc
                      "' does not take device buffers; copy the data to host memory (or use the "
                      "nccl or mpi backend)"};
   if (data.count > 0 && !data.data)
-    return error{error_kind::invalid_input, "aggregator: a buffer_view of " +
-                                                std::to_string(data.count) + " floats at null"};
+    return error{error_kind::invalid_input,
+                 "aggregator: a buffer_view of " + std::to_string(data.count) + " floats at null"};
   std::vector<float> v(data.data, data.data + data.count);
   auto st = allreduce(members, v, opt);
   if (st)

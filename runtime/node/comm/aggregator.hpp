@@ -147,8 +147,8 @@ status check_group(const group& members, int rank, int world);
 /// The reproducible reduction in one process: out[i] = ((in[0][i] + in[1][i]) + ...) for sum,
 /// that divided by inputs.size() for mean. The definition every backend's rank_order mode
 /// matches bit for bit. `out` may alias one of the inputs.
-void reference_reduce(const std::vector<const float*>& inputs, std::size_t count,
-                      reduce_op op, float* out);
+void reference_reduce(const std::vector<const float*>& inputs, std::size_t count, reduce_op op,
+                      float* out);
 
 /// reference_reduce over `n` buffers of `count` floats laid end to end in `gathered` (an
 /// allgather's output): out[i] = ((gathered[i] + gathered[count + i]) + ...). The host

@@ -106,8 +106,8 @@ device_buffer::~device_buffer() {
 namespace {
 
 /// cudaMemcpy of `count` floats on GPU `device` in direction `kind`, waiting for it.
-status copy_floats(const float* src, std::size_t count, int device, float* dst,
-                   cudaMemcpyKind kind, const char* what) {
+status copy_floats(const float* src, std::size_t count, int device, float* dst, cudaMemcpyKind kind,
+                   const char* what) {
   if (count == 0) return {};
   if (auto e = cudaSetDevice(device); e != cudaSuccess) return cuda_error("cudaSetDevice", e);
   if (auto e = cudaMemcpy(dst, src, count * sizeof(float), kind); e != cudaSuccess)
@@ -141,7 +141,7 @@ status fill_nan_on_device(float* data, std::size_t count, int device) {
   if (count == 0) return {};
   if (auto e = cudaSetDevice(device); e != cudaSuccess) return cuda_error("cudaSetDevice", e);
   fill_kernel<<<blocks_for(count), block_threads>>>(data, count,
-                                                     std::numeric_limits<float>::quiet_NaN());
+                                                    std::numeric_limits<float>::quiet_NaN());
   return launched("fill", nullptr, true);
 }
 
@@ -149,8 +149,8 @@ status reduce_gathered_on_device(const float* gathered, std::size_t n, std::size
                                  reduce_op op, float* out, void* stream) {
   if (count == 0 || n == 0) return {};
   auto s = static_cast<cudaStream_t>(stream);
-  reduce_gathered_kernel<<<blocks_for(count), block_threads, 0, s>>>(
-      gathered, n, count, op == reduce_op::mean, out);
+  reduce_gathered_kernel<<<blocks_for(count), block_threads, 0, s>>>(gathered, n, count,
+                                                                     op == reduce_op::mean, out);
   return launched("reduce_gathered", s, false);
 }
 

@@ -51,8 +51,7 @@ status synchronize_device(int) { return no_cuda_error("synchronize device"); }
 
 status fill_nan_on_device(float*, std::size_t, int) { return no_cuda_error("fill on device"); }
 
-status reduce_gathered_on_device(const float*, std::size_t, std::size_t, reduce_op, float*,
-                                 void*) {
+status reduce_gathered_on_device(const float*, std::size_t, std::size_t, reduce_op, float*, void*) {
   return no_cuda_error("reduce on device");
 }
 

@@ -7,9 +7,8 @@
 namespace tessera::comm {
 
 status local_aggregator::collective(const group& members, const reduce_options& opt,
-                                    const float* data, std::size_t count,
-                                    const combine_fn& combine, std::vector<float>& result,
-                                    std::vector<std::size_t>* counts) {
+                                    const float* data, std::size_t count, const combine_fn& combine,
+                                    std::vector<float>& result, std::vector<std::size_t>* counts) {
   if (auto ok = check_group(members, rank_, world_->size()); !ok) return ok;
   const std::uint64_t key = group_key(members, opt.channel);
   std::uint64_t seq = 0;
@@ -72,8 +71,8 @@ status local_aggregator::allreduce(const group& members, std::vector<float>& vec
     for (const auto& b : in)
       if (b.second != in.front().second)
         return "local aggregator: members of " + describe(members, opt.channel) +
-               " passed different element counts (" + std::to_string(in.front().second) +
-               " and " + std::to_string(b.second) + ")";
+               " passed different element counts (" + std::to_string(in.front().second) + " and " +
+               std::to_string(b.second) + ")";
     std::vector<const float*> ptrs;
     for (const auto& b : in) ptrs.push_back(b.first);
     o.result.resize(in.front().second);

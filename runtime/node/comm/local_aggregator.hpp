@@ -3,8 +3,9 @@
 /// The local backend: participants are threads of one process sharing a `local_world`. Each
 /// collective is a rendezvous: members deposit their buffers, the last to arrive computes
 /// reference_reduce over them (so `fastest` and `rank_order` give the same bits here), and
-/// every member copies the result back (allgather: the concatenation). Used by single-process clusters (the node actors of
-/// the actor unit tests) and as the reference the other backends are tested against.
+/// every member copies the result back (allgather: the concatenation). Used by single-process
+/// clusters (the node actors of the actor unit tests) and as the reference the other backends are
+/// tested against.
 
 #include <condition_variable>
 #include <cstdint>
@@ -36,18 +37,18 @@ class local_world {
   struct op {
     /// Deposited by members not yet served: (data, element count).
     std::map<int, std::pair<const float*, std::size_t>> buffers;
-    std::vector<float> result;       ///< computed by the last to arrive
-    std::vector<std::size_t> counts; ///< allgather: each member's count, in member order
-    bool done = false;               ///< result is ready
-    bool failed = false;             ///< a member gave up (timeout) or disagreed on count
-    std::string why;                 ///< why it failed
-    int served = 0;                  ///< members that copied the result
+    std::vector<float> result;        ///< computed by the last to arrive
+    std::vector<std::size_t> counts;  ///< allgather: each member's count, in member order
+    bool done = false;                ///< result is ready
+    bool failed = false;              ///< a member gave up (timeout) or disagreed on count
+    std::string why;                  ///< why it failed
+    int served = 0;                   ///< members that copied the result
   };
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<std::uint64_t, std::uint64_t>, op> ops_;
-  std::set<std::uint64_t> broken_;   ///< group keys that timed out
+  std::set<std::uint64_t> broken_;  ///< group keys that timed out
 };
 
 /// One participant of a local_world.
@@ -62,9 +63,8 @@ class local_aggregator final : public aggregator {
   using aggregator::allreduce;  // buffer views: host ones through the vector path, device refused
   status allreduce(const group& members, std::vector<float>& data,
                    const reduce_options& opt) override;
-  status allgather(const group& members, const std::vector<float>& mine,
-                   std::vector<float>& all, std::vector<std::size_t>* counts,
-                   const reduce_options& opt) override;
+  status allgather(const group& members, const std::vector<float>& mine, std::vector<float>& all,
+                   std::vector<std::size_t>* counts, const reduce_options& opt) override;
 
  private:
   /// Combines the members' deposited buffers (in member order) into the op's result, or

@@ -134,13 +134,13 @@ status check_rc(int rc, const char* what) {
 
 /// The error for an operation whose caller gave up before it began.
 status abandoned(const char* what) {
-  return error{error_kind::io, std::string("mpi aggregator: ") + what +
-                                   " abandoned (the caller timed out)"};
+  return error{error_kind::io,
+               std::string("mpi aggregator: ") + what + " abandoned (the caller timed out)"};
 }
 
 status no_comm(const group& members, std::uint64_t channel) {
-  return error{error_kind::solver_failed, "mpi aggregator: MPI_Comm_create_group failed for " +
-                                              describe(members, channel)};
+  return error{error_kind::solver_failed,
+               "mpi aggregator: MPI_Comm_create_group failed for " + describe(members, channel)};
 }
 
 }  // namespace
@@ -296,8 +296,8 @@ status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
     data.assign(kept->size(), std::numeric_limits<float>::quiet_NaN());
     return kept;
   };
-  auto st = ch->run(allreduce_task(data.data(), count, n, opt, members, false, 0), opt.timeout,
-                    keep);
+  auto st =
+      ch->run(allreduce_task(data.data(), count, n, opt, members, false, 0), opt.timeout, keep);
   if (!st && !ch->broken())
     std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
   return st;
@@ -339,8 +339,9 @@ status mpi_aggregator::allreduce(const group& members, buffer_view data,
                                 direct, data.device),
                  opt.timeout, [owner] { return owner; });
   }
-  if (st) st = direct ? copy_between_devices(work, data.count, data.device, data.data)
-                      : copy_to_device(work, data.count, data.device, data.data);
+  if (st)
+    st = direct ? copy_between_devices(work, data.count, data.device, data.data)
+                : copy_to_device(work, data.count, data.device, data.data);
   if (!st) poison(data);
   return st;
 }
@@ -367,7 +368,7 @@ status mpi_aggregator::allgather(const group& members, const std::vector<float>&
   b->send = mine;
   const int n = static_cast<int>(members.size());
   auto body = [b, n, members, channel = opt.channel](MPI_Comm comm,
-                                                    const std::atomic<bool>& abandon) -> status {
+                                                     const std::atomic<bool>& abandon) -> status {
     if (comm == MPI_COMM_NULL) return no_comm(members, channel);
     std::vector<unsigned long long> got(static_cast<std::size_t>(n));
     unsigned long long mine_count = b->send.size();
@@ -389,10 +390,10 @@ status mpi_aggregator::allgather(const group& members, const std::vector<float>&
                        describe(members, channel) + " exceeds MPI's int counts"};
     b->recv.resize(static_cast<std::size_t>(total));
     if (abandon.load()) return abandoned("allgather");
-    if (auto st = check_rc(MPI_Allgatherv(b->send.data(), static_cast<int>(b->send.size()),
-                                          MPI_FLOAT, b->recv.data(), cnt.data(), disp.data(),
-                                          MPI_FLOAT, comm),
-                           "allgatherv");
+    if (auto st =
+            check_rc(MPI_Allgatherv(b->send.data(), static_cast<int>(b->send.size()), MPI_FLOAT,
+                                    b->recv.data(), cnt.data(), disp.data(), MPI_FLOAT, comm),
+                     "allgatherv");
         !st)
       return st;
     b->counts.assign(got.begin(), got.end());

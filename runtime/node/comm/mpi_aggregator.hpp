@@ -60,9 +60,8 @@ class mpi_aggregator final : public aggregator {
   status allreduce(const group& members, buffer_view data, const reduce_options& opt) override;
   /// Whether this MPI takes device pointers (MPIX_Query_cuda_support at create()).
   bool cuda_aware() const { return cuda_aware_; }
-  status allgather(const group& members, const std::vector<float>& mine,
-                   std::vector<float>& all, std::vector<std::size_t>* counts,
-                   const reduce_options& opt) override;
+  status allgather(const group& members, const std::vector<float>& mine, std::vector<float>& all,
+                   std::vector<std::size_t>* counts, const reduce_options& opt) override;
 
   /// Runs `fn(comm)` on the communicator thread of (members, channel) with that communicator
   /// (an MPI_Comm passed as void* so this header needs no mpi.h), waiting at most `timeout`.

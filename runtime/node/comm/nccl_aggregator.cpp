@@ -39,17 +39,19 @@ class nccl_channel {
  public:
   ~nccl_channel() {
     if (comm_) {
-      if (broken_) ncclCommAbort(comm_);
-      else ncclCommDestroy(comm_);
+      if (broken_)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
     }
     if (dev_) cudaFree(dev_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  std::mutex mu;            ///< serialises calls on the channel
+  std::mutex mu;  ///< serialises calls on the channel
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  float* dev_ = nullptr;    ///< device staging buffer
+  float* dev_ = nullptr;  ///< device staging buffer
   std::size_t dev_floats_ = 0;
   bool broken_ = false;
   std::vector<float> host_;  ///< host staging (outlives an aborted copy)
@@ -82,8 +84,8 @@ class nccl_channel {
     broken_ = true;
     ncclCommAbort(comm_);
     comm_ = nullptr;
-    return error{error_kind::io, std::string("nccl aggregator: ") + what +
-                                     " timed out; communicator aborted"};
+    return error{error_kind::io,
+                 std::string("nccl aggregator: ") + what + " timed out; communicator aborted"};
   }
 
   /// Stages `count` floats from `data` to the device, runs ncclAllGather (`gather`) or
@@ -152,7 +154,8 @@ status nccl_aggregator::with_channel(
     auto sent = mpi_.run_on(members, opt.channel ^ id_channel_salt, left, [&id](void* comm) {
       const int rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<MPI_Comm*>(comm));
       if (rc != MPI_SUCCESS)
-        return status(error{error_kind::solver_failed, "nccl aggregator: MPI_Bcast of the unique id failed"});
+        return status(
+            error{error_kind::solver_failed, "nccl aggregator: MPI_Bcast of the unique id failed"});
       return status{};
     });
     if (!sent) return sent;
@@ -206,7 +209,8 @@ status nccl_aggregator::allreduce(const group& members, std::vector<float>& data
     const std::vector<float>& host = ch.host_;
     if (gather) {
       std::vector<const float*> parts;
-      for (int k = 0; k < n; ++k) parts.push_back(host.data() + static_cast<std::size_t>(k) * count);
+      for (int k = 0; k < n; ++k)
+        parts.push_back(host.data() + static_cast<std::size_t>(k) * count);
       reference_reduce(parts, count, opt.op, data.data());
     } else {
       const float fn = static_cast<float>(n);
@@ -239,9 +243,9 @@ status nccl_aggregator::allreduce(const group& members, buffer_view data,
     if (gather)
       if (auto got = ch.reserve(count * static_cast<std::size_t>(n)); !got) return got;
     const ncclResult_t r =
-        gather ? ncclAllGather(data.data, ch.dev_, count, ncclFloat, ch.comm_, ch.stream_)
-               : ncclAllReduce(data.data, data.data, count, ncclFloat, ncclSum, ch.comm_,
-                               ch.stream_);
+        gather
+            ? ncclAllGather(data.data, ch.dev_, count, ncclFloat, ch.comm_, ch.stream_)
+            : ncclAllReduce(data.data, data.data, count, ncclFloat, ncclSum, ch.comm_, ch.stream_);
     if (r != ncclSuccess && r != ncclInProgress) return nccl_fail("collective", r);
     if (auto launched = ch.wait_comm(deadline, "collective launch"); !launched) return launched;
     status post;
@@ -282,8 +286,8 @@ status nccl_aggregator::allgather(const group& members, const std::vector<float>
     std::vector<float> padded(mine);
     padded.resize(widest, 0.0f);
     auto st = with_channel(members, opt, [&](nccl_channel& ch, int n, auto deadline) -> status {
-      if (auto run = ch.run(padded.data(), widest, true, widest * static_cast<std::size_t>(n),
-                            deadline);
+      if (auto run =
+              ch.run(padded.data(), widest, true, widest * static_cast<std::size_t>(n), deadline);
           !run)
         return run;
       for (int k = 0; k < n; ++k) {

@@ -52,17 +52,16 @@ class nccl_aggregator final : public aggregator {
   int device() const { return device_; }
   /// Counts are exchanged over the MPI backend, then ncclAllGather of buffers padded to the
   /// largest count (at most 2^24 floats per member).
-  status allgather(const group& members, const std::vector<float>& mine,
-                   std::vector<float>& all, std::vector<std::size_t>* counts,
-                   const reduce_options& opt) override;
+  status allgather(const group& members, const std::vector<float>& mine, std::vector<float>& all,
+                   std::vector<std::size_t>* counts, const reduce_options& opt) override;
 
  private:
   nccl_aggregator(mpi_aggregator& mpi, int device) : mpi_(mpi), device_(device) {}
   /// Runs `fn` on the (members, channel) communicator, made on first use (unique id over MPI,
   /// non-blocking init polled against the deadline), holding the channel's lock.
-  status with_channel(const group& members, const reduce_options& opt,
-                      const std::function<status(nccl_channel&, int n,
-                                                 std::chrono::steady_clock::time_point)>& fn);
+  status with_channel(
+      const group& members, const reduce_options& opt,
+      const std::function<status(nccl_channel&, int n, std::chrono::steady_clock::time_point)>& fn);
   mpi_aggregator& mpi_;
   int device_;
   std::mutex mu_;

@@ -15,13 +15,12 @@ namespace {
 /// of one chip map to its type (v100s -> v100).
 const std::map<std::string, std::string>& type_table() {
   static const std::map<std::string, std::string> table{
-      {"k40", "k40"},     {"k80", "k80"},     {"m60", "m60"},     {"p4", "p4"},
-      {"p40", "p40"},     {"p100", "p100"},   {"v100", "v100"},   {"v100s", "v100"},
-      {"t4", "t4"},       {"a10", "a10"},     {"a10g", "a10g"},   {"a30", "a30"},
-      {"a40", "a40"},     {"a100", "a100"},   {"a800", "a800"},   {"a6000", "a6000"},
-      {"l4", "l4"},       {"l40", "l40"},     {"l40s", "l40s"},   {"h100", "h100"},
-      {"h800", "h800"},   {"h200", "h200"},   {"gh200", "gh200"}, {"b100", "b100"},
-      {"b200", "b200"},   {"gb200", "gb200"},
+      {"k40", "k40"},     {"k80", "k80"},   {"m60", "m60"},     {"p4", "p4"},     {"p40", "p40"},
+      {"p100", "p100"},   {"v100", "v100"}, {"v100s", "v100"},  {"t4", "t4"},     {"a10", "a10"},
+      {"a10g", "a10g"},   {"a30", "a30"},   {"a40", "a40"},     {"a100", "a100"}, {"a800", "a800"},
+      {"a6000", "a6000"}, {"l4", "l4"},     {"l40", "l40"},     {"l40s", "l40s"}, {"h100", "h100"},
+      {"h800", "h800"},   {"h200", "h200"}, {"gh200", "gh200"}, {"b100", "b100"}, {"b200", "b200"},
+      {"gb200", "gb200"},
   };
   return table;
 }
@@ -43,9 +42,7 @@ std::vector<std::string> tokens(const std::string& model) {
 }
 
 /// "1 GPU" / "4 GPUs".
-std::string gpus_text(std::size_t n) {
-  return std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
-}
+std::string gpus_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
 
 /// ":" and one line per device; "" for none.
 std::string found_text(const std::vector<device_info>& found) {
@@ -98,11 +95,9 @@ status check_devices(const server& srv, const std::vector<device_info>& found,
   bool type_ok = true;
   for (const auto& d : found) type_ok = type_ok && is_of_type(d, srv.gpu_type);
   if (count_ok && type_ok) return {};
-  std::string what = "server '" + srv.name + "' declares " + gpus_text(srv.gpus) +
-                     " of type " + srv.gpu_type + ", but its node found " +
-                     gpus_text(found.size()) +
-                     (type_ok ? "" : ", not all of type " + srv.gpu_type) +
-                     found_text(found) +
+  std::string what = "server '" + srv.name + "' declares " + gpus_text(srv.gpus) + " of type " +
+                     srv.gpu_type + ", but its node found " + gpus_text(found.size()) +
+                     (type_ok ? "" : ", not all of type " + srv.gpu_type) + found_text(found) +
                      "\n(known types: " + known_types() +
                      "; TESSERA_GPU_DISCOVERY=off runs the node on its declared GPUs, "
                      "throttled)";
@@ -148,9 +143,9 @@ result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int3
   for (std::size_t i = 0; i < want.size(); ++i)
     if (partner[i] < 0 || static_cast<std::size_t>(partner[i]) > i) total += want[i];
   if (total > gpus)
-    return error{error_kind::internal,
-                 "the round asks this node for " + std::to_string(total) + " GPUs (" +
-                     std::to_string(want.size()) + " copies), it has " + std::to_string(gpus)};
+    return error{error_kind::internal, "the round asks this node for " + std::to_string(total) +
+                                           " GPUs (" + std::to_string(want.size()) +
+                                           " copies), it has " + std::to_string(gpus)};
   std::vector<std::vector<int>> out;
   out.reserve(want.size());
   int next = 0;
@@ -169,12 +164,12 @@ result<std::vector<std::vector<int>>> assign_devices(const std::vector<std::int3
 std::string visible_devices(const std::vector<int>& indices, const std::string& node_visible) {
   std::vector<std::string> listed;
   if (!detail::trim(node_visible).empty())
-    for (const auto f : detail::split(node_visible, ','))
-      listed.emplace_back(detail::trim(f));
+    for (const auto f : detail::split(node_visible, ',')) listed.emplace_back(detail::trim(f));
   std::string s;
   for (const int i : indices) {
     const bool mapped = i >= 0 && static_cast<std::size_t>(i) < listed.size();
-    s += (s.empty() ? "" : ",") + (mapped ? listed[static_cast<std::size_t>(i)] : std::to_string(i));
+    s +=
+        (s.empty() ? "" : ",") + (mapped ? listed[static_cast<std::size_t>(i)] : std::to_string(i));
   }
   return s;
 }

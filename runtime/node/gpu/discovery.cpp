@@ -18,9 +18,9 @@ status add_fake_entry(std::string_view entry, std::vector<device_info>& out,
   if (const auto star = entry.find('*'); star != std::string_view::npos) {
     const auto n = detail::parse_int(entry.substr(0, star));
     if (!n || *n < 1 || *n > max_fake_count)
-      return error{error_kind::invalid_input,
-                   where + ": '" + std::string(entry) + "': the count before '*' must be 1 to " +
-                       std::to_string(max_fake_count)};
+      return error{error_kind::invalid_input, where + ": '" + std::string(entry) +
+                                                  "': the count before '*' must be 1 to " +
+                                                  std::to_string(max_fake_count)};
     count = *n;
     entry = detail::trim(entry.substr(star + 1));
   }
@@ -54,8 +54,8 @@ result<discovery> parse_discovery(const std::string& text, const std::string& wh
   return d;
 }
 
-result<node_gpus> discover_node_gpus(const server& srv, const discovery& how,
-                                     const probe_fn& probe, const std::string& where) {
+result<node_gpus> discover_node_gpus(const server& srv, const discovery& how, const probe_fn& probe,
+                                     const std::string& where) {
   node_gpus g;
   g.visible = how.visible;
   switch (how.mode) {

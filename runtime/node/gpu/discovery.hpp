@@ -48,7 +48,8 @@ struct probe_result {
   std::string why_none;  ///< e.g. "cudaGetDeviceCount: no CUDA-capable device is detected"
 };
 
-/// Finds this process's devices (runtime/node/gpu/cuda_probe.hpp's probe_cuda_devices, or a test's).
+/// Finds this process's devices (runtime/node/gpu/cuda_probe.hpp's probe_cuda_devices, or a
+/// test's).
 using probe_fn = std::function<probe_result()>;
 
 /// A node's GPUs once discovered and checked.
@@ -63,8 +64,8 @@ struct node_gpus {
 /// Discovers a node's GPUs as `how` says (the probe is called in automatic mode only) and,
 /// when any are found, checks them against `srv` (check_devices; `where` names the cluster
 /// file). The error is the check's: the node must not start.
-result<node_gpus> discover_node_gpus(const server& srv, const discovery& how,
-                                     const probe_fn& probe, const std::string& where);
+result<node_gpus> discover_node_gpus(const server& srv, const discovery& how, const probe_fn& probe,
+                                     const std::string& where);
 
 /// One line on what a node runs on: "4 x NVIDIA H100 80GB HBM3 (79.6 GiB, type h100) found,
 /// steps not throttled" or "no GPU found (why); runs on its 4 declared v100 GPUs, throttled

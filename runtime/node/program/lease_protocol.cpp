@@ -44,7 +44,6 @@ std::string excerpt(std::string_view s, std::size_t cut = 40) {
   return out;
 }
 
-
 /// Runs the JSON parser over a line it refused, for the reason it gives: a SAX handler that
 /// builds nothing and keeps the parse error.
 class why_not_json : public nlohmann::json_sax<json> {
@@ -122,7 +121,8 @@ class field_reader {
     if (!v) return std::optional<double>();
     if (!v->is_number()) return bad(where(key) + "must be a number, got " + describe(*v));
     const double d = v->get<double>();
-    if (!std::isfinite(d)) return bad(where(key) + "must be a finite number, got " + excerpt(v->dump()));
+    if (!std::isfinite(d))
+      return bad(where(key) + "must be a finite number, got " + excerpt(v->dump()));
     return std::optional<double>(d);
   }
 
@@ -145,16 +145,17 @@ class field_reader {
   /// An array (required), or null with the error in `err`.
   const json* array(const char* key, error& err) const {
     const json* v = find(key);
-    if (!v) err = bad("'" + op_ + "' needs field '" + key + "' (an array of integers)");
-    else if (!v->is_array()) err = bad(where(key) + "must be an array, got " + describe(*v));
-    else return v;
+    if (!v)
+      err = bad("'" + op_ + "' needs field '" + key + "' (an array of integers)");
+    else if (!v->is_array())
+      err = bad(where(key) + "must be an array, got " + describe(*v));
+    else
+      return v;
     return nullptr;
   }
 
   /// "'<op>': field '<key>' " for a message about that field.
-  std::string where(const char* key) const {
-    return "'" + op_ + "': field '" + key + "' ";
-  }
+  std::string where(const char* key) const { return "'" + op_ + "': field '" + key + "' "; }
 
  private:
   const json* find(const char* key) const {
@@ -177,15 +178,15 @@ result<request_op> read_header(const json& j) {
   const std::string speaks = std::to_string(lease_protocol_version);
   const auto v = j.find("v");
   if (v == j.end())
-    return bad("field 'v' is missing: every message carries the protocol version (\"v\": " +
-               speaks + ")");
+    return bad(
+        "field 'v' is missing: every message carries the protocol version (\"v\": " + speaks + ")");
   const auto ver = as_int(*v);
   if (!ver)
-    return bad("field 'v' must be the protocol version as an integer (this node speaks " +
-               speaks + "), got " + describe(*v));
+    return bad("field 'v' must be the protocol version as an integer (this node speaks " + speaks +
+               "), got " + describe(*v));
   if (*ver != lease_protocol_version)
-    return bad("protocol version " + std::to_string(*ver) + " is not spoken here (this node speaks " +
-               speaks + ")");
+    return bad("protocol version " + std::to_string(*ver) +
+               " is not spoken here (this node speaks " + speaks + ")");
   const auto op = j.find("op");
   const char* ops = "hello, report, average or complete";
   if (op == j.end()) return bad(std::string("field 'op' is missing (one of ") + ops + ")");
@@ -311,8 +312,7 @@ ordered_json header(const char* op) {
   return j;
 }
 
-constexpr char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// The value of each base64 character; -1 for any other byte.
 std::array<int, 256> b64_values() {
@@ -326,10 +326,14 @@ std::array<int, 256> b64_values() {
 
 const char* op_name(request_op op) {
   switch (op) {
-    case request_op::hello: return "hello";
-    case request_op::report: return "report";
-    case request_op::average: return "average";
-    case request_op::complete: return "complete";
+    case request_op::hello:
+      return "hello";
+    case request_op::report:
+      return "report";
+    case request_op::average:
+      return "average";
+    case request_op::complete:
+      return "complete";
   }
   return "?";
 }
@@ -383,8 +387,8 @@ std::string format_averaged(const std::vector<std::size_t>& sizes, const std::ve
   // Written by hand: the data is one long string that needs no escaping, and the JSON
   // library would copy and scan it again.
   const auto bytes = floats_to_le(data);
-  std::string out = "{\"v\":" + std::to_string(lease_protocol_version) +
-                    ",\"op\":\"averaged\",\"sizes\":[";
+  std::string out =
+      "{\"v\":" + std::to_string(lease_protocol_version) + ",\"op\":\"averaged\",\"sizes\":[";
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (i) out += ',';
     out += std::to_string(sizes[i]);

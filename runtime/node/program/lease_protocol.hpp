@@ -29,25 +29,25 @@ struct lease_request {
   std::int64_t pid = 0;                  ///< the program's process id
   std::optional<std::int64_t> own_step;  ///< the step its own checkpoint is at
   // report, complete
-  std::int64_t steps = 0;                ///< steps since hello, cumulative (>= 0)
-  std::optional<double> loss;            ///< training loss (finite)
-  bool final = false;                    ///< report: the program stops stepping
-  std::optional<double> accuracy;        ///< complete: held-out accuracy (finite)
+  std::int64_t steps = 0;          ///< steps since hello, cumulative (>= 0)
+  std::optional<double> loss;      ///< training loss (finite)
+  bool final = false;              ///< report: the program stops stepping
+  std::optional<double> accuracy;  ///< complete: held-out accuracy (finite)
   // average
-  std::vector<std::size_t> sizes;        ///< length of each buffer
-  std::vector<float> data;               ///< the buffers, concatenated (sum of sizes values)
+  std::vector<std::size_t> sizes;  ///< length of each buffer
+  std::vector<float> data;         ///< the buffers, concatenated (sum of sizes values)
 };
 
 /// The terms of a lease, as the node answers a hello or a report.
 struct lease_terms {
-  std::int64_t job = 0;      ///< job id
-  std::int32_t copy = 0;     ///< copy index
-  std::int32_t copies = 1;   ///< copies of the job this round (> 1: forked)
-  std::int64_t step = 0;     ///< the job's step at the start of the lease
-  std::int64_t steps = -1;   ///< steps the program may make, counted from hello; -1 = no cap
-  double seconds = -1;       ///< seconds left from now; -1 = no time cap
-  double speed = 1;          ///< pace factor (1 = none)
-  bool writer = false;       ///< this process writes the job's checkpoint
+  std::int64_t job = 0;     ///< job id
+  std::int32_t copy = 0;    ///< copy index
+  std::int32_t copies = 1;  ///< copies of the job this round (> 1: forked)
+  std::int64_t step = 0;    ///< the job's step at the start of the lease
+  std::int64_t steps = -1;  ///< steps the program may make, counted from hello; -1 = no cap
+  double seconds = -1;      ///< seconds left from now; -1 = no time cap
+  double speed = 1;         ///< pace factor (1 = none)
+  bool writer = false;      ///< this process writes the job's checkpoint
 };
 
 /// Parses one line (without its '\n'). Errors (error_kind::invalid_input) say what is wrong in

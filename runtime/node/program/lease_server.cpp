@@ -38,8 +38,7 @@ constexpr auto accept_retry = std::chrono::milliseconds(100);
 lease_terms terms_at(lease_terms t, const std::optional<lease_clock::time_point>& deadline,
                      bool stopped, std::int64_t made, lease_clock::time_point now) {
   t.seconds = -1;
-  if (deadline)
-    t.seconds = std::max(0.0, std::chrono::duration<double>(*deadline - now).count());
+  if (deadline) t.seconds = std::max(0.0, std::chrono::duration<double>(*deadline - now).count());
   if (stopped) {
     t.seconds = 0;
     t.steps = t.steps < 0 ? made : std::min(t.steps, made);
@@ -51,15 +50,15 @@ lease_terms terms_at(lease_terms t, const std::optional<lease_clock::time_point>
 struct connection {
   explicit connection(local::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
   local::socket sock;
-  asio::steady_timer timer;           ///< limits the wait for an error line to go out
+  asio::steady_timer timer;  ///< limits the wait for an error line to go out
   std::array<char, read_chunk> chunk{};
-  std::string partial;                ///< the line being read (no '\n' yet)
-  std::deque<std::string> out;        ///< lines to write; the front is in flight when writing
+  std::string partial;          ///< the line being read (no '\n' yet)
+  std::deque<std::string> out;  ///< lines to write; the front is in flight when writing
   std::size_t out_bytes = 0;
   bool reading = false, writing = false;
-  bool failing = false;               ///< a protocol error: the error line goes, then it closes
+  bool failing = false;  ///< a protocol error: the error line goes, then it closes
   bool closed = false;
-  std::shared_ptr<lease_slot> slot;   ///< set by hello
+  std::shared_ptr<lease_slot> slot;  ///< set by hello
 };
 using conn_ptr = std::shared_ptr<connection>;
 
@@ -127,8 +126,9 @@ std::string lease_slot::on_request(lease_request r) {
       view_.own_step = r.own_step;
       view_.hello_at = now;
       if (deadline_ && min_after_hello_ > 0)
-        deadline_ = std::max(*deadline_, now + std::chrono::duration_cast<lease_clock::duration>(
-                                                   std::chrono::duration<double>(min_after_hello_)));
+        deadline_ =
+            std::max(*deadline_, now + std::chrono::duration_cast<lease_clock::duration>(
+                                           std::chrono::duration<double>(min_after_hello_)));
       view_.lease_end = deadline_;
       break;
     case request_op::average:
@@ -182,7 +182,7 @@ struct lease_server::impl {
   /// A token the executor registered.
   struct entry {
     std::shared_ptr<lease_slot> slot;
-    bool used = false;              ///< a hello (or a refused one) named it
+    bool used = false;  ///< a hello (or a refused one) named it
     std::weak_ptr<connection> conn;
   };
 
@@ -237,8 +237,9 @@ void lease_server::impl::admit(local::socket s) {
     ++refused;
     // One try at telling why, without waiting: the socket is new, its buffer empty.
     boost::system::error_code ec;
-    const std::string line = format_error("too many connections to this node's lease socket (at most " +
-                                          std::to_string(opt.max_connections) + ")");
+    const std::string line =
+        format_error("too many connections to this node's lease socket (at most " +
+                     std::to_string(opt.max_connections) + ")");
     s.non_blocking(true, ec);
     if (!ec) s.write_some(asio::buffer(line), ec);
     s.close(ec);
@@ -252,14 +253,14 @@ void lease_server::impl::admit(local::socket s) {
 
 void lease_server::impl::read(const conn_ptr& c) {
   c->reading = true;
-  c->sock.async_read_some(asio::buffer(c->chunk), [this, c](const boost::system::error_code& ec,
-                                                            std::size_t n) {
-    c->reading = false;
-    if (c->closed || c->failing) return;
-    if (ec) return close(c);  // the program closed its end (or went away)
-    take(c, n);
-    maybe_read(c);
-  });
+  c->sock.async_read_some(asio::buffer(c->chunk),
+                          [this, c](const boost::system::error_code& ec, std::size_t n) {
+                            c->reading = false;
+                            if (c->closed || c->failing) return;
+                            if (ec) return close(c);  // the program closed its end (or went away)
+                            take(c, n);
+                            maybe_read(c);
+                          });
 }
 
 /// Cuts the `n` bytes just read into lines; a line over max_line fails the connection as soon
@@ -283,8 +284,10 @@ void lease_server::impl::take(const conn_ptr& c, std::size_t n) {
     } else {
       c->partial.append(data.substr(0, nl));
       on_line(c, c->partial);
-      if (c->partial.capacity() > read_chunk) std::string().swap(c->partial);
-      else c->partial.clear();
+      if (c->partial.capacity() > read_chunk)
+        std::string().swap(c->partial);
+      else
+        c->partial.clear();
     }
     data.remove_prefix(nl + 1);
   }
@@ -365,8 +368,10 @@ void lease_server::impl::write_next(const conn_ptr& c) {
                       c->out_bytes -= c->out.front().size();
                       c->out.pop_front();
                       if (ec) return close(c);
-                      if (!c->out.empty()) write_next(c);
-                      else if (c->failing) return close(c);
+                      if (!c->out.empty())
+                        write_next(c);
+                      else if (c->failing)
+                        return close(c);
                       maybe_read(c);
                     });
 }
@@ -435,13 +440,13 @@ boost::system::error_code bind_socket(local::acceptor& acceptor, const std::stri
 }  // namespace
 
 result<std::unique_ptr<lease_server>> lease_server::start(const std::string& socket_path,
-                                                           lease_server_options opt) {
+                                                          lease_server_options opt) {
   const std::string where = "lease socket " + socket_path + ": ";
   if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path))
-    return error{error_kind::invalid_input,
-                 where + "a Unix socket path has 1 to " +
-                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes, this one " +
-                     std::to_string(socket_path.size())};
+    return error{error_kind::invalid_input, where + "a Unix socket path has 1 to " +
+                                                std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+                                                " bytes, this one " +
+                                                std::to_string(socket_path.size())};
   if (opt.max_line == 0 || opt.max_connections == 0)
     return error{error_kind::invalid_input, where + "max_line and max_connections must be > 0"};
   auto p = std::make_unique<impl>();

@@ -32,22 +32,22 @@ using lease_clock = std::chrono::steady_clock;
 
 /// What one program process has told the node so far (a copy of the slot's state).
 struct program_view {
-  bool said_hello = false;                  ///< hello received
-  bool closed = false;                      ///< its connection is closed (any reason)
-  std::string protocol_error;               ///< why the server closed it ("" = it did not)
-  std::int64_t pid = 0;                     ///< from hello
-  std::optional<std::int64_t> own_step;     ///< from hello
-  std::int64_t steps = 0;                   ///< latest cumulative steps (report, complete)
-  std::optional<double> loss;               ///< latest loss
-  bool final_report = false;                ///< a report with final = true arrived
-  bool complete = false;                    ///< complete arrived
-  std::optional<double> accuracy;           ///< from complete
-  lease_clock::time_point hello_at{};       ///< when hello arrived
-  lease_clock::time_point last_contact{};   ///< when its latest message arrived
+  bool said_hello = false;                 ///< hello received
+  bool closed = false;                     ///< its connection is closed (any reason)
+  std::string protocol_error;              ///< why the server closed it ("" = it did not)
+  std::int64_t pid = 0;                    ///< from hello
+  std::optional<std::int64_t> own_step;    ///< from hello
+  std::int64_t steps = 0;                  ///< latest cumulative steps (report, complete)
+  std::optional<double> loss;              ///< latest loss
+  bool final_report = false;               ///< a report with final = true arrived
+  bool complete = false;                   ///< complete arrived
+  std::optional<double> accuracy;          ///< from complete
+  lease_clock::time_point hello_at{};      ///< when hello arrived
+  lease_clock::time_point last_contact{};  ///< when its latest message arrived
   /// When the lease's time runs out (none: no time cap); may move at hello (min_after_hello).
   std::optional<lease_clock::time_point> lease_end;
-  std::int64_t messages = 0;                ///< messages received
-  bool average_waiting = false;             ///< an average request awaits answer_average
+  std::int64_t messages = 0;     ///< messages received
+  bool average_waiting = false;  ///< an average request awaits answer_average
 };
 
 /// One program process's lease: its terms (set by the executor) and what it reported (set by

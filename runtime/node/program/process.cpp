@@ -39,8 +39,8 @@ std::vector<char*> c_strings(std::vector<std::string>& xs) {
 
 /// The child's side after fork: only async-signal-safe calls. Reports an exec failure's errno
 /// through `report` (close-on-exec, so a successful exec closes it unwritten).
-[[noreturn]] void become_child(const char* workdir, char* const* argv, char* const* envp,
-                               int out_w, int err_w, int report, pid_t parent) {
+[[noreturn]] void become_child(const char* workdir, char* const* argv, char* const* envp, int out_w,
+                               int err_w, int report, pid_t parent) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
@@ -213,7 +213,8 @@ std::string child_process::describe_exit() const {
   if (WIFSIGNALED(*status_)) {
     const int sig = WTERMSIG(*status_);
     const char* name = ::strsignal(sig);
-    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (") + name + ")" : "");
   }
   return "ended with wait status " + std::to_string(*status_);
 }

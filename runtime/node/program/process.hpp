@@ -21,11 +21,11 @@ namespace tessera::program {
 
 /// What to start.
 struct process_spec {
-  std::vector<std::string> argv;               ///< argv[0] is searched in PATH
-  std::string workdir;                         ///< working directory ("" = the node's)
-  std::map<std::string, std::string> env;      ///< set on top of the node's environment
-  std::string prefix;                          ///< put before each forwarded output line
-  std::size_t tail_bytes = 4096;               ///< stderr bytes kept for describe()
+  std::vector<std::string> argv;           ///< argv[0] is searched in PATH
+  std::string workdir;                     ///< working directory ("" = the node's)
+  std::map<std::string, std::string> env;  ///< set on top of the node's environment
+  std::string prefix;                      ///< put before each forwarded output line
+  std::size_t tail_bytes = 4096;           ///< stderr bytes kept for describe()
 };
 
 /// One started process and its group. Not copyable; destroying it kills the group.
@@ -70,10 +70,10 @@ class child_process {
   void close_fds();
 
   pid_t pid_ = -1;
-  int fds_[2] = {-1, -1};      ///< stdout, stderr read ends
-  std::string partial_[2];     ///< unfinished line of each
-  std::string tail_;           ///< stderr's tail
-  bool tail_cut_ = false;      ///< the tail lost its beginning (it may start mid-line)
+  int fds_[2] = {-1, -1};   ///< stdout, stderr read ends
+  std::string partial_[2];  ///< unfinished line of each
+  std::string tail_;        ///< stderr's tail
+  bool tail_cut_ = false;   ///< the tail lost its beginning (it may start mid-line)
   std::size_t tail_bytes_ = 4096;
   std::string prefix_;
   std::optional<int> status_;  ///< waitpid status once reaped

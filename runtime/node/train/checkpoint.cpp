@@ -169,9 +169,12 @@ status replace_file(const std::string& path, const std::vector<std::uint8_t>& by
     return fail("cannot rename '" + tmp + "' over it", false);
   // Make the rename itself durable.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd < 0) return io_error(path, "written, but cannot open directory '" + dir.string() + "' to fsync it");
+  if (dfd < 0)
+    return io_error(path, "written, but cannot open directory '" + dir.string() + "' to fsync it");
   const bool synced = ::fsync(dfd) == 0;
-  const error e = synced ? error{} : io_error(path, "written, but cannot fsync directory '" + dir.string() + "'");
+  const error e =
+      synced ? error{}
+             : io_error(path, "written, but cannot fsync directory '" + dir.string() + "'");
   ::close(dfd);
   if (!synced) return e;
   return {};

@@ -33,8 +33,8 @@ void softmax(const std::vector<float>& z, std::vector<float>& p) {
 
 }  // namespace
 
-classifier::classifier(std::string kind, std::shared_ptr<const data_split> data,
-                       const settings& s, std::uint64_t seed, std::size_t n_params)
+classifier::classifier(std::string kind, std::shared_ptr<const data_split> data, const settings& s,
+                       std::uint64_t seed, std::size_t n_params)
     : kind_(std::move(kind)),
       data_(std::move(data)),
       settings_(s),
@@ -59,7 +59,8 @@ status classifier::compute_gradient(int shard_index, int num_shards, std::int64_
   grad_out.assign(params_.size(), 0.0f);
   const dataset& train = data_->train;
   scratch s = make_scratch();
-  for (const std::uint32_t i : *rows) add_example_gradient(train.row(i), train.y[i], grad_out.data(), s);
+  for (const std::uint32_t i : *rows)
+    add_example_gradient(train.row(i), train.y[i], grad_out.data(), s);
   // Mean over the global batch, times K: the mean of the K shard gradients is then the
   // gradient of the batch-mean loss.
   const auto scale = static_cast<float>(static_cast<double>(num_shards) /
@@ -71,8 +72,9 @@ status classifier::compute_gradient(int shard_index, int num_shards, std::int64_
 result<std::vector<std::uint32_t>> classifier::shard_rows(int shard_index, int num_shards,
                                                           std::int64_t step) const {
   if (num_shards < 1)
-    return error{error_kind::invalid_input,
-                 kind_ + ": compute_gradient: num_shards must be >= 1, got " + std::to_string(num_shards)};
+    return error{
+        error_kind::invalid_input,
+        kind_ + ": compute_gradient: num_shards must be >= 1, got " + std::to_string(num_shards)};
   if (shard_index < 0 || shard_index >= num_shards)
     return error{error_kind::invalid_input, kind_ + ": compute_gradient: shard index " +
                                                 std::to_string(shard_index) + " is outside [0, " +
@@ -86,8 +88,8 @@ result<std::vector<std::uint32_t>> classifier::shard_rows(int shard_index, int n
   std::vector<std::uint32_t> rows;
   rows.reserve(static_cast<std::size_t>(end - begin));
   for (std::int64_t j = begin; j < end; ++j) {
-    const auto draw = detail::counter_hash(key_, static_cast<std::uint64_t>(step),
-                                           static_cast<std::uint64_t>(j));
+    const auto draw =
+        detail::counter_hash(key_, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(j));
     rows.push_back(static_cast<std::uint32_t>(detail::below(draw, data_->train.size())));
   }
   return rows;
@@ -179,8 +181,9 @@ status classifier::load_state(const std::vector<std::uint8_t>& state) {
     return bad("holds " + std::to_string(params.size()) + " parameters, this model has " +
                std::to_string(params_.size()));
   if (fp != fingerprint_)
-    return bad("saved with a different configuration or data (lr, momentum, batch size, "
-               "architecture or dataset differ)");
+    return bad(
+        "saved with a different configuration or data (lr, momentum, batch size, "
+        "architecture or dataset differ)");
   if (step < 0) return bad("negative step counter " + std::to_string(step));
   key_ = key;
   step_ = step;

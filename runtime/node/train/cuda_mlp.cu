@@ -86,14 +86,13 @@ class cuda_mlp final : public device_trainable {
       if (!st) return st;
     // Reproducible GEMMs: no atomics (split-K reductions in a fixed order), IEEE float math
     // (no TF32 tensor cores), our own fixed workspace, and this object's one stream.
-    for (auto st : {check_cublas("cublasSetStream", api->set_stream(handle_, stream_)),
-                    check_cublas("cublasSetAtomicsMode",
-                                 api->set_atomics_mode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED)),
-                    check_cublas("cublasSetMathMode",
-                                 api->set_math_mode(handle_, CUBLAS_PEDANTIC_MATH)),
-                    check_cublas("cublasSetWorkspace",
-                                 api->set_workspace(handle_, workspace_.get(),
-                                                    cublas_workspace_bytes))})
+    for (auto st :
+         {check_cublas("cublasSetStream", api->set_stream(handle_, stream_)),
+          check_cublas("cublasSetAtomicsMode",
+                       api->set_atomics_mode(handle_, CUBLAS_ATOMICS_NOT_ALLOWED)),
+          check_cublas("cublasSetMathMode", api->set_math_mode(handle_, CUBLAS_PEDANTIC_MATH)),
+          check_cublas("cublasSetWorkspace",
+                       api->set_workspace(handle_, workspace_.get(), cublas_workspace_bytes))})
       if (!st) return st;
     host_dirty_ = true;
     return push();
@@ -143,10 +142,10 @@ class cuda_mlp final : public device_trainable {
     if (auto st = check_apply(summed_grad.size(), k); !st) return st;
     std::lock_guard<std::mutex> g(mu_);
     if (auto st = check_cuda("cudaSetDevice", cudaSetDevice(device_)); !st) return st;
-    if (auto st = check_cuda("copy gradient to device",
-                             cudaMemcpy(grad_.get(), summed_grad.data(),
-                                        summed_grad.size() * sizeof(float),
-                                        cudaMemcpyHostToDevice));
+    if (auto st =
+            check_cuda("copy gradient to device",
+                       cudaMemcpy(grad_.get(), summed_grad.data(),
+                                  summed_grad.size() * sizeof(float), cudaMemcpyHostToDevice));
         !st)
       return st;
     return update_locked(grad_.get(), k);
@@ -272,8 +271,8 @@ class cuda_mlp final : public device_trainable {
   status gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a,
               int lda, const float* b, int ldb, float* c) const {
     const float one = 1.0f, zero = 0.0f;
-    return check_cublas("cublasSgemm", cublas(nullptr)->sgemm(handle_, ta, tb, m, n, k, &one, a, lda,
-                                                              b, ldb, &zero, c, m));
+    return check_cublas("cublasSgemm", cublas(nullptr)->sgemm(handle_, ta, tb, m, n, k, &one, a,
+                                                              lda, b, ldb, &zero, c, m));
   }
 
   std::unique_ptr<trainable> twin_;  // host mirror: step, key, checkpoint format, loss
@@ -283,7 +282,7 @@ class cuda_mlp final : public device_trainable {
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
-  mutable std::mutex mu_;  // one stream and one set of scratch arrays: calls take turns
+  mutable std::mutex mu_;            // one stream and one set of scratch arrays: calls take turns
   mutable bool host_dirty_ = false;  // the twin's arrays are newer than the device's
   mutable bool host_stale_ = false;  // the device's arrays are newer than the twin's
   device_array<float> params_, velocity_, workspace_;
@@ -330,18 +329,18 @@ status cuda_mlp::gradient_locked(int shard_index, int num_shards, std::int64_t s
     // Backward: gW2 = P^T H, gb2 = column sums of P; dH = (P W2) masked by the ReLU;
     // gW1 = dH^T Xb, gb1 = column sums of dH.
     if (st) st = gemm(CUBLAS_OP_N, CUBLAS_OP_T, h, c, n, h_.get(), h, z_.get(), c, gw2);
-    column_sums<<<blocks_for(static_cast<std::size_t>(c)), block_threads, 0, stream_>>>(
-        z_.get(), n, c, gb2);
+    column_sums<<<blocks_for(static_cast<std::size_t>(c)), block_threads, 0, stream_>>>(z_.get(), n,
+                                                                                        c, gb2);
     if (st) st = gemm(CUBLAS_OP_N, CUBLAS_OP_N, h, n, c, w2, h, z_.get(), c, dh_.get());
     relu_mask<<<blocks_for(nh), block_threads, 0, stream_>>>(dh_.get(), hpre_.get(), nh);
     if (st) st = gemm(CUBLAS_OP_N, CUBLAS_OP_T, d, h, n, xb_.get(), d, dh_.get(), h, gw1);
-    column_sums<<<blocks_for(static_cast<std::size_t>(h)), block_threads, 0, stream_>>>(
-        dh_.get(), n, h, gb1);
+    column_sums<<<blocks_for(static_cast<std::size_t>(h)), block_threads, 0, stream_>>>(dh_.get(),
+                                                                                        n, h, gb1);
     if (!st) return st;
   }
   // Mean over the global batch, times K (as the CPU mlp scales its shard gradients).
-  const auto f = static_cast<float>(static_cast<double>(num_shards) /
-                                    static_cast<double>(shape_.batch_size));
+  const auto f =
+      static_cast<float>(static_cast<double>(num_shards) / static_cast<double>(shape_.batch_size));
   scale<<<blocks_for(np), block_threads, 0, stream_>>>(out, np, f);
   if (auto st = check_cuda("gradient kernels", cudaGetLastError()); !st) return st;
   return check_cuda("gradient", cudaStreamSynchronize(stream_));
@@ -408,7 +407,8 @@ result<std::unique_ptr<trainable>> make_cuda_mlp(std::uint64_t seed, const train
   std::string why;
   if (!cuda_mlp_available(&why)) return error{error_kind::solver_failed, why};
   int devices = 0;
-  if (auto st = check_cuda("cudaGetDeviceCount", cudaGetDeviceCount(&devices)); !st) return st.err();
+  if (auto st = check_cuda("cudaGetDeviceCount", cudaGetDeviceCount(&devices)); !st)
+    return st.err();
   if (split->second >= devices)
     return input_error(cuda_mlp_kind + " config", 0, cuda_device_key,
                        "device " + std::to_string(split->second) + " does not exist (" +

@@ -29,8 +29,9 @@ status check_cuda_mlp_config(const trainable_config& config) {
   if (!split) return split.err();
   if (!comm::built_with_cuda())
     return error{error_kind::invalid_input,
-                 cuda_mlp_kind + ": this tessera was built without CUDA (CMake did not find the "
-                                 "CUDA toolkit); use kind \"mlp\" or rebuild with CUDA"};
+                 cuda_mlp_kind +
+                     ": this tessera was built without CUDA (CMake did not find the "
+                     "CUDA toolkit); use kind \"mlp\" or rebuild with CUDA"};
   return check_mlp_config(split->first);
 }
 

@@ -36,8 +36,9 @@ bool resolve(void* lib, const char* name, F& slot, std::string& why) {
 bool open_cublas(cublas_api& api, std::string& why) {
   void* lib = dlopen(cublas_soname.c_str(), RTLD_NOW | RTLD_LOCAL);
 #ifdef TESSERA_CUDA_LIBRARY_DIR
-  if (!lib) lib = dlopen((std::string(TESSERA_CUDA_LIBRARY_DIR) + "/" + cublas_soname).c_str(),
-                         RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    lib = dlopen((std::string(TESSERA_CUDA_LIBRARY_DIR) + "/" + cublas_soname).c_str(),
+                 RTLD_NOW | RTLD_LOCAL);
 #endif
   if (!lib) {
     const char* e = dlerror();

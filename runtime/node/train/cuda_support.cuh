@@ -57,7 +57,8 @@ class device_array {
     if (p_) cudaFree(p_);
     p_ = nullptr;
     n_ = 0;
-    if (auto st = check_cuda("cudaMalloc", cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    if (auto st =
+            check_cuda("cudaMalloc", cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
         !st)
       return st;
     n_ = n;

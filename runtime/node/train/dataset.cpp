@@ -27,7 +27,8 @@ constexpr double max_blob_floats = 1e8;
 /// Draws one example of class `label` into `out`.
 void draw_example(detail::rng& r, const std::vector<double>& centres, const blobs_options& o,
                   int label, float* out) {
-  const auto cluster = static_cast<int>(r.below_n(static_cast<std::uint64_t>(o.clusters_per_class)));
+  const auto cluster =
+      static_cast<int>(r.below_n(static_cast<std::uint64_t>(o.clusters_per_class)));
   const double* c =
       centres.data() + static_cast<std::size_t>(label * o.clusters_per_class + cluster) * o.dim;
   for (int d = 0; d < o.dim; ++d) out[d] = static_cast<float>(c[d] + o.spread * r.normal());
@@ -74,9 +75,10 @@ void gather(const dataset& from, const std::vector<std::size_t>& idx, std::size_
 status check_blobs_options(const blobs_options& o) {
   const std::string src = "blobs";
   if (o.num_classes < 2 || o.num_classes > max_label)
-    return input_error(src, 0, "classes", "expected an integer in [2, 100000], got " +
-                                              std::to_string(o.num_classes));
-  if (o.dim < 1) return input_error(src, 0, "dim", "expected a positive integer, got " + std::to_string(o.dim));
+    return input_error(src, 0, "classes",
+                       "expected an integer in [2, 100000], got " + std::to_string(o.num_classes));
+  if (o.dim < 1)
+    return input_error(src, 0, "dim", "expected a positive integer, got " + std::to_string(o.dim));
   if (o.train_size < 1)
     return input_error(src, 0, "train_size",
                        "expected a positive integer, got " + std::to_string(o.train_size));
@@ -96,15 +98,17 @@ status check_blobs_options(const blobs_options& o) {
                          static_cast<double>(o.num_classes) * o.clusters_per_class) *
                         o.dim;
   if (floats > max_blob_floats)
-    return input_error(src, 0, "dim", "the data would hold " + text::format_count(floats) +
-                                          " values (at most 1e8): reduce dim or the set sizes");
+    return input_error(src, 0, "dim",
+                       "the data would hold " + text::format_count(floats) +
+                           " values (at most 1e8): reduce dim or the set sizes");
   return {};
 }
 
 result<data_split> make_blobs(std::uint64_t seed, const blobs_options& o) {
   if (auto st = check_blobs_options(o); !st) return st.err();
   detail::rng r(detail::mix64(seed ^ 0xb10b5b10b5ULL));
-  std::vector<double> centres(static_cast<std::size_t>(o.num_classes) * o.clusters_per_class * o.dim);
+  std::vector<double> centres(static_cast<std::size_t>(o.num_classes) * o.clusters_per_class *
+                              o.dim);
   for (auto& c : centres) c = o.separation * r.normal();
   data_split out;
   draw_part(r, centres, o, o.train_size, out.train);
@@ -157,7 +161,8 @@ result<dataset> parse_csv_dataset(std::istream& in, const std::string& name) {
                                 " comma-separated fields, expected " +
                                 std::to_string(fields_per_row) + ")";
       if (fields.size() < fields_per_row)
-        return input_error(name, line_no, field_name(fields.size(), fields_per_row), "missing " + count);
+        return input_error(name, line_no, field_name(fields.size(), fields_per_row),
+                           "missing " + count);
       return input_error(name, line_no, field_name(fields_per_row - 1, fields_per_row),
                          "unexpected text after it " + count);
     }
@@ -174,13 +179,14 @@ result<dataset> parse_csv_dataset(std::istream& in, const std::string& name) {
     }
     const auto label = text::parse_int(fields.back());
     if (!label || *label < 0 || *label > max_label)
-      return input_error(name, line_no, field_name(fields_per_row - 1, fields_per_row),
-                         "expected a class label (an integer in [0, 100000]), got " +
-                             text::quoted(fields.back()));
+      return input_error(
+          name, line_no, field_name(fields_per_row - 1, fields_per_row),
+          "expected a class label (an integer in [0, 100000]), got " + text::quoted(fields.back()));
     out.y.push_back(static_cast<int>(*label));
     out.num_classes = std::max(out.num_classes, static_cast<int>(*label) + 1);
   }
-  if (in.bad()) return error{error_kind::io, name + ": read error after line " + std::to_string(line_no)};
+  if (in.bad())
+    return error{error_kind::io, name + ": read error after line " + std::to_string(line_no)};
   if (out.y.empty()) return input_error(name, 0, "", "no data rows");
   if (out.num_classes < 2)
     return input_error(name, 0, "", "every label is 0: a classifier needs at least two classes");
@@ -196,10 +202,12 @@ result<dataset> read_csv_dataset(const std::string& path) {
 result<data_split> split_dataset(const dataset& data, double held_out_fraction,
                                  std::uint64_t seed) {
   if (!(held_out_fraction > 0 && held_out_fraction < 1))
-    return input_error("split", 0, "held_out_fraction",
-                       "expected a number in (0, 1), got " + text::format_shortest(held_out_fraction));
+    return input_error(
+        "split", 0, "held_out_fraction",
+        "expected a number in (0, 1), got " + text::format_shortest(held_out_fraction));
   const std::size_t n = data.size();
-  const auto held = static_cast<std::size_t>(std::llround(held_out_fraction * static_cast<double>(n)));
+  const auto held =
+      static_cast<std::size_t>(std::llround(held_out_fraction * static_cast<double>(n)));
   if (held == 0 || held >= n)
     return input_error("split", 0, "held_out_fraction",
                        text::format_shortest(held_out_fraction) + " of " + std::to_string(n) +

@@ -16,10 +16,10 @@ namespace tessera::train {
 /// A dense classification dataset: `size()` examples of `dim` float features, each with a
 /// label in [0, num_classes).
 struct dataset {
-  int dim = 0;                ///< features per example
-  int num_classes = 0;        ///< labels are 0 .. num_classes-1
-  std::vector<float> x;       ///< features, row-major: example i is x[i*dim .. i*dim+dim)
-  std::vector<int> y;         ///< labels, one per example
+  int dim = 0;           ///< features per example
+  int num_classes = 0;   ///< labels are 0 .. num_classes-1
+  std::vector<float> x;  ///< features, row-major: example i is x[i*dim .. i*dim+dim)
+  std::vector<int> y;    ///< labels, one per example
 
   /// Number of examples.
   std::size_t size() const { return y.size(); }
@@ -68,8 +68,7 @@ result<dataset> read_csv_dataset(const std::string& path);
 
 /// Splits `data` into training and held-out sets: a seeded shuffle, then the last
 /// round(held_out_fraction * size) examples are held out. Both parts must be non-empty.
-result<data_split> split_dataset(const dataset& data, double held_out_fraction,
-                                 std::uint64_t seed);
+result<data_split> split_dataset(const dataset& data, double held_out_fraction, std::uint64_t seed);
 
 /// Reads a CSV file and splits it (read_csv_dataset, then split_dataset).
 result<data_split> load_csv_split(const std::string& path, double held_out_fraction,

@@ -25,8 +25,7 @@ comm::reduce_op combine_op(fork_merge_rule rule) {
 }
 
 /// Writes the collective's result back into parameters and optimizer state.
-void unpack(const std::vector<float>& merged, std::vector<float>& params,
-            std::vector<float>* opt) {
+void unpack(const std::vector<float>& merged, std::vector<float>& params, std::vector<float>* opt) {
   std::copy(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(params.size()),
             params.begin());
   if (opt)

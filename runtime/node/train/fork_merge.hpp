@@ -44,8 +44,8 @@ namespace tessera::train {
 
 /// What one copy brings to the merge.
 struct fork_merge_input {
-  std::int64_t start_step = 0;      ///< t_0: step counter the round started from
-  std::int64_t steps = 0;           ///< n_c: steps this copy made this round
+  std::int64_t start_step = 0;  ///< t_0: step counter the round started from
+  std::int64_t steps = 0;       ///< n_c: steps this copy made this round
 };
 
 /// Merges this copy's `model` with its sibling copies (the other `members` of the aggregator,
@@ -55,8 +55,7 @@ struct fork_merge_input {
 /// reports (a timeout, a member that never came); then the model may be partly merged and
 /// must not be checkpointed.
 status fork_merge(trainable& model, const fork_merge_input& in, fork_merge_rule rule,
-                  comm::aggregator& agg, const comm::group& members,
-                  comm::reduce_options opt);
+                  comm::aggregator& agg, const comm::group& members, comm::reduce_options opt);
 
 /// One copy's state for `fork_merge_reference`.
 struct fork_copy_state {

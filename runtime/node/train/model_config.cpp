@@ -20,9 +20,9 @@ constexpr double max_params = 1e8;
 
 /// Keys that describe generated data; rejected when the data is passed in.
 const std::vector<std::string>& data_keys() {
-  static const std::vector<std::string> keys = {"classes",       "dim",          "train_size",
-                                                "held_out_size", "clusters_per_class",
-                                                "separation",    "spread",       "data_seed"};
+  static const std::vector<std::string> keys = {
+      "classes",    "dim",    "train_size", "held_out_size", "clusters_per_class",
+      "separation", "spread", "data_seed"};
   return keys;
 }
 
@@ -70,7 +70,8 @@ class config_reader {
     std::sort(allowed.begin(), allowed.end());
     for (const auto& [key, value] : config_) {
       (void)value;
-      const bool is_data = std::find(data_keys().begin(), data_keys().end(), key) != data_keys().end();
+      const bool is_data =
+          std::find(data_keys().begin(), data_keys().end(), key) != data_keys().end();
       if (is_data && data_given)
         return input_error(src_, 0, key,
                            "sets the generated data, but this trainable was given its data");
@@ -135,16 +136,20 @@ result<parsed_config> parse_config(const std::string& kind, std::uint64_t seed,
 
 /// Checks that data passed in by a caller is well formed.
 std::optional<error> check_data(const data_split& d) {
-  auto bad = [](const std::string& what) { return error{error_kind::invalid_input, "dataset: " + what}; };
+  auto bad = [](const std::string& what) {
+    return error{error_kind::invalid_input, "dataset: " + what};
+  };
   const dataset& t = d.train;
   if (t.dim < 1) return bad("dim must be >= 1, got " + std::to_string(t.dim));
-  if (t.num_classes < 2) return bad("num_classes must be >= 2, got " + std::to_string(t.num_classes));
+  if (t.num_classes < 2)
+    return bad("num_classes must be >= 2, got " + std::to_string(t.num_classes));
   if (t.size() == 0) return bad("the training set is empty");
-  for (const auto& [name, part] : {std::pair<const char*, const dataset*>{"training", &t},
-                                   {"held-out", &d.held_out}}) {
+  for (const auto& [name, part] :
+       {std::pair<const char*, const dataset*>{"training", &t}, {"held-out", &d.held_out}}) {
     if (part->size() == 0) continue;
     if (part->dim != t.dim || part->num_classes != t.num_classes)
-      return bad(std::string("the ") + name + " set's dim/num_classes differ from the training set's");
+      return bad(std::string("the ") + name +
+                 " set's dim/num_classes differ from the training set's");
     if (part->x.size() != part->size() * static_cast<std::size_t>(t.dim))
       return bad(std::string("the ") + name + " set has " + std::to_string(part->x.size()) +
                  " feature values for " + std::to_string(part->size()) + " examples of dim " +
@@ -162,13 +167,12 @@ std::optional<error> check_data(const data_split& d) {
 /// more than max_params parameters.
 std::optional<error> check_model_size(const std::string& kind, const settings& s, int dim,
                                       int classes, bool with_hidden) {
-  const double n = with_hidden
-                       ? static_cast<double>(s.hidden) * (dim + 1.0 + classes) + classes
-                       : static_cast<double>(classes) * (dim + 1.0);
+  const double n = with_hidden ? static_cast<double>(s.hidden) * (dim + 1.0 + classes) + classes
+                               : static_cast<double>(classes) * (dim + 1.0);
   if (n > max_params)
-    return input_error(kind + " config", 0, with_hidden ? "hidden" : "dim",
-                       "the model would have " + text::format_count(n) +
-                           " parameters (at most 1e8)");
+    return input_error(
+        kind + " config", 0, with_hidden ? "hidden" : "dim",
+        "the model would have " + text::format_count(n) + " parameters (at most 1e8)");
   return std::nullopt;
 }
 

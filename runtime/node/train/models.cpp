@@ -77,7 +77,8 @@ class softmax_regression final : public classifier {
 class mlp final : public classifier {
  public:
   mlp(std::uint64_t seed, std::shared_ptr<const data_split> data, const settings& s)
-      : classifier("mlp", data, s, seed, count(s.hidden, data->train.dim, data->train.num_classes)) {
+      : classifier("mlp", data, s, seed,
+                   count(s.hidden, data->train.dim, data->train.num_classes)) {
     detail::rng r(detail::mix64(seed ^ salt_init));
     const int h = settings_.hidden;
     const double s1 = std::sqrt(2.0 / dim());  // He initialisation for the ReLU layer
@@ -177,8 +178,8 @@ result<std::unique_ptr<trainable>> build(const std::string& kind, std::uint64_t 
     if (!blobs) return blobs.err();
     data = std::make_shared<const data_split>(std::move(*blobs));
   }
-  if (auto e = check_model_size(kind, p->train, data->train.dim, data->train.num_classes,
-                                with_hidden))
+  if (auto e =
+          check_model_size(kind, p->train, data->train.dim, data->train.num_classes, with_hidden))
     return *e;
   return std::unique_ptr<trainable>(std::make_unique<Model>(seed, std::move(data), p->train));
 }
@@ -203,14 +204,17 @@ result<std::unique_ptr<trainable>> make_softmax_regression(std::uint64_t seed,
 result<std::unique_ptr<trainable>> make_softmax_regression(std::uint64_t seed,
                                                            const trainable_config& config,
                                                            std::shared_ptr<const data_split> data) {
-  return build<softmax_regression>("softmax_regression", seed, config, std::move(data), true, false);
+  return build<softmax_regression>("softmax_regression", seed, config, std::move(data), true,
+                                   false);
 }
 
 status check_softmax_regression_config(const trainable_config& config) {
   return check_config("softmax_regression", config, false);
 }
 
-status check_mlp_config(const trainable_config& config) { return check_config("mlp", config, true); }
+status check_mlp_config(const trainable_config& config) {
+  return check_config("mlp", config, true);
+}
 
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config) {
   return build<mlp>("mlp", seed, config, nullptr, false, true);

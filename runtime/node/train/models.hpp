@@ -49,7 +49,8 @@ status check_softmax_regression_config(const trainable_config& config);
 status check_mlp_config(const trainable_config& config);
 
 /// Makes a one-hidden-layer MLP on Gaussian blobs generated from the configuration.
-result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config = {});
+result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed,
+                                            const trainable_config& config = {});
 
 /// Makes a one-hidden-layer MLP on the given data; copies made by clone() share it.
 result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_config& config,
@@ -58,12 +59,12 @@ result<std::unique_ptr<trainable>> make_mlp(std::uint64_t seed, const trainable_
 /// What another executor of the mlp model needs to reproduce its steps (the CUDA MLP,
 /// runtime/node/train/cuda_mlp.hpp, keeps a CPU mlp as its host twin and reads these from it).
 struct mlp_shape {
-  int dim = 0;         ///< inputs
-  int hidden = 0;      ///< hidden units
-  int classes = 0;     ///< outputs
-  int batch_size = 0;  ///< examples per step (global batch)
-  double lr = 0;       ///< learning rate
-  double momentum = 0; ///< momentum
+  int dim = 0;                             ///< inputs
+  int hidden = 0;                          ///< hidden units
+  int classes = 0;                         ///< outputs
+  int batch_size = 0;                      ///< examples per step (global batch)
+  double lr = 0;                           ///< learning rate
+  double momentum = 0;                     ///< momentum
   std::shared_ptr<const data_split> data;  ///< the training and held-out sets
 };
 

@@ -31,10 +31,9 @@ status sum_shard_gradients(const std::vector<std::vector<float>>& shard_grads,
   const std::size_t n = shard_grads.front().size();
   for (std::size_t i = 1; i < shard_grads.size(); ++i)
     if (shard_grads[i].size() != n)
-      return error{error_kind::invalid_input,
-                   "sum_shard_gradients: shard " + std::to_string(i) + " has " +
-                       std::to_string(shard_grads[i].size()) + " values, shard 0 has " +
-                       std::to_string(n)};
+      return error{error_kind::invalid_input, "sum_shard_gradients: shard " + std::to_string(i) +
+                                                  " has " + std::to_string(shard_grads[i].size()) +
+                                                  " values, shard 0 has " + std::to_string(n)};
   out = shard_grads.front();
   for (std::size_t i = 1; i < shard_grads.size(); ++i) {
     const auto& g = shard_grads[i];
@@ -78,7 +77,8 @@ result<std::unique_ptr<trainable>> trainable_registry::make(const std::string& k
   if (!e) return e.err();
   auto made = (*e)->factory(seed, config);
   if (made && !*made)
-    return error{error_kind::internal, "the factory of trainable kind '" + kind + "' returned null"};
+    return error{error_kind::internal,
+                 "the factory of trainable kind '" + kind + "' returned null"};
   return made;
 }
 
@@ -92,7 +92,9 @@ status trainable_registry::check(const std::string& kind, std::uint64_t seed,
   return {};
 }
 
-bool trainable_registry::contains(const std::string& kind) const { return entries_.count(kind) != 0; }
+bool trainable_registry::contains(const std::string& kind) const {
+  return entries_.count(kind) != 0;
+}
 
 std::vector<std::string> trainable_registry::kinds() const {
   std::vector<std::string> out;
@@ -112,22 +114,23 @@ std::string trainable_registry::description(const std::string& kind) const {
 trainable_registry builtin_trainables() {
   trainable_registry r;
   // The built-in names are distinct and non-empty, so these cannot fail.
-  (void)r.add("softmax_regression",
-              "multinomial logistic regression on Gaussian blobs (CPU, SGD with momentum)",
-              [](std::uint64_t seed, const trainable_config& c) {
-                return make_softmax_regression(seed, c);
-              },
-              [](std::uint64_t, const trainable_config& c) {
-                return check_softmax_regression_config(c);
-              });
-  (void)r.add("mlp", "one-hidden-layer ReLU MLP on Gaussian blobs (CPU, SGD with momentum)",
-              [](std::uint64_t seed, const trainable_config& c) { return make_mlp(seed, c); },
-              [](std::uint64_t, const trainable_config& c) { return check_mlp_config(c); });
-  (void)r.add(cuda_mlp_kind,
-              "the mlp on a CUDA GPU (cuBLAS; needs a build with CUDA and a GPU; its state "
-              "loads into an \"mlp\" and back; config key \"device\" picks the GPU)",
-              [](std::uint64_t seed, const trainable_config& c) { return make_cuda_mlp(seed, c); },
-              [](std::uint64_t, const trainable_config& c) { return check_cuda_mlp_config(c); });
+  (void)r.add(
+      "softmax_regression",
+      "multinomial logistic regression on Gaussian blobs (CPU, SGD with momentum)",
+      [](std::uint64_t seed, const trainable_config& c) {
+        return make_softmax_regression(seed, c);
+      },
+      [](std::uint64_t, const trainable_config& c) { return check_softmax_regression_config(c); });
+  (void)r.add(
+      "mlp", "one-hidden-layer ReLU MLP on Gaussian blobs (CPU, SGD with momentum)",
+      [](std::uint64_t seed, const trainable_config& c) { return make_mlp(seed, c); },
+      [](std::uint64_t, const trainable_config& c) { return check_mlp_config(c); });
+  (void)r.add(
+      cuda_mlp_kind,
+      "the mlp on a CUDA GPU (cuBLAS; needs a build with CUDA and a GPU; its state "
+      "loads into an \"mlp\" and back; config key \"device\" picks the GPU)",
+      [](std::uint64_t seed, const trainable_config& c) { return make_cuda_mlp(seed, c); },
+      [](std::uint64_t, const trainable_config& c) { return check_cuda_mlp_config(c); });
   return r;
 }
 

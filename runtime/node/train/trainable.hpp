@@ -127,8 +127,7 @@ using trainable_factory =
 
 /// Checks a seed and configuration as the kind's factory would, without building the
 /// trainable (no data, no parameters), so every job of a run can be checked before it starts.
-using trainable_check =
-    std::function<status(std::uint64_t seed, const trainable_config& config)>;
+using trainable_check = std::function<status(std::uint64_t seed, const trainable_config& config)>;
 
 /// Kind name -> factory. A plain value: a program makes one (usually from
 /// builtin_trainables()), adds its own kinds, and passes it to whatever creates jobs.
@@ -172,8 +171,8 @@ class trainable_registry {
 };
 
 /// A registry holding the built-in kinds ("softmax_regression", "mlp", and
-/// "mlp_cuda", which fails to make without CUDA: runtime/node/train/cuda_mlp.hpp); a fresh value each
-/// call, which the caller may extend.
+/// "mlp_cuda", which fails to make without CUDA: runtime/node/train/cuda_mlp.hpp); a fresh value
+/// each call, which the caller may extend.
 trainable_registry builtin_trainables();
 
 }  // namespace tessera::train

@@ -57,9 +57,7 @@ std::string server_address::text() const {
 
 result<server_address> parse_server_address(std::string_view text, bool allow_any_port) {
   const std::string quoted = "server address '" + std::string(text) + "': ";
-  auto bad = [&](const std::string& why) {
-    return error{error_kind::invalid_input, quoted + why};
-  };
+  auto bad = [&](const std::string& why) { return error{error_kind::invalid_input, quoted + why}; };
   std::string_view s = text;
   if (s.substr(0, 8) == "https://") return bad("https is not supported (use http://HOST:PORT)");
   if (s.substr(0, 7) == "http://") s.remove_prefix(7);
@@ -83,8 +81,8 @@ result<server_address> parse_server_address(std::string_view text, bool allow_an
       out.host.find_first_of("/?#@") != std::string::npos)
     return bad("expected HOST:PORT or http://HOST:PORT");
   unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(),
-                                         port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
       port > 65535 || (port == 0 && !allow_any_port))
     return bad(std::string("the port must be a number from ") + (allow_any_port ? "0" : "1") +
@@ -228,8 +226,8 @@ std::string client::impl::describe(const failure& f, std::string_view method,
       f.ec == asio::error::connection_reset)
     return where + " closed the connection before answering " + what;
   if (f.ec == bhttp::error::body_limit)
-    return "the answer to " + what + " from " + where + " is over " +
-           std::to_string(opt.max_body) + " bytes";
+    return "the answer to " + what + " from " + where + " is over " + std::to_string(opt.max_body) +
+           " bytes";
   return "bad answer to " + what + " from " + where + ": " + f.ec.message();
 }
 
@@ -241,8 +239,8 @@ client::~client() = default;
 result<reply> client::call(std::string_view method, std::string_view target, std::string body,
                            std::string_view content_type) {
   if (!printable_word(method) || !printable_word(target) || target.front() != '/')
-    return error{error_kind::invalid_input, "bad request line '" + std::string(method) + " " +
-                                                std::string(target) + "'"};
+    return error{error_kind::invalid_input,
+                 "bad request line '" + std::string(method) + " " + std::string(target) + "'"};
   auto& p = *p_;
   bhttp::request<bhttp::string_body> req;
   req.version(11);

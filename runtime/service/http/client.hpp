@@ -34,8 +34,8 @@ struct server_address {
 result<server_address> parse_server_address(std::string_view text, bool allow_any_port = false);
 
 struct client_options {
-  std::string token;                         ///< sent as "Authorization: Bearer <token>" if set
-  std::chrono::milliseconds timeout{5000};   ///< for each call, connecting included
+  std::string token;                             ///< sent as "Authorization: Bearer <token>" if set
+  std::chrono::milliseconds timeout{5000};       ///< for each call, connecting included
   std::size_t max_body = std::size_t{64} << 20;  ///< a longer answer is an error
 };
 

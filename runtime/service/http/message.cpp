@@ -42,10 +42,14 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   std::size_t n = 0;
   unsigned min = 0;
   if (b < 0x80) return 1;
-  if (b >= 0xc2 && b <= 0xdf) n = 2, min = 0x80;
-  else if (b >= 0xe0 && b <= 0xef) n = 3, min = 0x800;
-  else if (b >= 0xf0 && b <= 0xf4) n = 4, min = 0x10000;
-  else return 0;
+  if (b >= 0xc2 && b <= 0xdf)
+    n = 2, min = 0x80;
+  else if (b >= 0xe0 && b <= 0xef)
+    n = 3, min = 0x800;
+  else if (b >= 0xf0 && b <= 0xf4)
+    n = 4, min = 0x10000;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   unsigned cp = b & (0xff >> (n + 1));
   for (std::size_t k = 1; k < n; ++k) {
@@ -102,8 +106,9 @@ std::optional<refusal> split_target(std::string_view target, std::string& path,
     const auto eq = item.find('=');
     const auto raw_value = eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1);
     if (!decode_component(item.substr(0, eq), key) || !decode_component(raw_value, value))
-      return refusal{400, "bad query string: a '%' escape is malformed or decodes to a "
-                          "control character"};
+      return refusal{400,
+                     "bad query string: a '%' escape is malformed or decodes to a "
+                     "control character"};
     if (key.empty()) return refusal{400, "bad query string: a parameter without a name"};
     if (!query.emplace(key, value).second)
       return refusal{400, "bad query string: parameter '" + key + "' given twice"};
@@ -116,8 +121,7 @@ std::string error_body(std::string_view message) {
 }
 
 bool equal_nocase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
                   std::tolower(static_cast<unsigned char>(y));
          });
@@ -126,8 +130,7 @@ bool equal_nocase(std::string_view a, std::string_view b) {
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   volatile unsigned char diff = 0;  // volatile: no early exit on the first difference
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff = diff | static_cast<unsigned char>(a[i] ^ b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i) diff = diff | static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
 

@@ -22,8 +22,7 @@ namespace {
 
 /// The answer to a parser error: 431 and 413 for the limits, 400 for the rest.
 refusal refusal_for(const boost::system::error_code& ec) {
-  if (ec == beast_http::error::header_limit)
-    return {431, "request header over the limit"};
+  if (ec == beast_http::error::header_limit) return {431, "request header over the limit"};
   if (ec == beast_http::error::body_limit || ec == beast_http::error::buffer_overflow)
     return {413, "request body over the limit"};
   return {400, "malformed request: " + ec.message()};
@@ -70,8 +69,7 @@ request_reader::stage request_reader::parse() {
     if (header_seen_ && p.is_done()) return stage_ = stage::complete;
     if (!header_seen_) {
       // Beast measures the request line and the fields apart; the limit is on both together.
-      if (header_consumed_ >= limits_.max_header)
-        return fail(431, "request header over the limit");
+      if (header_consumed_ >= limits_.max_header) return fail(431, "request header over the limit");
       const auto left = std::min<std::size_t>(limits_.max_header - header_consumed_,
                                               std::numeric_limits<std::uint32_t>::max());
       p.header_limit(static_cast<std::uint32_t>(left));
@@ -83,8 +81,8 @@ request_reader::stage request_reader::parse() {
     if (ec == beast_http::error::need_more) return stage_ = stage::need_more;
     if (ec) {
       // The method, when the request line was read, labels the refusal in the counters.
-      if (!header_seen_) req_.method.assign(p.get().method_string().data(),
-                                            p.get().method_string().size());
+      if (!header_seen_)
+        req_.method.assign(p.get().method_string().data(), p.get().method_string().size());
       const auto r = refusal_for(ec);
       return fail(r.status, r.message);
     }
@@ -122,7 +120,8 @@ void request_reader::on_header() {
       continue;
     }
     if (equal_nocase(name, "content-type")) req_.content_type = std::string(value);
-    if (equal_nocase(name, "expect") && equal_nocase(value, "100-continue")) expect_continue_ = true;
+    if (equal_nocase(name, "expect") && equal_nocase(value, "100-continue"))
+      expect_continue_ = true;
     req_.headers.emplace_back(std::string(name), std::string(value));
   }
   keep_alive_ = h.keep_alive();

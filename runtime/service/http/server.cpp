@@ -79,8 +79,10 @@ struct reply_slot {
     return true;
   }
   ~reply_slot() {
-    send(response{500, "application/json",
-                  error_body("the server dropped the request without an answer"), {}});
+    send(response{500,
+                  "application/json",
+                  error_body("the server dropped the request without an answer"),
+                  {}});
   }
 };
 
@@ -180,9 +182,9 @@ class connection : public std::enable_shared_from_this<connection> {
   bhttp::response<bhttp::string_body> res_;
   phase phase_ = phase::reading;
   bool admitted_ = false;
-  bool keep_alive_ = false;    ///< the request being answered asked for keep-alive
-  std::string method_label_;   ///< the request's method as counted
-  std::uint64_t seq_ = 0;      ///< requests handed to the handler
+  bool keep_alive_ = false;   ///< the request being answered asked for keep-alive
+  std::string method_label_;  ///< the request's method as counted
+  std::uint64_t seq_ = 0;     ///< requests handed to the handler
 };
 
 // ---- connection ---------------------------------------------------------------------------
@@ -201,7 +203,8 @@ void connection::begin_request() {
 void connection::refuse() {
   method_label_ = "other";
   core_.refused.fetch_add(1);
-  write(response{503, "application/json",
+  write(response{503,
+                 "application/json",
                  error_body("too many connections (at most " +
                             std::to_string(core_.lim.max_connections) + "); try again later"),
                  {}},
@@ -260,9 +263,8 @@ void connection::dispatch() {
     std::lock_guard<std::mutex> lock(gate->m);
     if (!gate->open) return;
     if (auto c = weak.lock())
-      asio::post(c->executor(), [c, seq, r = std::move(r)]() mutable {
-        c->deliver(seq, std::move(r));
-      });
+      asio::post(c->executor(),
+                 [c, seq, r = std::move(r)]() mutable { c->deliver(seq, std::move(r)); });
   };
   const responder answer(std::move(slot));
   try {
@@ -310,11 +312,10 @@ void connection::write(response r, bool keep) {
   core_.count(method_label_, status);
   phase_ = phase::writing;
   stream_.expires_after(core_.lim.write_timeout);
-  bhttp::async_write(stream_, res_,
-                     [self = shared_from_this(), keep](error_code ec, std::size_t) {
-                       if (ec) return self->finish();
-                       self->after_write(keep);
-                     });
+  bhttp::async_write(stream_, res_, [self = shared_from_this(), keep](error_code ec, std::size_t) {
+    if (ec) return self->finish();
+    self->after_write(keep);
+  });
 }
 
 void connection::after_write(bool keep) {
@@ -412,9 +413,8 @@ void server::impl::count(const std::string& method, int code) {
 
 std::string server::impl::method_label(const std::string& method) const {
   // Only configured methods become labels: a client must not be able to add label values.
-  return std::find(lim.methods.begin(), lim.methods.end(), method) != lim.methods.end()
-             ? method
-             : "other";
+  return std::find(lim.methods.begin(), lim.methods.end(), method) != lim.methods.end() ? method
+                                                                                        : "other";
 }
 
 void server::impl::close() {
@@ -484,13 +484,12 @@ result<tcp::endpoint> bind_endpoint(asio::io_context& io, const std::string& hos
   tcp::resolver resolver(io);
   const auto found = resolver.resolve(host, std::to_string(port), ec);
   if (ec || found.empty())
-    return error{error_kind::io, "cannot resolve '" + host + "': " +
-                                     (ec ? ec.message() : std::string("no address"))};
+    return error{error_kind::io, "cannot resolve '" + host +
+                                     "': " + (ec ? ec.message() : std::string("no address"))};
   return found.begin()->endpoint();
 }
 
-std::optional<error> check_config(const limits& lim, const std::string& token,
-                                  const handler& h) {
+std::optional<error> check_config(const limits& lim, const std::string& token, const handler& h) {
   auto bad = [](const std::string& what) { return error{error_kind::invalid_input, what}; };
   if (token.empty()) return bad("the API token must not be empty");
   if (!h) return bad("the HTTP server needs a handler");
@@ -503,9 +502,8 @@ std::optional<error> check_config(const limits& lim, const std::string& token,
 
 }  // namespace
 
-result<std::unique_ptr<server>> server::open(const std::string& bind_address,
-                                             std::uint16_t port, limits lim, std::string token,
-                                             handler h) {
+result<std::unique_ptr<server>> server::open(const std::string& bind_address, std::uint16_t port,
+                                             limits lim, std::string token, handler h) {
   if (auto bad = check_config(lim, token, h)) return *bad;
   auto p = std::make_unique<impl>(std::move(lim), std::move(token), std::move(h));
   auto ep = bind_endpoint(*p->io, bind_address, port);

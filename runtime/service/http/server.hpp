@@ -92,9 +92,8 @@ class server {
   /// Authorization header must carry as "Bearer <token>". Errors: invalid_input for an empty
   /// token, no handler or a limit of 0; io for an address that does not resolve or cannot be
   /// bound ("cannot listen on 127.0.0.1:80: Permission denied").
-  static result<std::unique_ptr<server>> open(const std::string& bind_address,
-                                              std::uint16_t port, limits lim, std::string token,
-                                              handler h);
+  static result<std::unique_ptr<server>> open(const std::string& bind_address, std::uint16_t port,
+                                              limits lim, std::string token, handler h);
   /// close().
   ~server();
   server(const server&) = delete;
@@ -112,9 +111,9 @@ class server {
 
   /// Counters, safe to read from any thread while the server runs.
   std::vector<request_count> request_counts() const;  ///< sorted by method, then code
-  std::size_t connections() const;   ///< open connections now (refused ones not included)
-  std::uint64_t accepted() const;    ///< connections accepted so far, refused ones included
-  std::uint64_t refused() const;     ///< connections answered 503 for the cap
+  std::size_t connections() const;       ///< open connections now (refused ones not included)
+  std::uint64_t accepted() const;        ///< connections accepted so far, refused ones included
+  std::uint64_t refused() const;         ///< connections answered 503 for the cap
   std::uint64_t handler_errors() const;  ///< exceptions caught from the handler or the loop
 
   struct impl;

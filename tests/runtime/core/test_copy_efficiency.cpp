@@ -40,9 +40,9 @@ TEST_CASE("copy efficiency: monotone in copies, batch and noise scale, and its l
       double prev = 1.0;
       for (int c = 2; c <= 8; ++c) {
         const double e = averaged_copy_efficiency(c, b, n);
-        CHECK(e < prev);                    // more copies: less per copy-step
-        CHECK(e >= 1.0 / c - 1e-15);        // never below one copy's worth
-        CHECK(e * c >= prev * (c - 1) * (1 - 1e-12));  // but each copy adds progress
+        CHECK(e < prev);                                       // more copies: less per copy-step
+        CHECK(e >= 1.0 / c - 1e-15);                           // never below one copy's worth
+        CHECK(e * c >= prev * (c - 1) * (1 - 1e-12));          // but each copy adds progress
         CHECK(averaged_copy_efficiency(c, b, n * 2 + 1) > e);  // more noise: more worth
         CHECK(averaged_copy_efficiency(c, b * 2, n) <= e);     // larger batch: less worth
         prev = e;
@@ -110,13 +110,13 @@ std::vector<forked_run> measured_runs() {
     out.push_back({b, n, mean, single * ru / (rf * (n[0] + n[1] + n[2]))});
   };
   using pairs = std::vector<std::pair<double, double>>;
-  for (auto [ru, rf] : pairs{{86, 33}, {9, 2}, {14, 5}, {2, 1}, {5, 2}, {25, 18}, {2, 1},
-                             {116, 34}})
+  for (auto [ru, rf] :
+       pairs{{86, 33}, {9, 2}, {14, 5}, {2, 1}, {5, 2}, {25, 18}, {2, 1}, {116, 34}})
     rounds(8, {50, 25, 12}, 50, ru, rf);
   for (auto [ru, rf] : pairs{{87, 61}, {2, 2}, {7, 11}, {13, 16}})
     rounds(32, {50, 25, 12}, 50, ru, rf);
-  for (auto [ru, rf] : pairs{{86, 40}, {8, 3}, {10, 5}, {2, 1}, {3, 2}, {28, 16}, {2, 1},
-                             {118, 33}})
+  for (auto [ru, rf] :
+       pairs{{86, 40}, {8, 3}, {10, 5}, {2, 1}, {3, 2}, {28, 16}, {2, 1}, {118, 33}})
     rounds(8, {49, 24, 12}, 49, ru, rf);
   // bench/program_fork_rounds.py, weighted merge, copies at speeds 4:2:1: steps unforked
   // over steps forked to the target.
@@ -153,15 +153,14 @@ TEST_CASE("run_copies: the efficiency scales progress and delays the finish",
   // Rates 2 and 3, copy 1 loses 20 s, round 360 s, averaging 10 s, start 1000 s, efficiency
   // 0.5: 500 effective steps need P = 1000 raw: 40 + 5 (t - 20) = 1000 at t* = 212, finish
   // 1222; copy 0 is credited 0.5 x 424 = 212, copy 1 0.5 x 3 x 192 = 288.
-  auto out = run_copies(7, 500, {copy_run{0, 2, 0, -1}, copy_run{1, 3, 20, -1}}, 1000, 360, 10,
-                        0.5);
+  auto out =
+      run_copies(7, 500, {copy_run{0, 2, 0, -1}, copy_run{1, 3, 20, -1}}, 1000, 360, 10, 0.5);
   REQUIRE(out.size() == 2);
   CHECK(out[0].finished);
   CHECK(out[0].finish_time == Approx(1222));
   CHECK(out[0].steps == Approx(212));
   CHECK(out[1].steps == Approx(288));
-  auto part = run_copies(7, 1e6, {copy_run{0, 2, 0, -1}, copy_run{1, 3, 20, -1}}, 0, 360, 10,
-                         0.5);
+  auto part = run_copies(7, 1e6, {copy_run{0, 2, 0, -1}, copy_run{1, 3, 20, -1}}, 0, 360, 10, 0.5);
   CHECK(part[0].steps == Approx(350));
   CHECK(part[1].steps == Approx(495));
 }
@@ -221,8 +220,7 @@ TEST_CASE("sim: a forked job is charged its copies' efficiency", "[runtime][copy
   CHECK_FALSE(f.run(type, 1000));
 }
 
-TEST_CASE("sim: unforked jobs are untouched by the efficiency model",
-          "[runtime][copy_eff][sim]") {
+TEST_CASE("sim: unforked jobs are untouched by the efficiency model", "[runtime][copy_eff][sim]") {
   std::mt19937 rng(1818);
   for (int trial = 0; trial < 20; ++trial) {
     auto in = random_instance(rng);
@@ -254,8 +252,7 @@ namespace {
 /// and one without, checking the model's effect copy by copy.
 class efficiency_checker final : public policy {
  public:
-  efficiency_checker(std::unique_ptr<policy> inner, const cluster& cl,
-                     const throughput_table& t)
+  efficiency_checker(std::unique_ptr<policy> inner, const cluster& cl, const throughput_table& t)
       : inner_(std::move(inner)), cl_(cl), t_(t) {}
   std::string name() const override { return inner_->name(); }
   result<round_plan> plan(const snapshot& s) override {
@@ -276,8 +273,8 @@ class efficiency_checker final : public policy {
     for (const auto& as : p->assignments) copies[as.job] = std::max(copies[as.job], as.copy + 1);
     std::map<job_id, const job_view*> views;
     for (const auto& v : s.jobs) views[v.spec->id] = &v;
-    for (std::size_t i = 0; i < a->size(); ++i) check((*a)[i], (*b)[i], copies.at((*a)[i].job),
-                                                      *views.at((*a)[i].job));
+    for (std::size_t i = 0; i < a->size(); ++i)
+      check((*a)[i], (*b)[i], copies.at((*a)[i].job), *views.at((*a)[i].job));
     return p;
   }
   int forked_copies = 0;  ///< copies of forked jobs checked

@@ -25,8 +25,16 @@ namespace {
 
 /// A valid Gavel trace line with field `field` (0-based) replaced by `value`.
 std::string trace_line(std::size_t field = 99, const std::string& value = "") {
-  std::vector<std::string> f = {"ResNet-18 (batch size 64)", "python3 main.py", "dir",
-                                "--num_steps", "1", "1000", "1", "1", "-1.000000", "0"};
+  std::vector<std::string> f = {"ResNet-18 (batch size 64)",
+                                "python3 main.py",
+                                "dir",
+                                "--num_steps",
+                                "1",
+                                "1000",
+                                "1",
+                                "1",
+                                "-1.000000",
+                                "0"};
   if (field < f.size()) f[field] = value;
   std::string line;
   for (const auto& x : f) line += (line.empty() ? "" : "\t") + x;
@@ -58,12 +66,18 @@ TEST_CASE("limits: trace numbers out of bounds name file, line and field", "[io]
     const char* value;
   };
   const row rows[] = {
-      {5, "total_steps", "1e19"},      {5, "total_steps", "1e12"},
-      {5, "total_steps", "nan"},       {5, "total_steps", "inf"},
-      {6, "scale_factor", "2097152"},  {7, "priority_weight", "1e-300"},
-      {7, "priority_weight", "1e300"}, {7, "priority_weight", "nan"},
-      {8, "slo", "1e300"},             {8, "slo", "-inf"},
-      {9, "arrival_time", "1e300"},    {9, "arrival_time", "inf"},
+      {5, "total_steps", "1e19"},
+      {5, "total_steps", "1e12"},
+      {5, "total_steps", "nan"},
+      {5, "total_steps", "inf"},
+      {6, "scale_factor", "2097152"},
+      {7, "priority_weight", "1e-300"},
+      {7, "priority_weight", "1e300"},
+      {7, "priority_weight", "nan"},
+      {8, "slo", "1e300"},
+      {8, "slo", "-inf"},
+      {9, "arrival_time", "1e300"},
+      {9, "arrival_time", "inf"},
   };
   for (const auto& r : rows) {
     INFO(r.name << " = " << r.value);
@@ -78,8 +92,8 @@ TEST_CASE("limits: trace numbers at their bounds are accepted", "[io][limits]") 
     std::size_t field;
     const char* value;
   };
-  const row rows[] = {{5, "1e11"}, {6, "1048576"}, {7, "0.001"}, {7, "1000"},
-                      {8, "1e9"},  {9, "1e9"}};
+  const row rows[] = {{5, "1e11"}, {6, "1048576"}, {7, "0.001"},
+                      {7, "1000"}, {8, "1e9"},     {9, "1e9"}};
   for (const auto& r : rows) {
     INFO("field " << r.field << " = " << r.value);
     const auto p = temp_file("edge.trace", trace_line(r.field, r.value));
@@ -94,7 +108,8 @@ TEST_CASE("limits: overlong trace lines and oversized traces fail fast", "[io][l
   const std::size_t pad = limits::max_line_bytes - trace_line().size() + 1;
   const auto longest = temp_file("longest.trace", trace_line(1, std::string(pad + 15, 'x')));
   CHECK(read_trace(longest));
-  const auto over = temp_file("over.trace", trace_line() + trace_line(1, std::string(pad + 16, 'x')));
+  const auto over =
+      temp_file("over.trace", trace_line() + trace_line(1, std::string(pad + 16, 'x')));
   CHECK(has(failure(read_trace(over)), over + ":2: line longer than 65536 bytes"));
   // No line break at all: the reader stops at the limit instead of buffering the file.
   const auto blob = temp_file("blob.trace", std::string(200000, 'a'));
@@ -126,8 +141,7 @@ TEST_CASE("limits: job-set, run job-set and cluster numbers out of bounds", "[io
       {reader::jobs, job + "total_steps = 5\nslo = 1e300\n", 4, "slo"},
       {reader::jobs, job + "total_steps = 5\nscale_factor = 2097152\n", 4, "scale_factor"},
       {reader::jobs, job + "total_steps = 5\nid = 1152921504606846976\n", 4, "id"},
-      {reader::jobs, job + "total_steps = 5\nacceptable_gpus = [2097152]\n", 4,
-       "acceptable_gpus"},
+      {reader::jobs, job + "total_steps = 5\nacceptable_gpus = [2097152]\n", 4, "acceptable_gpus"},
       {reader::run_jobs, "[[job]]\nkind = \"mlp\"\ntotal_steps = 1e19\n", 3, "total_steps"},
       {reader::run_jobs, run + "step_time = 1e-300\n", 4, "step_time"},
       {reader::run_jobs, run + "target_loss = 1e300\n", 4, "target_loss"},
@@ -214,9 +228,10 @@ TEST_CASE("limits: a run's job set is checked job by job before anything starts"
   };
   input_error_message(load_run_jobs(no_cfg, &kinds, refuse_all), no_cfg, 1, "kind");
   // A model too large for the node is caught without building it.
-  const auto huge = temp_file("huge.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n"
-                                           "[job.config]\ndim = 1048576\ntrain_size = 16\n"
-                                           "held_out_size = 16\nhidden = 65536\n");
+  const auto huge = temp_file("huge.toml",
+                              "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n"
+                              "[job.config]\ndim = 1048576\ntrain_size = 16\n"
+                              "held_out_size = 16\nhidden = 65536\n");
   CHECK(has(input_error_message(load_run_jobs(huge, &kinds, check), huge, 4, "config"),
             "parameters (at most 1e8)"));
   CHECK(load_run_jobs(config_file("run_example_jobs.toml"), &kinds, check));
@@ -224,18 +239,18 @@ TEST_CASE("limits: a run's job set is checked job by job before anything starts"
 
 TEST_CASE("limits: a kind without a cheap check is checked by building it", "[io][limits]") {
   train::trainable_registry r;
-  REQUIRE(r.add("picky", "", [](std::uint64_t, const train::trainable_config& c)
-                                 -> result<std::unique_ptr<train::trainable>> {
-    if (c.count("bad")) return error{error_kind::invalid_input, "picky: field 'bad'"};
-    return train::builtin_trainables().make("mlp", 1);
-  }));
+  REQUIRE(r.add("picky", "",
+                [](std::uint64_t,
+                   const train::trainable_config& c) -> result<std::unique_ptr<train::trainable>> {
+                  if (c.count("bad")) return error{error_kind::invalid_input, "picky: field 'bad'"};
+                  return train::builtin_trainables().make("mlp", 1);
+                }));
   CHECK(r.check("picky", 1, {}));
   CHECK_FALSE(r.check("picky", 1, {{"bad", 1}}));
   CHECK(r.check("nothing", 1, {}).err().kind == error_kind::not_found);
   const auto builtin = train::builtin_trainables();
   CHECK(builtin.check("mlp", 1, {{"hidden", 16}, {"lr", 0.05}}));
-  CHECK(has(builtin.check("softmax_regression", 1, {{"hidden", 16}}).err().message,
-            "unknown key"));
+  CHECK(has(builtin.check("softmax_regression", 1, {{"hidden", 16}}).err().message, "unknown key"));
 }
 
 TEST_CASE("limits: the simulator stops at its round limit", "[sim][limits]") {

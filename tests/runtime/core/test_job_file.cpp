@@ -93,11 +93,11 @@ total_steps = 1
 
 TEST_CASE("a run's job set carries kind, seed, step time and config", "[job_file][run]") {
   const auto p = temp_file("ok.toml",
-                             "[[job]]\nkind = \"mlp\"\ntotal_steps = 50\nseed = 9\n"
-                            "step_time = 0.01\ntarget_loss = 0.3\nmerge = \"weighted\"\n"
-                            "[job.config]\nhidden = 16\nlr = 0.05\n\n"
-                            "[[job]]\nkind = \"softmax_regression\"\ntotal_steps = 20\n"
-                            "arrival = 2.5\nid = 7\n");
+                           "[[job]]\nkind = \"mlp\"\ntotal_steps = 50\nseed = 9\n"
+                           "step_time = 0.01\ntarget_loss = 0.3\nmerge = \"weighted\"\n"
+                           "[job.config]\nhidden = 16\nlr = 0.05\n\n"
+                           "[[job]]\nkind = \"softmax_regression\"\ntotal_steps = 20\n"
+                           "arrival = 2.5\nid = 7\n");
   auto r = load_run_jobs(p, &kinds);
   INFO((r ? "" : r.err().message));
   REQUIRE(r);
@@ -118,8 +118,8 @@ TEST_CASE("a run's job set carries kind, seed, step time and config", "[job_file
   CHECK(b.step_time == 0.05);
   CHECK(b.spec.arrival == 2.5);
   CHECK(b.config.empty());
-  CHECK(b.target_loss == 0);                          // run to total_steps
-  CHECK(b.merge == train::fork_merge_rule::mean);     // the default rule
+  CHECK(b.target_loss == 0);                       // run to total_steps
+  CHECK(b.merge == train::fork_merge_rule::mean);  // the default rule
 }
 
 TEST_CASE("run job-set errors name file, line and field", "[job_file][run]") {
@@ -131,16 +131,15 @@ TEST_CASE("run job-set errors name file, line and field", "[job_file][run]") {
   expect("nokind", "[[job]]\ntotal_steps = 5\n", 1, "kind", "missing");
   expect("badkind", "[[job]]\nkind = \"resnet\"\ntotal_steps = 5\n", 2, "kind",
          "unknown job kind 'resnet' (known: mlp, softmax_regression, program)");
-  expect("frac", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5.5\n", 3, "total_steps",
-         "whole number");
+  expect("frac", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5.5\n", 3, "total_steps", "whole number");
   expect("cfg", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n[job.config]\nlr = \"fast\"\n", 5,
          "config.lr", "expected a number");
   expect("st", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\nstep_time = 0\n", 4, "step_time",
          "positive");
   expect("merge", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\nmerge = \"sum\"\n", 4, "merge",
          "unknown merge rule 'sum' (known: mean, weighted)");
-  expect("target", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\ntarget_loss = -1\n", 4,
-         "target_loss", "positive");
+  expect("target", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\ntarget_loss = -1\n", 4, "target_loss",
+         "positive");
 }
 
 TEST_CASE("a simulation's job set still rejects run keys", "[job_file][run]") {

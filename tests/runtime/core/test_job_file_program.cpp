@@ -75,24 +75,38 @@ TEST_CASE("bad program jobs are refused naming the file, line and field",
   run_jobs_error("p_nocmd", "[[job]]\nkind = \"program\"\ntotal_steps = 5\n", 1, "command");
   run_jobs_error("p_emptycmd", "[[job]]\nkind = \"program\"\ncommand = []\ntotal_steps = 5\n", 3,
                  "command");
-  run_jobs_error("p_cmdtype", "[[job]]\nkind = \"program\"\ncommand = \"python3 x.py\"\n"
-                              "total_steps = 5\n", 3, "command");
+  run_jobs_error("p_cmdtype",
+                 "[[job]]\nkind = \"program\"\ncommand = \"python3 x.py\"\n"
+                 "total_steps = 5\n",
+                 3, "command");
   run_jobs_error("p_cmdint", "[[job]]\nkind = \"program\"\ncommand = [\"a\", 3]\ntotal_steps = 5\n",
                  3, "command");
-  CHECK(has(run_jobs_error("p_dir", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\n"
-                                    "workdir = \"no/such/dir\"\ntotal_steps = 5\n", 4, "workdir"),
+  CHECK(has(run_jobs_error("p_dir",
+                           "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\n"
+                           "workdir = \"no/such/dir\"\ntotal_steps = 5\n",
+                           4, "workdir"),
             "no such directory"));
-  run_jobs_error("p_env", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nenv = { A = 1 }\n"
-                          "total_steps = 5\n", 4, "env.A");
-  run_jobs_error("p_restarts", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nmax_restarts = -1\n"
-                               "total_steps = 5\n", 4, "max_restarts");
-  run_jobs_error("p_grace", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\ngrace_seconds = 0\n"
-                            "total_steps = 5\n", 4, "grace_seconds");
-  CHECK(has(run_jobs_error("p_seed", "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nseed = 3\n"
-                                     "total_steps = 5\n", 4, "seed"),
+  run_jobs_error("p_env",
+                 "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nenv = { A = 1 }\n"
+                 "total_steps = 5\n",
+                 4, "env.A");
+  run_jobs_error("p_restarts",
+                 "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nmax_restarts = -1\n"
+                 "total_steps = 5\n",
+                 4, "max_restarts");
+  run_jobs_error("p_grace",
+                 "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\ngrace_seconds = 0\n"
+                 "total_steps = 5\n",
+                 4, "grace_seconds");
+  CHECK(has(run_jobs_error("p_seed",
+                           "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nseed = 3\n"
+                           "total_steps = 5\n",
+                           4, "seed"),
             "program job takes no 'seed'"));
-  CHECK(has(run_jobs_error("p_trainable", "[[job]]\nkind = \"mlp\"\ncommand = [\"a\"]\n"
-                                          "total_steps = 5\n", 3, "command"),
+  CHECK(has(run_jobs_error("p_trainable",
+                           "[[job]]\nkind = \"mlp\"\ncommand = [\"a\"]\n"
+                           "total_steps = 5\n",
+                           3, "command"),
             "only a job of kind \"program\""));
 }
 

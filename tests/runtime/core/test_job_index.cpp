@@ -12,8 +12,7 @@ using namespace tessera;
 namespace {
 
 /// Checks `idx` against a std::map of the same ids, for every id in [lo, hi].
-void check_against_map(const job_index& idx, const std::vector<job_id>& ids, job_id lo,
-                       job_id hi) {
+void check_against_map(const job_index& idx, const std::vector<job_id>& ids, job_id lo, job_id hi) {
   std::map<job_id, std::size_t> expect;
   for (std::size_t i = 0; i < ids.size(); ++i) expect[ids[i]] = i;
   for (job_id id = lo; id <= hi; ++id) {

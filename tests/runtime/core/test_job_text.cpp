@@ -89,8 +89,8 @@ TEST_CASE("a job set in JSON reads as its TOML twin", "[io][job_file][api]") {
     CHECK((*t)[i].program.workdir == (*j)[i].program.workdir);
   }
   // One job's object alone is a job set of one.
-  auto one = parse_run_jobs(R"({"kind": "mlp", "total_steps": 5})", job_text_format::json,
-                            "body", dir, &kinds);
+  auto one = parse_run_jobs(R"({"kind": "mlp", "total_steps": 5})", job_text_format::json, "body",
+                            dir, &kinds);
   REQUIRE(one);
   REQUIRE(one->size() == 1);
   CHECK((*one)[0].spec.total_steps == 5);
@@ -109,8 +109,8 @@ TEST_CASE("errors in a job set from memory name the body, the job and the field"
             .find("request body, job[1]: field 'total_steps'") != std::string::npos);
   CHECK(json(R"({"job": [{"kind": "nope", "total_steps": 5}]})")
             .find("job[0]: field 'kind': unknown job kind") != std::string::npos);
-  CHECK(json(R"({"job": [{"kind": "mlp", "total_steps": 5, "colour": 1}]})")
-            .find("colour") != std::string::npos);
+  CHECK(json(R"({"job": [{"kind": "mlp", "total_steps": 5, "colour": 1}]})").find("colour") !=
+        std::string::npos);
   CHECK(json(R"({"job": [{"kind": "mlp", "total_steps": 5, "id": 3},
                          {"kind": "mlp", "total_steps": 5, "id": 3}]})")
             .find("duplicate job id 3 (also used at job[0])") != std::string::npos);

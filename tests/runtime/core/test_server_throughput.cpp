@@ -49,8 +49,7 @@ TEST_CASE("server throughput: the GPU-type table times the server's speed", "[si
   CHECK(st.rate_at(2, "A", 2, true).steps_per_s == 7);
 }
 
-TEST_CASE("server throughput: a placement runs at its slowest server's per-GPU rate",
-          "[sim]") {
+TEST_CASE("server throughput: a placement runs at its slowest server's per-GPU rate", "[sim]") {
   const cluster cl = three_servers();
   server_throughput st(cl, small_table());
   // One GPU on s0 and one on s2 (mixed types), A at 2 GPUs spanning servers: per-GPU rates
@@ -121,9 +120,8 @@ TEST_CASE("sim executor: Gavel's table numbers unchanged, mixed types accepted",
   auto table = throughput_table::load_bundled();
   REQUIRE(table);
   // Two v100 servers at different speeds and one k80 server.
-  const cluster cl = make_cluster({{0, "a", "v100", 0, 4, 1.0},
-                                   {0, "b", "v100", 0, 4, 0.75},
-                                   {0, "c", "k80", 0, 4, 1.0}});
+  const cluster cl = make_cluster(
+      {{0, "a", "v100", 0, 4, 1.0}, {0, "b", "v100", 0, 4, 0.75}, {0, "c", "k80", 0, 4, 1.0}});
   sim_executor exec(cl, table.value(), 0);
   for (const auto& key : table->job_keys("v100")) {
     if (key.scale_factor > 4) continue;

@@ -115,8 +115,7 @@ TEST_CASE("simulator: a task split on one server, hand-computed", "[sim][hare][t
   CHECK(r2->jobs[0].restarts == 0);
 }
 
-TEST_CASE("simulator: a task split over two GPU types, hand-computed",
-          "[sim][hare][task_split]") {
+TEST_CASE("simulator: a task split over two GPU types, hand-computed", "[sim][hare][task_split]") {
   // 3 tasks on one fast GPU + 1 on one slow GPU: 2 s per step (above), 0.5 steps/s. 100
   // steps take 200 s: finish at 200, on 2 GPUs: 400 GPU-seconds. Job 1 (alpha, K = 2, 30
   // steps) shares f0's other GPU with both its tasks: 2 x 1/3 s per step, 1.5 steps/s, 20 s.
@@ -184,8 +183,7 @@ TEST_CASE("validate_plan: task splits must sum to K, one task per GPU at least, 
   CHECK_FALSE(validate_plan(cl, p, "pol"));
 }
 
-TEST_CASE("simulator: a split whose tasks do not sum to K is refused",
-          "[sim][hare][task_split]") {
+TEST_CASE("simulator: a split whose tasks do not sum to K is refused", "[sim][hare][task_split]") {
   const auto cl = two_servers();
   std::vector<job> jobs = {make_job(0, "alpha", 4, 100)};
   fixed_plan pol({part(0, 0, 2, 2), part(0, 2, 1, 1, 1)});

@@ -90,7 +90,9 @@ journal_bytes build(const std::vector<std::string>& records) {
 /// A scratch directory, the journal's path in it, random records and their file's bytes.
 struct journal_case {
   journal_case(const std::string& name, std::size_t n, std::size_t max_size, std::uint64_t seed)
-      : dir(name), path(dir.file("journal")), records(random_payloads(n, max_size, seed)),
+      : dir(name),
+        path(dir.file("journal")),
+        records(random_payloads(n, max_size, seed)),
         whole(build(records)) {}
   scratch_dir dir;
   std::string path;
@@ -193,8 +195,8 @@ int wait_child(pid_t pid) {
 TEST_CASE("a journal round-trips its records and appends after reopening", "[journal]") {
   scratch_dir dir("journal_roundtrip");
   const auto path = dir.file("journal");
-  const std::vector<std::string> records = {
-      "{\"id\":1}", "", std::string("bin\0ary\xF7JR1", 11), json_of_size(300, 7), "{}"};
+  const std::vector<std::string> records = {"{\"id\":1}", "", std::string("bin\0ary\xF7JR1", 11),
+                                            json_of_size(300, 7), "{}"};
   {
     auto j = open_ok(path);
     CHECK(j.records.empty());
@@ -262,8 +264,10 @@ TEST_CASE("a bit flip in the last record's header or payload drops that record, 
   }
 }
 
-TEST_CASE("a bad record followed by good ones is refused, naming the file and byte, and "
-          "drop_corrupt drops from there", "[journal]") {
+TEST_CASE(
+    "a bad record followed by good ones is refused, naming the file and byte, and "
+    "drop_corrupt drops from there",
+    "[journal]") {
   const journal_case c("journal_corrupt", 5, 120, 9);
   const auto& [dir, path, records, whole] = c;
   const std::size_t k = 2, start = whole.starts[k], end = whole.starts[k + 1];
@@ -330,8 +334,8 @@ TEST_CASE("property: any cut or bit flip reads back a prefix of the records, nev
     auto records = random_payloads(1 + rng() % 8, 5000, rng());
     if (round % 10 == 0) records.push_back(json_of_size(70000, rng()));
     const auto whole = build(records);
-    const std::size_t at = journal_file_header_size +
-                           rng() % (whole.bytes.size() - journal_file_header_size);
+    const std::size_t at =
+        journal_file_header_size + rng() % (whole.bytes.size() - journal_file_header_size);
     // The record holding byte `at`.
     std::size_t k = 0;
     while (k + 1 < whole.starts.size() && whole.starts[k + 1] <= at) ++k;
@@ -384,7 +388,7 @@ TEST_CASE("concurrent appenders: every callback once, every record back, fsyncs 
           if (t % 2 == 0) {  // waits for each ack, as an HTTP submitter
             if (!j.file->append_sync(payload)) ++failures;
             ++calls[id];
-          } else {           // queues and moves on, as an actor
+          } else {  // queues and moves on, as an actor
             auto st = j.file->append(payload, [&calls, &failures, id](const status& s) {
               if (!s) ++failures;
               ++calls[id];
@@ -509,8 +513,10 @@ TEST_CASE("a journal that cannot be opened says why, naming the path", "[journal
   }
 }
 
-TEST_CASE("a write error fails the batch and every later append, and reopening reads what "
-          "was synced", "[journal]") {
+TEST_CASE(
+    "a write error fails the batch and every later append, and reopening reads what "
+    "was synced",
+    "[journal]") {
   const journal_case c("journal_write_error", 3, 100, 1);
   const auto& [dir, path, records, whole] = c;
   append_all(path, records);
@@ -540,8 +546,10 @@ TEST_CASE("a write error fails the batch and every later append, and reopening r
   CHECK(back.damage->offset == size);
 }
 
-TEST_CASE("an fsync error (injected) reaches every callback of the batch and the ones "
-          "queued behind it", "[journal]") {
+TEST_CASE(
+    "an fsync error (injected) reaches every callback of the batch and the ones "
+    "queued behind it",
+    "[journal]") {
   // A real fdatasync failure needs a failing device (dm-error, a yanked disk); the hook
   // fails the call as if the kernel had returned EIO.
   scratch_dir dir("journal_fsync_error");
@@ -597,13 +605,15 @@ TEST_CASE("compaction: the file becomes the given records, then what was appende
   CHECK(back.records == std::vector<std::string>{"{\"job\":1}", "{\"job\":2}", "{\"job\":3}"});
 }
 
-TEST_CASE("a compaction that fails before its rename leaves the old file in use, after it "
-          "the journal fails", "[journal]") {
+TEST_CASE(
+    "a compaction that fails before its rename leaves the old file in use, after it "
+    "the journal fails",
+    "[journal]") {
   const journal_case c("journal_compact_error", 5, 100, 8);
   const auto& [dir, path, old_records, old_bytes] = c;
   append_all(path, old_records);
-  for (const auto step : {journal_step::compact_write, journal_step::compact_sync,
-                          journal_step::compact_rename}) {
+  for (const auto step :
+       {journal_step::compact_write, journal_step::compact_sync, journal_step::compact_rename}) {
     journal_options opt;
     opt.inject_errno = [step](journal_step s) { return s == step ? ENOSPC : 0; };
     auto j = open_ok(path, opt);
@@ -633,8 +643,7 @@ TEST_CASE("a compaction that fails before its rename leaves the old file in use,
   CHECK(open_ok(path).records == std::vector<std::string>{"new"});
 }
 
-TEST_CASE("a crash at any step of a compaction leaves the old file or the new one",
-          "[journal]") {
+TEST_CASE("a crash at any step of a compaction leaves the old file or the new one", "[journal]") {
   scratch_dir dir("journal_compact_crash");
   const auto path = dir.file("journal");
   const auto old_records = random_payloads(20, 2000, 21);
@@ -643,7 +652,7 @@ TEST_CASE("a crash at any step of a compaction leaves the old file or the new on
                                                 json_of_size(600000, 3)};
   struct crash_point {
     journal_step step;
-    int nth;              // crash before the nth time the step is reached
+    int nth;  // crash before the nth time the step is reached
     bool expect_new;
   };
   const crash_point points[] = {{journal_step::compact_write, 1, false},

@@ -11,7 +11,6 @@
 
 using namespace tessera;
 
-
 namespace {
 
 /// Places active jobs in arrival order on the first server with room.
@@ -54,7 +53,8 @@ TEST_CASE("simulator: hand-computed single-GPU run", "[sim]") {
   // finishes at t=900. JCTs: 450 and 800.
   auto cl = make_cluster({{0, "f", "fast", 0, 1, 1.0}});
   auto table = toy_table();
-  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 1800, 0, 1), test::make_job(1, "alpha", 1, 720, 100, 1)};
+  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 1800, 0, 1),
+                           test::make_job(1, "alpha", 1, 720, 100, 1)};
   first_fit pol;
   sim_config cfg;
   auto r = simulate(cl, table, jobs, pol, cfg);
@@ -99,7 +99,8 @@ TEST_CASE("simulator: speed factor and restart cost", "[sim]") {
 TEST_CASE("simulator: idle cluster jumps to the next arrival", "[sim]") {
   auto cl = make_cluster({{0, "f", "fast", 0, 1, 1.0}});
   auto table = toy_table();
-  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 4, 0, 1), test::make_job(1, "alpha", 1, 4, 10000, 1)};
+  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 4, 0, 1),
+                           test::make_job(1, "alpha", 1, 4, 10000, 1)};
   first_fit pol;
   auto r = simulate(cl, table, jobs, pol, sim_config{});
   REQUIRE(r);
@@ -115,7 +116,8 @@ TEST_CASE("simulator: fragmentation counts idle GPUs while jobs wait", "[sim]") 
   auto cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}, {0, "f1", "fast", 0, 1, 1.0}});
   auto table = toy_table();
   table.set_isolated("fast", {"alpha", 2}, 8.0);
-  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 360 * 4, 0, 1), test::make_job(1, "alpha", 2, 8, 0, 1)};
+  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 360 * 4, 0, 1),
+                           test::make_job(1, "alpha", 2, 8, 0, 1)};
   first_fit pol;
   sim_config cfg;
   cfg.max_time = 1000;
@@ -194,7 +196,8 @@ TEST_CASE("simulator: a job no GPU type can run is an error", "[sim]") {
 TEST_CASE("metrics: JSON and CSV carry every job and figure", "[sim]") {
   auto cl = make_cluster({{0, "f", "fast", 0, 1, 1.0}});
   auto table = toy_table();
-  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 1800, 0, 1), test::make_job(1, "alpha", 1, 720, 100, 1)};
+  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 1800, 0, 1),
+                           test::make_job(1, "alpha", 1, 720, 100, 1)};
   first_fit pol;
   auto r = simulate(cl, table, jobs, pol, sim_config{});
   REQUIRE(r);

@@ -1,4 +1,5 @@
-// Tests of the job templates and Gavel's synthetic trace generator (runtime/workload/trace_gen.cpp).
+// Tests of the job templates and Gavel's synthetic trace generator
+// (runtime/workload/trace_gen.cpp).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>

@@ -108,8 +108,7 @@ TEST_CASE("local backend: exact mean, sum and gather over the whole world and ov
   CHECK(run_script(4, ops, 11) == "");
 }
 
-TEST_CASE("local backend: random scripts of overlapping groups and channels (property)",
-          "[comm]") {
+TEST_CASE("local backend: random scripts of overlapping groups and channels (property)", "[comm]") {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 20; ++trial) {
     const int world = 2 + static_cast<int>(rng() % 5);
@@ -164,8 +163,7 @@ TEST_CASE("local backend: a member that never comes times out, and the group sta
   CHECK(y[0] == 3.0f);
 }
 
-TEST_CASE("local backend: members disagreeing on the size fail instead of corrupting",
-          "[comm]") {
+TEST_CASE("local backend: members disagreeing on the size fail instead of corrupting", "[comm]") {
   auto w = std::make_shared<local_world>(2);
   local_aggregator a0(w, 0), a1(w, 1);
   reduce_options o;

@@ -27,9 +27,10 @@ bool skip_without_gpu(const char* what) {
 
 }  // namespace
 
-TEST_CASE("mpi_device_path: host buffers stay on the host path, device buffers go to MPI only "
-          "when it is CUDA-aware and the order is fastest",
-          "[comm]") {
+TEST_CASE(
+    "mpi_device_path: host buffers stay on the host path, device buffers go to MPI only "
+    "when it is CUDA-aware and the order is fastest",
+    "[comm]") {
   for (bool aware : {false, true})
     for (auto order : {reduce_order::rank_order, reduce_order::fastest})
       CHECK(mpi_device_path(memory_kind::host, aware, order) == device_path::host);
@@ -74,9 +75,10 @@ TEST_CASE("reduce_gathered sums the gathered parts in part order, as reference_r
   }
 }
 
-TEST_CASE("local backend: host buffer views give the vector path's bits, device views are "
-          "refused naming the backend",
-          "[comm]") {
+TEST_CASE(
+    "local backend: host buffer views give the vector path's bits, device views are "
+    "refused naming the backend",
+    "[comm]") {
   auto w = std::make_shared<local_world>(3);
   std::vector<std::string> failures(3);
   std::vector<std::thread> threads;
@@ -128,9 +130,10 @@ TEST_CASE("device memory: without a GPU every operation fails with the reason", 
         std::string::npos);
 }
 
-TEST_CASE("device memory on a GPU: the reduce kernel equals reduce_gathered bit for bit, NaN "
-          "fill, pinned staging round trip",
-          "[comm][gpu]") {
+TEST_CASE(
+    "device memory on a GPU: the reduce kernel equals reduce_gathered bit for bit, NaN "
+    "fill, pinned staging round trip",
+    "[comm][gpu]") {
   if (skip_without_gpu("the device-kernel checks")) {
     CHECK_FALSE(device_buffer::make(1, 0));
     return;
@@ -161,6 +164,6 @@ TEST_CASE("device memory on a GPU: the reduce kernel equals reduce_gathered bit 
   auto pinned = pinned_buffer::make(count);
   REQUIRE(pinned);
   REQUIRE(copy_to_host((*gathered)->data(), count, 0, (*pinned)->data()));
-  CHECK(std::equal(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count),
-                   (*pinned)->data()));
+  CHECK(
+      std::equal(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), (*pinned)->data()));
 }

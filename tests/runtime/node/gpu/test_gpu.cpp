@@ -101,8 +101,9 @@ TEST_CASE("gpu: a device is of a type by the table, else by a token of its name"
 TEST_CASE("gpu: devices that disagree with the server entry are refused, saying both sides",
           "[gpu]") {
   const auto srv = make_server("v100-0", "v100", 4);
-  CHECK(check_devices(srv, devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB",
-                                       "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB"}),
+  CHECK(check_devices(srv,
+                      devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB",
+                                  "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB"}),
                       "c.toml"));
   // Count: one H100 where four V100s are declared.
   const auto count = check_devices(srv, devices_of({"NVIDIA H100 80GB HBM3"}, 80 * gib), "c.toml");
@@ -114,18 +115,18 @@ TEST_CASE("gpu: devices that disagree with the server entry are refused, saying 
   CHECK_THAT(m, Catch::Contains("0: NVIDIA H100 80GB HBM3 (80.0 GiB, type h100)"));
   CHECK_THAT(m, Catch::Contains("TESSERA_GPU_DISCOVERY=off"));
   // Type: the right count, one device of another type.
-  const auto type = check_devices(
-      srv, devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB",
-                       "Tesla K80"}),
-      "c.toml");
+  const auto type = check_devices(srv,
+                                  devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB",
+                                              "Tesla V100-SXM2-16GB", "Tesla K80"}),
+                                  "c.toml");
   REQUIRE_FALSE(type);
   CHECK_THAT(type.err().message,
              Catch::StartsWith("c.toml: field 'gpu_type': server 'v100-0' declares 4 GPUs of "
                                "type v100, but its node found 4 GPUs, not all of type v100:"));
   CHECK_THAT(type.err().message, Catch::Contains("3: Tesla K80 (type k80)"));
   // Count only: two of the right type.
-  const auto two = check_devices(srv, devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB"}),
-                                 "c.toml");
+  const auto two =
+      check_devices(srv, devices_of({"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB"}), "c.toml");
   REQUIRE_FALSE(two);
   CHECK_THAT(two.err().message, Catch::Contains("field 'gpus'"));
   CHECK_THAT(two.err().message, Catch::Contains("found 2 GPUs:"));
@@ -244,11 +245,16 @@ TEST_CASE("gpu: a node's discovery asks the probe only when automatic, then chec
   CHECK_THAT(summary(*found, srv), Catch::EndsWith("steps are not throttled"));
   // The probe finds none: the node runs declared and throttled, saying why.
   auto none = discover_node_gpus(
-      srv, how, [] { return probe_result{{}, "cudaGetDeviceCount: no driver"}; }, "c.toml");
+      srv, how,
+      [] {
+        return probe_result{{}, "cudaGetDeviceCount: no driver"};
+      },
+      "c.toml");
   REQUIRE(none);
   CHECK_FALSE(none->real());
-  CHECK(summary(*none, srv) == "no GPU found (cudaGetDeviceCount: no driver): runs on its 2 "
-                               "declared h100 GPUs, throttled by its speed factor 1");
+  CHECK(summary(*none, srv) ==
+        "no GPU found (cudaGetDeviceCount: no driver): runs on its 2 "
+        "declared h100 GPUs, throttled by its speed factor 1");
   // Off and fake never ask the probe.
   how.mode = discovery_mode::off;
   auto off = discover_node_gpus(srv, how, two_h100, "c.toml");

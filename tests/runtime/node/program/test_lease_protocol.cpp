@@ -140,8 +140,9 @@ TEST_CASE("lease protocol: errors say what is wrong in a program author's words"
   CHECK(has(refusal(R"({"v":0})"), "protocol version 0 is not spoken here (this node speaks 1)"));
   CHECK(has(refusal(R"({"v":"1","op":"hello"})"), "field 'v' must be the protocol version"));
   CHECK(has(refusal(R"({"op":"hello","token":"t","pid":1})"), "field 'v' is missing"));
-  CHECK(has(refusal("this is not json"), "not a line of JSON: 'this is not json': parse error at "
-                                          "column 2: syntax error while parsing value"));
+  CHECK(has(refusal("this is not json"),
+            "not a line of JSON: 'this is not json': parse error at "
+            "column 2: syntax error while parsing value"));
   CHECK(has(refusal(""), "not a line of JSON"));
   CHECK(has(refusal("\x01\xff{"), "not a line of JSON: '\\x01\\xff{'"));
   CHECK(has(refusal(R"({"v":1,"op":"report","steps":1} trailing)"), "not a line of JSON"));
@@ -254,18 +255,23 @@ TEST_CASE("lease protocol: random buffers go through format_averaged and back bi
 }
 
 TEST_CASE("base64: RFC 4648 vectors", "[lease][protocol]") {
-  const std::pair<std::string, std::string> vectors[] = {
-      {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},        {"foo", "Zm9v"},
-      {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::pair<std::string, std::string> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
   for (const auto& [plain, coded] : vectors) {
     CHECK(b64(plain) == coded);
     auto d = base64_decode(coded);
     REQUIRE(d);
     CHECK(std::string(d->begin(), d->end()) == plain);
   }
-  static const char all[] = "\x00\x10\x83\x10\x51\x87\x20\x92\x8b\x30\xd3\x8f\x41\x14\x93\x51"
-                          "\x55\x97\x61\x96\x9b\x71\xd7\x9f\x82\x18\xa3\x92\x59\xa7\xa2\x9a"
-                          "\xab\xb2\xdb\xaf\xc3\x1c\xb3\xd3\x5d\xb7\xe3\x9e\xbb\xf3\xdf\xbf";
+  static const char all[] =
+      "\x00\x10\x83\x10\x51\x87\x20\x92\x8b\x30\xd3\x8f\x41\x14\x93\x51"
+      "\x55\x97\x61\x96\x9b\x71\xd7\x9f\x82\x18\xa3\x92\x59\xa7\xa2\x9a"
+      "\xab\xb2\xdb\xaf\xc3\x1c\xb3\xd3\x5d\xb7\xe3\x9e\xbb\xf3\xdf\xbf";
   CHECK(base64_encode(all, 48) ==
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
 }
@@ -287,8 +293,8 @@ TEST_CASE("base64: anything not canonical is refused", "[lease][protocol]") {
   const std::pair<const char*, const char*> bad[] = {
       {"Zg", "not a multiple of 4"},
       {"Zg=", "not a multiple of 4"},
-      {"Zh==", "not canonical"},        // 'f' with a stray bit after it
-      {"Zm9=", "not canonical"},        // "fo" with a stray bit
+      {"Zh==", "not canonical"},  // 'f' with a stray bit after it
+      {"Zm9=", "not canonical"},  // "fo" with a stray bit
       {"Zg==Zg==", "padding before the end"},
       {"Z===", "padding before the end"},
       {"====", "padding before the end"},
@@ -306,8 +312,7 @@ TEST_CASE("base64: anything not canonical is refused", "[lease][protocol]") {
   }
 }
 
-TEST_CASE("base64: what decodes is the one encoding of its bytes",
-          "[lease][protocol][property]") {
+TEST_CASE("base64: what decodes is the one encoding of its bytes", "[lease][protocol][property]") {
   // Random strings over the alphabet and '=': every one that is accepted must encode back to
   // itself, so no two texts stand for the same bytes.
   const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";

@@ -289,7 +289,8 @@ TEST_CASE("lease server: lines split across writes and several lines in one writ
   for (int i = 0; i < 3; ++i) CHECK(c.reply().at("op") == "lease");
   CHECK_FALSE(c.line(100ms));
   REQUIRE(eventually([&] { return slot->view().steps == 3; }));
-  REQUIRE(c.send(R"(ort","steps":4})" "\n"));
+  REQUIRE(c.send(R"(ort","steps":4})"
+                 "\n"));
   CHECK(c.reply().at("op") == "lease");
   CHECK(slot->view().steps == 4);
   CHECK(slot->view().messages == 5);
@@ -339,8 +340,7 @@ TEST_CASE("lease server: a line over the cap closes its connection only", "[leas
   CHECK(f.reply().at("op") == "lease");
 }
 
-TEST_CASE("lease server: a long line split in many writes is held to the cap",
-          "[lease][server]") {
+TEST_CASE("lease server: a long line split in many writes is held to the cap", "[lease][server]") {
   lease_server_options opt;
   opt.max_line = 100000;
   served s(opt);
@@ -381,7 +381,7 @@ TEST_CASE("lease server: garbage and messages out of order close the connection"
   served s;
   struct bad_case {
     const char* name;
-    bool hello_first;                 ///< say a valid hello first (the slot then records it)
+    bool hello_first;  ///< say a valid hello first (the slot then records it)
     std::vector<std::string> lines;
     std::string why;
   };
@@ -389,22 +389,34 @@ TEST_CASE("lease server: garbage and messages out of order close the connection"
       {"not JSON", false, {"hello there"}, "not a line of JSON"},
       {"not JSON after hello", true, {"{\"v\":1,"}, "not a line of JSON"},
       {"unknown op", true, {R"({"v":1,"op":"dance"})"}, "unknown op 'dance'"},
-      {"wrong type", true, {R"({"v":1,"op":"report","steps":"many"})"},
+      {"wrong type",
+       true,
+       {R"({"v":1,"op":"report","steps":"many"})"},
        "'report': field 'steps' must be an integer"},
-      {"version after hello", true, {R"({"v":3,"op":"report","steps":1})"},
+      {"version after hello",
+       true,
+       {R"({"v":3,"op":"report","steps":1})"},
        "protocol version 3 is not spoken here (this node speaks 1)"},
-      {"report before hello", false, {report_line(1)},
+      {"report before hello",
+       false,
+       {report_line(1)},
        "the first message must be 'hello', got 'report'"},
-      {"unknown token", false, {hello_line(std::string(64, 'f'))},
+      {"unknown token",
+       false,
+       {hello_line(std::string(64, 'f'))},
        "not a token this node gave out"},
       {"hello twice", true, {"HELLO"}, "'hello' sent twice on one connection"},
-      {"steps going down", true, {report_line(5), report_line(4)},
+      {"steps going down",
+       true,
+       {report_line(5), report_line(4)},
        "field 'steps' went down from 5 to 4"},
-      {"average twice", true,
+      {"average twice",
+       true,
        {R"({"v":1,"op":"average","sizes":[],"data":""})",
         R"({"v":1,"op":"average","sizes":[],"data":""})"},
        "'average' sent again before the node answered the first"},
-      {"after complete", true,
+      {"after complete",
+       true,
        {R"({"v":1,"op":"complete","steps":1})", report_line(1)},
        "'report' after 'complete'"},
   };

@@ -53,8 +53,8 @@ TEST_CASE("a program runs in its directory with its environment", "[program][pro
   std::ostringstream out, err;
   run_out(*p, out, err);
   CHECK(p->succeeded());
-  CHECK(out.str() == "a value with spaces\n" +
-                         std::filesystem::canonical(spec.workdir).string() + "\n");
+  CHECK(out.str() ==
+        "a value with spaces\n" + std::filesystem::canonical(spec.workdir).string() + "\n");
 }
 
 TEST_CASE("a program that cannot be started is an error naming it", "[program][process]") {
@@ -101,8 +101,9 @@ TEST_CASE("destroying a running program kills its group", "[program][process]") 
 }
 
 TEST_CASE("a program's stderr tail is bounded and ends with its last lines", "[program][process]") {
-  auto spec = shell("i=0; while [ $i -lt 2000 ]; do echo \"line $i of the error output\" >&2; "
-                    "i=$((i+1)); done; exit 1");
+  auto spec = shell(
+      "i=0; while [ $i -lt 2000 ]; do echo \"line $i of the error output\" >&2; "
+      "i=$((i+1)); done; exit 1");
   spec.tail_bytes = 256;
   auto p = child_process::start(spec);
   REQUIRE(p);
@@ -111,7 +112,7 @@ TEST_CASE("a program's stderr tail is bounded and ends with its last lines", "[p
   const auto tail = p->stderr_tail();
   CHECK(tail.size() <= 256);
   CHECK(tail.rfind("line 1999 of the error output\n") == tail.size() - 30);
-  CHECK(tail.rfind("line ", 0) == 0);  // whole lines
+  CHECK(tail.rfind("line ", 0) == 0);   // whole lines
   CHECK(err.str().size() > 2000 * 20);  // everything was forwarded
 }
 

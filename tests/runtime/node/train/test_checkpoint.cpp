@@ -74,8 +74,8 @@ TEST_CASE("truncated checkpoints are reported with the file name", "[train]") {
   REQUIRE(write_checkpoint(path, {1, 2, 0}, payload));
   const auto full = bytes_of(path);
 
-  for (std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{20},
-                           checkpoint_header_size, full.size() - 1}) {
+  for (std::size_t keep :
+       {std::size_t{0}, std::size_t{5}, std::size_t{20}, checkpoint_header_size, full.size() - 1}) {
     INFO("keeping " << keep << " bytes");
     write_bytes(path, {full.begin(), full.begin() + static_cast<std::ptrdiff_t>(keep)});
     CHECK(has(read_error(path), "truncated"));
@@ -163,7 +163,8 @@ TEST_CASE("a trainable checkpointed at a round boundary resumes bitwise-identica
   const auto state = other->save_state();
   auto mismatch = load_trainable_checkpoint(path, *other);
   REQUIRE_FALSE(mismatch);
-  CHECK(mismatch.err().message.rfind(path + ": softmax_regression state: saved by a 'mlp'", 0) == 0);
+  CHECK(mismatch.err().message.rfind(path + ": softmax_regression state: saved by a 'mlp'", 0) ==
+        0);
   CHECK(other->save_state() == state);
 }
 
@@ -174,7 +175,8 @@ TEST_CASE("a version-1 checkpoint (no epoch) is refused as an older format", "[t
   std::vector<std::uint8_t> b = {'T', 'S', 'R', 'A', 'C', 'K', 'P', 'T', 1, 0, 0, 0, 48, 0, 0, 0};
   b.resize(48, 0);
   write_bytes(path, b);
-  CHECK(has(read_error(path), "unsupported checkpoint format version 1 (this build reads version 2)"));
+  CHECK(has(read_error(path),
+            "unsupported checkpoint format version 1 (this build reads version 2)"));
 }
 
 TEST_CASE("a fence file holds an epoch, a writer older than it is refused", "[train][fence]") {
@@ -202,7 +204,7 @@ TEST_CASE("a fence file holds an epoch, a writer older than it is refused", "[tr
   auto garbled = read_fence(fence);
   REQUIRE_FALSE(garbled);
   CHECK(has(garbled.err().message, fence + ": not a fence file"));
-  CHECK(check_fence(fence, 0));  // a damaged fence must not stall the job's writers
+  CHECK(check_fence(fence, 0));    // a damaged fence must not stall the job's writers
   REQUIRE(write_fence(fence, 9));  // the next fencing replaces it
   CHECK(*read_fence(fence) == 9);
 }
@@ -247,7 +249,8 @@ TEST_CASE("an injected errno fails a write or a probe like a full directory", "[
   CHECK(dir.entries().empty());  // the probe cleans up after itself
   auto probed = probe_directory(dir.str(), full);
   REQUIRE_FALSE(probed);
-  CHECK(has(probed.err().message, dir.str() + ": cannot write a file in the directory: No space left on device"));
+  CHECK(has(probed.err().message,
+            dir.str() + ": cannot write a file in the directory: No space left on device"));
   CHECK(dir.entries().empty());
   auto missing = probe_directory(dir.file("absent"));
   REQUIRE_FALSE(missing);

@@ -22,9 +22,9 @@ using namespace tessera::train;
 namespace {
 
 /// A small problem where the MLP learns within a few dozen steps.
-const trainable_config small = {{"dim", 6},          {"classes", 3},  {"hidden", 16},
-                                {"train_size", 300}, {"batch_size", 24}, {"lr", 0.1},
-                                {"clusters_per_class", 2}};
+const trainable_config small = {
+    {"dim", 6},         {"classes", 3}, {"hidden", 16},           {"train_size", 300},
+    {"batch_size", 24}, {"lr", 0.1},    {"clusters_per_class", 2}};
 
 /// True (after saying why, and checking that making one fails cleanly) without a GPU.
 bool skip_without_gpu(const char* what) {
@@ -68,9 +68,10 @@ TEST_CASE("split_device_key: the GPU index comes off the configuration, the rest
   }
 }
 
-TEST_CASE("mlp_cuda's state does not depend on its device: the twin of any device saves the "
-          "mlp's bytes",
-          "[train][cuda]") {
+TEST_CASE(
+    "mlp_cuda's state does not depend on its device: the twin of any device saves the "
+    "mlp's bytes",
+    "[train][cuda]") {
   auto with = small;
   with[cuda_device_key] = 5;
   auto split = split_device_key(with, 0);
@@ -81,9 +82,10 @@ TEST_CASE("mlp_cuda's state does not depend on its device: the twin of any devic
   CHECK(cpu->load_state(twin->save_state()));
 }
 
-TEST_CASE("mlp_cuda in the registry: checked like the mlp where CUDA is built, a clear error "
-          "where it is not or no GPU is present",
-          "[train][cuda]") {
+TEST_CASE(
+    "mlp_cuda in the registry: checked like the mlp where CUDA is built, a clear error "
+    "where it is not or no GPU is present",
+    "[train][cuda]") {
   const auto reg = builtin_trainables();
   REQUIRE(reg.contains(cuda_mlp_kind));
   CHECK(reg.description(cuda_mlp_kind).find("CUDA") != std::string::npos);
@@ -144,9 +146,10 @@ TEST_CASE("shard_rows: the K shards partition the batch the whole-batch draw giv
 
 // ---- on a GPU ---------------------------------------------------------------------------
 
-TEST_CASE("mlp_cuda on a GPU: steps are bitwise equal to themselves across a checkpoint and "
-          "resume",
-          "[train][cuda][gpu]") {
+TEST_CASE(
+    "mlp_cuda on a GPU: steps are bitwise equal to themselves across a checkpoint and "
+    "resume",
+    "[train][cuda][gpu]") {
   if (skip_without_gpu("the checkpoint-and-resume check")) return;
   test::scratch_dir dir("cuda_resume");
   const std::string path = dir.file("cuda.ckpt");
@@ -179,9 +182,10 @@ TEST_CASE("mlp_cuda on a GPU: the loss goes down", "[train][cuda][gpu]") {
   CHECK(m->held_out_accuracy() > 0.5);
 }
 
-TEST_CASE("mlp_cuda on a GPU: shard gradients are deterministic, close to the CPU's, and one "
-          "update gives the CPU's bits",
-          "[train][cuda][gpu]") {
+TEST_CASE(
+    "mlp_cuda on a GPU: shard gradients are deterministic, close to the CPU's, and one "
+    "update gives the CPU's bits",
+    "[train][cuda][gpu]") {
   if (skip_without_gpu("the gradient checks")) return;
   auto gpu = made(make_cuda_mlp(13, small));
   auto cpu = made(make_mlp(13, small));

@@ -74,12 +74,13 @@ TEST_CASE("make_blobs rejects bad options by name", "[train]") {
 }
 
 TEST_CASE("CSV: features then label, header and comments allowed", "[train]") {
-  auto r = csv("# iris-like\n"
-               "sepal, petal, label\n"
-               "\n"
-               "1.5, 2, 0\n"
-               "-3,4e-1,2\r\n"
-               "0,0,1\n");
+  auto r =
+      csv("# iris-like\n"
+          "sepal, petal, label\n"
+          "\n"
+          "1.5, 2, 0\n"
+          "-3,4e-1,2\r\n"
+          "0,0,1\n");
   INFO((r ? std::string() : r.err().message));
   REQUIRE(r);
   CHECK(r->dim == 2);
@@ -111,10 +112,12 @@ TEST_CASE("CSV errors name file, line and field", "[train]") {
         "data.csv:1: field 'feature 2': expected a finite number, got '1e999'");
   CHECK(csv_error("1,1e39,0\n") ==
         "data.csv:1: field 'feature 2': value '1e39' does not fit in a float");
-  CHECK(csv_error("5\n") == "data.csv:1: expected comma-separated features followed by a label, found 1 field");
+  CHECK(csv_error("5\n") ==
+        "data.csv:1: expected comma-separated features followed by a label, found 1 field");
   CHECK(csv_error("") == "data.csv: no data rows");
   CHECK(csv_error("a,b\n# only a header\n") == "data.csv: no data rows");
-  CHECK(csv_error("1,0\n2,0\n") == "data.csv: every label is 0: a classifier needs at least two classes");
+  CHECK(csv_error("1,0\n2,0\n") ==
+        "data.csv: every label is 0: a classifier needs at least two classes");
 }
 
 TEST_CASE("read_csv_dataset reads a file and names a missing one", "[train]") {

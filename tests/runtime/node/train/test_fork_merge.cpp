@@ -19,10 +19,9 @@ namespace {
 /// Runs one forked round: copy c (on rank c) makes steps[c] steps from `start`, then all merge
 /// under `rule`. Returns the copies after the merge and, in `reference`, the one-process merge
 /// of their pre-merge states.
-std::vector<std::unique_ptr<trainable>> forked_round(const trainable& start,
-                                                     const std::vector<std::int64_t>& steps,
-                                                     fork_merge_rule rule,
-                                                     std::pair<std::vector<float>, std::vector<float>>& reference) {
+std::vector<std::unique_ptr<trainable>> forked_round(
+    const trainable& start, const std::vector<std::int64_t>& steps, fork_merge_rule rule,
+    std::pair<std::vector<float>, std::vector<float>>& reference) {
   const int n = static_cast<int>(steps.size());
   std::vector<std::unique_ptr<trainable>> copies;
   std::vector<fork_copy_state> before;
@@ -30,10 +29,10 @@ std::vector<std::unique_ptr<trainable>> forked_round(const trainable& start,
     copies.push_back(start.clone());
     for (std::int64_t i = 0; i < steps[c]; ++i)
       REQUIRE(copies[c]->train_step_on(2, start.step() + i * n + c).ok());
-    before.push_back({copies[c]->params(),
-                      copies[c]->optimizer_state() ? *copies[c]->optimizer_state()
-                                                   : std::vector<float>{},
-                      steps[c]});
+    before.push_back(
+        {copies[c]->params(),
+         copies[c]->optimizer_state() ? *copies[c]->optimizer_state() : std::vector<float>{},
+         steps[c]});
   }
   reference = fork_merge_reference(before, rule);
   auto world = std::make_shared<comm::local_world>(n);
@@ -64,8 +63,8 @@ TEST_CASE("fork merge: every copy ends with the reference merge, bit for bit", "
       steps.push_back(static_cast<std::int64_t>(rng() % 6));
       total += steps.back();
     }
-    auto start = make_trainable(trial % 3 ? "mlp" : "softmax_regression", 10 + trial,
-                                {{"train_size", 64}});
+    auto start =
+        make_trainable(trial % 3 ? "mlp" : "softmax_regression", 10 + trial, {{"train_size", 64}});
     for (int i = 0; i < 3; ++i) REQUIRE(start->train_step(2).ok());  // non-zero momentum
     INFO("trial " << trial << ", rule " << to_string(rule) << ", " << n << " copies");
     std::pair<std::vector<float>, std::vector<float>> ref;

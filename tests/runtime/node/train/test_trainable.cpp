@@ -49,7 +49,8 @@ TEST_CASE("builtin_trainables lists the models, unknown kinds name the valid one
   auto r = reg.make("resnet", 1);
   REQUIRE_FALSE(r);
   CHECK(r.err().kind == error_kind::not_found);
-  CHECK(r.err().message == "unknown trainable kind 'resnet'; valid kinds: mlp, mlp_cuda, softmax_regression");
+  CHECK(r.err().message ==
+        "unknown trainable kind 'resnet'; valid kinds: mlp, mlp_cuda, softmax_regression");
 }
 
 TEST_CASE("a program registers its own trainable kind in its own registry value", "[train]") {
@@ -95,7 +96,8 @@ TEST_CASE("configuration errors name the key and the valid keys", "[train]") {
   auto not_int = reg.make("softmax_regression", 1, {{"batch_size", 2.5}});
   REQUIRE_FALSE(not_int);
   CHECK(not_int.err().message ==
-        "softmax_regression config: field 'batch_size': expected an integer in [1, 1048576], got 2.5");
+        "softmax_regression config: field 'batch_size': expected an integer in [1, 1048576], got "
+        "2.5");
   CHECK_FALSE(reg.make("softmax_regression", 1, {{"hidden", 8}}));  // not a key of this kind
   CHECK_FALSE(reg.make("mlp", 1, {{"lr", 0}}));
   CHECK_FALSE(reg.make("mlp", 1, {{"momentum", 1}}));
@@ -123,8 +125,8 @@ TEST_CASE("both models learn: loss goes down and held-out accuracy beats chance"
       const double loss1 = t->loss();
       run(*t, 100, 4);
       const double loss2 = t->loss();
-      INFO(kind << ": loss " << loss0 << " -> " << loss1 << " -> " << loss2 << ", accuracy "
-                << acc0 << " -> " << t->held_out_accuracy());
+      INFO(kind << ": loss " << loss0 << " -> " << loss1 << " -> " << loss2 << ", accuracy " << acc0
+                << " -> " << t->held_out_accuracy());
       CHECK(loss1 < 0.6 * loss0);
       CHECK(loss2 < loss0);
       CHECK(t->held_out_accuracy() > 0.7);  // 4 classes: chance is 0.25
@@ -135,8 +137,9 @@ TEST_CASE("both models learn: loss goes down and held-out accuracy beats chance"
 
 TEST_CASE("the mlp separates classes a linear model cannot", "[train]") {
   // Several blobs per class with a large spread of centres: not linearly separable.
-  const trainable_config c = {{"clusters_per_class", 4}, {"separation", 3}, {"classes", 2},
-                              {"dim", 2}, {"spread", 0.3}, {"hidden", 32}};
+  const trainable_config c = {
+      {"clusters_per_class", 4}, {"separation", 3}, {"classes", 2}, {"dim", 2},
+      {"spread", 0.3},           {"hidden", 32}};
   auto lin_cfg = c;
   lin_cfg.erase("hidden");
   auto lin = make_trainable("softmax_regression", 5, lin_cfg);
@@ -155,8 +158,8 @@ TEST_CASE("compute_gradient matches a finite-difference gradient of the loss", "
   data->held_out = data->train;
   for (const std::string kind : {"softmax_regression", "mlp"}) {
     SECTION(kind) {
-      auto r = kind == "mlp" ? make_mlp(2, {{"hidden", 5}}, data)
-                             : make_softmax_regression(2, {}, data);
+      auto r =
+          kind == "mlp" ? make_mlp(2, {{"hidden", 5}}, data) : make_softmax_regression(2, {}, data);
       REQUIRE(r);
       trainable& t = **r;
       // Nudge the parameters away from the initial point so every ReLU is decisive.
@@ -309,9 +312,12 @@ TEST_CASE("load_state rejects foreign or damaged state and leaves the object unc
     CHECK(has(st.err().message, part));
     CHECK(t->save_state() == before);
   };
-  expect_error(make_trainable("softmax_regression", 4)->save_state(), "saved by a 'softmax_regression'");
-  expect_error(make_trainable("mlp", 4, {{"lr", 0.05}})->save_state(), "different configuration or data");
-  expect_error(make_trainable("mlp", 5)->save_state(), "different configuration or data");  // other data
+  expect_error(make_trainable("softmax_regression", 4)->save_state(),
+               "saved by a 'softmax_regression'");
+  expect_error(make_trainable("mlp", 4, {{"lr", 0.05}})->save_state(),
+               "different configuration or data");
+  expect_error(make_trainable("mlp", 5)->save_state(),
+               "different configuration or data");  // other data
   expect_error(make_trainable("mlp", 4, {{"hidden", 16}})->save_state(), "parameters");
   auto cut = before;
   cut.resize(cut.size() - 3);

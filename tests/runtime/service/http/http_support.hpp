@@ -42,8 +42,7 @@ inline void echo_handler(http::request r, http::responder answer) {
 }
 
 /// A server on 127.0.0.1, any free port.
-inline std::unique_ptr<http::server> open_server(http::handler h,
-                                                 http::limits l = short_limits()) {
+inline std::unique_ptr<http::server> open_server(http::handler h, http::limits l = short_limits()) {
   auto s = http::server::open("127.0.0.1", 0, std::move(l), http_token, std::move(h));
   REQUIRE(s.ok());
   return std::move(s).value();
@@ -93,8 +92,8 @@ class raw_conn {
     std::string out;
     const auto end = http_clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - http_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - http_clock::now());
       if (left.count() <= 0 || !wait_readable(left)) break;
       char buf[65536];
       const auto n = ::recv(fd_, buf, sizeof buf, 0);
@@ -123,8 +122,8 @@ class raw_conn {
           return out;
         }
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - http_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - http_clock::now());
       char buf[65536];
       if (left.count() <= 0 || !wait_readable(left)) break;
       const auto n = ::recv(fd_, buf, sizeof buf, 0);

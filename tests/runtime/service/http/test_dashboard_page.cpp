@@ -35,8 +35,7 @@ TEST_CASE("dashboard: the embedded bytes are the page's file", "[dashboard]") {
   CHECK(page.substr(0, 15) == "<!DOCTYPE html>");
 }
 
-TEST_CASE("dashboard: the page loads nothing from anywhere but the server's API",
-          "[dashboard]") {
+TEST_CASE("dashboard: the page loads nothing from anywhere but the server's API", "[dashboard]") {
   const std::string page = lower(tessera::http::dashboard_page());
   // No URL of another host, and no element or rule that loads a resource at all: the page's
   // style and script are inline.

@@ -32,10 +32,10 @@ TEST_CASE("parse_server_address: HOST:PORT and http://HOST:PORT", "[http]") {
     const char* host;
     int port;
   };
-  for (const auto& c : {ok_case{"127.0.0.1:8080", "127.0.0.1", 8080},
-                        ok_case{"http://localhost:1/", "localhost", 1},
-                        ok_case{"http://[::1]:65535", "::1", 65535},
-                        ok_case{"node-3.cluster:443", "node-3.cluster", 443}}) {
+  for (const auto& c :
+       {ok_case{"127.0.0.1:8080", "127.0.0.1", 8080},
+        ok_case{"http://localhost:1/", "localhost", 1}, ok_case{"http://[::1]:65535", "::1", 65535},
+        ok_case{"node-3.cluster:443", "node-3.cluster", 443}}) {
     INFO(c.text);
     auto a = http::parse_server_address(c.text);
     REQUIRE(a.ok());
@@ -44,9 +44,9 @@ TEST_CASE("parse_server_address: HOST:PORT and http://HOST:PORT", "[http]") {
   }
   CHECK(http::parse_server_address("[::1]:80")->text() == "[::1]:80");
   CHECK(http::parse_server_address("0.0.0.0:0", true)->port == 0);
-  for (const char* bad : {"", "8080", "host", "host:", ":80", "host:0", "host:65536",
-                          "host:8o", "host:80:1", "https://h:1", "http://h:1/v1", "[::1]80",
-                          "a b:1", "user@h:1"}) {
+  for (const char* bad :
+       {"", "8080", "host", "host:", ":80", "host:0", "host:65536", "host:8o", "host:80:1",
+        "https://h:1", "http://h:1/v1", "[::1]80", "a b:1", "user@h:1"}) {
     INFO(bad);
     auto a = http::parse_server_address(bad);
     REQUIRE_FALSE(a.ok());
@@ -105,9 +105,8 @@ TEST_CASE("client: keeps its connection, and starts a new one once the server cl
 }
 
 TEST_CASE("client: an answer over its body limit is an error", "[http]") {
-  auto srv = open_server([](http::request, http::responder r) {
-    r(200, "text/plain", std::string(4096, 'x'));
-  });
+  auto srv = open_server(
+      [](http::request, http::responder r) { r(200, "text/plain", std::string(4096, 'x')); });
   http::client_options o;
   o.token = http_token;
   o.max_body = 1000;

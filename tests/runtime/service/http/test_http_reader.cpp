@@ -69,8 +69,9 @@ TEST_CASE("reader: header_done comes once, before the body is read", "[http]") {
 
 TEST_CASE("reader: pipelined requests come out one after another", "[http]") {
   request_reader r(limits{});
-  const std::string two = "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
-                          "GET /c HTTP/1.1\r\n";
+  const std::string two =
+      "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+      "GET /c HTTP/1.1\r\n";
   REQUIRE(feed_in_pieces(r, two, two.size()) == stage::complete);
   CHECK(r.take().path == "/a");
   CHECK(r.feed({}) == stage::header_done);
@@ -81,8 +82,7 @@ TEST_CASE("reader: pipelined requests come out one after another", "[http]") {
   CHECK(r.feed("\r\n") == stage::header_done);
 }
 
-TEST_CASE("reader: the header limit counts the request line and the fields together",
-          "[http]") {
+TEST_CASE("reader: the header limit counts the request line and the fields together", "[http]") {
   // Beast measures the request line and the fields separately; 700 + 700 bytes stay under
   // a 1024-byte limit for each, but not together.
   const std::string line = "GET /" + std::string(700, 'a') + " HTTP/1.1\r\n";
@@ -107,8 +107,9 @@ TEST_CASE("reader: a body over the limit is refused from Content-Length or while
 
   // Header and body in one buffer: refused all the same.
   request_reader at_once(small_limits());
-  CHECK(feed_in_pieces(at_once, "POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n" +
-                                    std::string(101, 'b'), 4096) == stage::failed);
+  CHECK(feed_in_pieces(at_once,
+                       "POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n" + std::string(101, 'b'),
+                       4096) == stage::failed);
   CHECK(at_once.failure().status == 413);
 
   request_reader chunked(small_limits());
@@ -119,8 +120,9 @@ TEST_CASE("reader: a body over the limit is refused from Content-Length or while
   CHECK(chunked.failure().status == 413);
 
   request_reader at_limit(small_limits());
-  CHECK(feed_in_pieces(at_limit, "POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\n" +
-                                     std::string(100, 'y'), 13) == stage::complete);
+  CHECK(feed_in_pieces(at_limit,
+                       "POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'y'),
+                       13) == stage::complete);
   CHECK(at_limit.take().body.size() == 100);
 }
 
@@ -172,8 +174,8 @@ TEST_CASE("error_body: valid JSON whatever the message holds", "[http]") {
 TEST_CASE("check_token, is_public: the bearer token and the public GETs", "[http]") {
   CHECK_FALSE(check_token("Bearer tok", "tok"));
   CHECK_FALSE(check_token("bearer  tok ", "tok"));
-  for (const char* bad : {"", "Bearer", "Bearer ", "Bearer to", "Bearer tokk", "Basic tok",
-                          "tok"}) {
+  for (const char* bad :
+       {"", "Bearer", "Bearer ", "Bearer to", "Bearer tokk", "Basic tok", "tok"}) {
     INFO(bad);
     const auto r = check_token(bad, "tok");
     REQUIRE(r);
@@ -189,8 +191,7 @@ TEST_CASE("check_token, is_public: the bearer token and the public GETs", "[http
   CHECK_FALSE(constant_time_equal("abc", "ab"));
 }
 
-TEST_CASE("check_access: a public request without a body, any other with the token",
-          "[http]") {
+TEST_CASE("check_access: a public request without a body, any other with the token", "[http]") {
   const limits l;
   auto access = [&](const std::string& head) {
     request_reader r(l);
@@ -199,8 +200,9 @@ TEST_CASE("check_access: a public request without a body, any other with the tok
   };
   CHECK_FALSE(access("GET /metrics HTTP/1.1\r\n\r\n"));
   CHECK_FALSE(access("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
-  CHECK_FALSE(access("POST /v1/jobs HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
-                     "Content-Length: 3\r\n\r\n"));
+  CHECK_FALSE(
+      access("POST /v1/jobs HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
+             "Content-Length: 3\r\n\r\n"));
   CHECK(access("POST /metrics HTTP/1.1\r\n\r\n")->status == 401);
   CHECK(access("GET /v1/jobs HTTP/1.1\r\n\r\n")->status == 401);
   CHECK(access("GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\n")->status == 413);

@@ -1,7 +1,7 @@
-// The HTTP server (runtime/service/http/server.hpp) live on a loopback port, driven by the real client
-// (runtime/service/http/client.hpp) and, where the client must misbehave, by raw TCP connections:
-// round trips, answers from other threads, the security limits of docs/api.md, keep-alive,
-// the connection cap, the counters and close() with requests in flight.
+// The HTTP server (runtime/service/http/server.hpp) live on a loopback port, driven by the real
+// client (runtime/service/http/client.hpp) and, where the client must misbehave, by raw TCP
+// connections: round trips, answers from other threads, the security limits of docs/api.md,
+// keep-alive, the connection cap, the counters and close() with requests in flight.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -205,10 +205,12 @@ TEST_CASE("server: only a GET of a public path goes without the token, and witho
           "[http]") {
   std::atomic<int> handled{0};
   auto lim = short_limits();
-  auto srv = open_server([&](http::request r, http::responder answer) {
-    ++handled;
-    echo_handler(std::move(r), std::move(answer));
-  }, lim);
+  auto srv = open_server(
+      [&](http::request r, http::responder answer) {
+        ++handled;
+        echo_handler(std::move(r), std::move(answer));
+      },
+      lim);
   auto none = client_of(*srv, "");
   auto post = none->post("/metrics", "x", "text/plain");  // docs/api.md: GET /metrics only
   REQUIRE(post.ok());
@@ -232,10 +234,12 @@ TEST_CASE("server: a body over the limit gets 413, declared or chunked", "[http]
   auto lim = short_limits();
   lim.max_body = 1024;
   std::atomic<int> handled{0};
-  auto srv = open_server([&](http::request r, http::responder a) {
-    ++handled;
-    echo_handler(std::move(r), std::move(a));
-  }, lim);
+  auto srv = open_server(
+      [&](http::request r, http::responder a) {
+        ++handled;
+        echo_handler(std::move(r), std::move(a));
+      },
+      lim);
   {
     // Refused from the header alone: no body byte is sent.
     raw_conn raw(srv->port());
@@ -282,8 +286,7 @@ TEST_CASE("server: a header over the limit gets 431", "[http]") {
   CHECK(ok->status == 200);
 }
 
-TEST_CASE("server: malformed requests get 400 and the server serves the next client",
-          "[http]") {
+TEST_CASE("server: malformed requests get 400 and the server serves the next client", "[http]") {
   auto srv = open_server(echo_handler);
   const std::vector<std::string> junk = {
       "GARBAGE\r\n\r\n",
@@ -319,8 +322,7 @@ TEST_CASE("server: malformed requests get 400 and the server serves the next cli
   CHECK(count_of(*srv, "other", 405) == 1);
 }
 
-TEST_CASE("server: a silent or slow client is disconnected after the read timeout",
-          "[http]") {
+TEST_CASE("server: a silent or slow client is disconnected after the read timeout", "[http]") {
   auto lim = short_limits();
   lim.read_timeout = 300ms;
   auto srv = open_server(echo_handler, lim);
@@ -373,8 +375,7 @@ TEST_CASE("server: beyond the connection cap a client gets 503", "[http]") {
   CHECK(ok->status == 200);
 }
 
-TEST_CASE("server: keep-alive serves several requests on one connection, pipelined too",
-          "[http]") {
+TEST_CASE("server: keep-alive serves several requests on one connection, pipelined too", "[http]") {
   auto srv = open_server(echo_handler);
   auto c = client_of(*srv);
   for (int i = 0; i < 5; ++i) {
@@ -431,8 +432,8 @@ TEST_CASE("server: close() finishes the responses in flight and ends the rest", 
   REQUIRE(h.got.ok());
   CHECK(h.got->status == 200);
   CHECK(h.got->body == "{\"late\": true}");
-  CHECK(took >= 100ms);   // it waited for the answer ...
-  CHECK(took < 1200ms);   // ... not for the grace time
+  CHECK(took >= 100ms);  // it waited for the answer ...
+  CHECK(took < 1200ms);  // ... not for the grace time
   bool closed = false;
   idle.read_until_closed(500ms, &closed);
   CHECK(closed);
@@ -448,9 +449,9 @@ TEST_CASE("server: close() stops after the grace time, and late answers are no-o
   REQUIRE_FALSE(h.got.ok());
   CHECK(h.got.err().message.find("closed the connection before answering GET /never") !=
         std::string::npos);
-  h.srv.reset();                                              // the server is gone ...
-  CHECK(h.kept.held[0](200, "text/plain", "too late"));       // ... the answer is dropped
-  h.kept.held.clear();                                        // and so is the responder
+  h.srv.reset();                                         // the server is gone ...
+  CHECK(h.kept.held[0](200, "text/plain", "too late"));  // ... the answer is dropped
+  h.kept.held.clear();                                   // and so is the responder
 }
 
 TEST_CASE("server: open refuses a missing token or handler and a taken port", "[http]") {
@@ -464,6 +465,6 @@ TEST_CASE("server: open refuses a missing token or handler and a taken port", "[
   CHECK(srv->address() == "127.0.0.1:" + std::to_string(srv->port()));
   auto taken = http::server::open("127.0.0.1", srv->port(), {}, http_token, echo_handler);
   REQUIRE_FALSE(taken.ok());
-  CHECK(taken.err().message == "cannot listen on 127.0.0.1:" + std::to_string(srv->port()) +
-                                   ": Address already in use");
+  CHECK(taken.err().message ==
+        "cannot listen on 127.0.0.1:" + std::to_string(srv->port()) + ": Address already in use");
 }
