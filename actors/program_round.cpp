@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/auth.hpp"
+#include "actors/program_average.hpp"
 #include "runtime/core/detail/text.hpp"
 #include "runtime/node/gpu/devices.hpp"
 #include "runtime/node/program/process.hpp"
@@ -37,15 +38,6 @@ struct task_proc {
   std::optional<program::child_process> proc;
   bool averaged = false;  ///< its average request was answered
 };
-
-/// A step count as two exact floats (24-bit halves), and back.
-void push_count(std::vector<float>& v, std::int64_t n) {
-  v.push_back(static_cast<float>(n >> 24));
-  v.push_back(static_cast<float>(n & 0xffffff));
-}
-std::int64_t read_count(const float* two) {
-  return (static_cast<std::int64_t>(two[0]) << 24) + static_cast<std::int64_t>(two[1]);
-}
 
 /// The round of one program copy on this node (see the header).
 class program_run {
@@ -80,8 +72,8 @@ class program_run {
   void check_task(task_proc& t, clock_type::time_point now);
   bool lease_over(const program::program_view& v, clock_type::time_point now) const;
   void maybe_average();
-  std::vector<float> merge_with_copies(const std::vector<float>& mine, std::int64_t steps,
-                                       bool present, std::int32_t& copies, std::int64_t& step);
+  std::string merge_with_copies(const std::shared_ptr<program::shared_floats>& mine,
+                                std::int64_t steps, std::int32_t& copies, std::int64_t& step);
   void end_all();
 
   copy_slot& slot_;
@@ -176,7 +168,14 @@ void program_run::check_task(task_proc& t, clock_type::time_point now) {
   const double grace = o_.program.grace;
   if (!v.protocol_error.empty()) return fail("broke the lease protocol: " + v.protocol_error, &t);
   if (t.proc->exited()) {
-    if (!t.proc->succeeded()) fail(t.proc->describe_exit(), &t);
+    if (!t.proc->succeeded())
+      fail(t.proc->describe_exit() +
+               (v.average_values > 0 && !v.average_answered
+                    ? " while its 'average' of " + std::to_string(v.average_values) +
+                          " float32 values waited for the other copies "
+                          "(the others carry on)"
+                    : std::string()),
+           &t);
     return;
   }
   if (!v.said_hello) {
@@ -219,14 +218,15 @@ void program_run::watch() {
       fail("exited without calling average, and its job is forked", &tasks_[0]);
     std::int32_t copies = 0;
     std::int64_t step = 0;
-    merge_with_copies({}, 0, false, copies, step);
+    merge_with_copies(nullptr, 0, copies, step);
     averaged_ = true;
   }
   if (!slot_.error.empty()) end_all();
 }
 
 /// Answers the copy's average requests once every local process asked or exited; a forked
-/// copy's leader merges with the other copies first.
+/// copy's leader merges with the other copies first, in its first process's shared buffer,
+/// which the copy's other local processes then receive.
 void program_run::maybe_average() {
   if (averaged_) return;
   bool any = false, all = true;
@@ -235,40 +235,47 @@ void program_run::maybe_average() {
     any = any || v.average_waiting;
     all = all && (v.average_waiting || t.proc->exited());
   }
-  const bool forked = o_.fork_ranks.size() > 1;
-  if (!any) return;
-  if (!all) return;
+  if (!any || !all) return;
   std::vector<std::size_t> sizes0;
-  std::vector<float> data0;
-  const bool have_first = leads() && tasks_[0].lease->take_average(sizes0, data0);
+  std::shared_ptr<program::shared_floats> first;
+  const bool have_first = leads() && tasks_[0].lease->take_average(sizes0, first);
   std::int32_t copies = 1;
   const auto v0 = tasks_[0].lease->view();
   std::int64_t step = v0.own_step.value_or(o_.resume_step) + v0.steps;
-  std::vector<float> mean = data0;
-  if (forked && leads()) mean = merge_with_copies(data0, v0.steps, have_first, copies, step);
+  std::string refused;  // why this copy's processes get no mean ("" = they do)
+  if (o_.fork_ranks.size() > 1 && leads())
+    refused = merge_with_copies(have_first ? first : nullptr, v0.steps, copies, step);
   averaged_ = true;
   for (std::size_t i = 0; i < tasks_.size(); ++i) {
     std::vector<std::size_t> sizes;
-    std::vector<float> data;
+    std::shared_ptr<program::shared_floats> mine;
     if (i == 0 && have_first) {
-      sizes = sizes0, data = data0;
-    } else if (!tasks_[i].lease->take_average(sizes, data)) {
+      sizes = sizes0, mine = first;
+    } else if (!tasks_[i].lease->take_average(sizes, mine)) {
       continue;
     }
-    const bool gets_mean = leads() && mean.size() == data.size();
-    tasks_[i].lease->answer_average(sizes, gets_mean ? mean : data, copies, step);
+    if (!refused.empty()) {
+      tasks_[i].lease->refuse_average(refused);
+      continue;
+    }
+    // The copy's other local processes get its first process's buffers (the mean).
+    if (i > 0 && first && mine && mine->size() == first->size())
+      std::copy(first->data(), first->data() + first->size(), mine->data());
+    tasks_[i].lease->answer_average(sizes, copies, step);
   }
   merged_step_ = step;
 }
 
-/// The forked copies' merge through the aggregator: every leader sends [copy, present,
-/// steps (2 floats), data]; the mean of the present copies in copy order comes back.
-std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine,
-                                                  std::int64_t steps, bool present,
-                                                  std::int32_t& copies, std::int64_t& step) {
-  std::vector<float> send{static_cast<float>(o_.copy), present ? 1.0f : 0.0f};
-  push_count(send, steps);
-  if (present) send.insert(send.end(), mine.begin(), mine.end());
+/// The forked copies' merge (actors/program_average.hpp), in place in `mine` (null: this
+/// copy's program did not ask). Sets the copies in the mean and the job's step after it;
+/// returns why this copy's processes get no mean ("" = they get it).
+std::string program_run::merge_with_copies(const std::shared_ptr<program::shared_floats>& mine,
+                                           std::int64_t steps, std::int32_t& copies,
+                                           std::int64_t& step) {
+  if (!agg_) {
+    fail("is forked but this node has no aggregator (that needs the MPI launch)", nullptr);
+    return slot_.error;
+  }
   comm::group leaders(o_.fork_ranks.begin(), o_.fork_ranks.end());
   std::sort(leaders.begin(), leaders.end());
   comm::reduce_options opt;
@@ -277,35 +284,20 @@ std::vector<float> program_run::merge_with_copies(const std::vector<float>& mine
   const double others = std::max(0.0, seconds_between(clock_type::now(), deadline_));
   opt.timeout = std::chrono::milliseconds(
       static_cast<long>((others + o_.aggregate_timeout + o_.program.grace) * 1000));
-  std::vector<float> all;
-  std::vector<std::size_t> counts;
-  if (!agg_) {
-    fail("is forked but this node has no aggregator (that needs the MPI launch)", nullptr);
-    return mine;
-  }
-  if (auto st = agg_->allgather(leaders, send, all, &counts, opt); !st) {
+  const copy_offer me{o_.copy, mine != nullptr, steps, mine ? mine->size() : 0};
+  auto merged =
+      merge_copies(*agg_, leaders, me, mine ? mine->data() : nullptr, mine, o_.merge, o_.job, opt);
+  if (!merged) {
     slot_.retry = true;
-    if (slot_.error.empty())
-      slot_.error = "merging the copies of job " + std::to_string(o_.job) + ": " + st.err().message;
-    return mine;
+    if (slot_.error.empty()) slot_.error = merged.err().message;
+    return merged.err().message;
   }
-  std::vector<std::pair<std::int64_t, std::vector<float>>> by_copy(leaders.size());
-  step =
-      tasks_.empty() ? o_.resume_step : tasks_[0].lease->view().own_step.value_or(o_.resume_step);
-  std::size_t at = 0;
-  for (std::size_t k = 0; k < counts.size(); at += counts[k], ++k) {
-    if (counts[k] < 4 || all[at + 1] < 0.5f) continue;
-    const auto c = static_cast<std::size_t>(all[at]);
-    const std::int64_t n = read_count(&all[at + 2]);
-    if (c >= by_copy.size() || counts[k] - 4 != mine.size()) continue;
-    by_copy[c] = {n, std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(at + 4),
-                                        all.begin() + static_cast<std::ptrdiff_t>(at + counts[k]))};
-    step += n;
-  }
-  copies = static_cast<std::int32_t>(std::count_if(
-      by_copy.begin(), by_copy.end(), [](const auto& p) { return !p.second.empty(); }));
-  if (!present || mine.empty()) return mine;
-  return average_copies(by_copy, o_.merge);
+  copies = merged->copies;
+  step = (tasks_.empty() ? o_.resume_step
+                         : tasks_[0].lease->view().own_step.value_or(o_.resume_step)) +
+         merged->steps;
+  if (!merged->left_out.empty()) fail(merged->left_out, nullptr);
+  return merged->left_out;
 }
 
 /// Ends every process group of the copy on this node: SIGTERM, SIGKILL after at most 5 s.
@@ -381,31 +373,6 @@ std::map<std::string, std::string> program_environment(const start_copy& o, int 
   env["TESSERA_CHECKPOINT_DIR"] = o.checkpoint_path;
   env["TESSERA_LEASE"] = socket_path;
   return env;
-}
-
-std::vector<float> average_copies(
-    const std::vector<std::pair<std::int64_t, std::vector<float>>>& copies,
-    const std::string& rule) {
-  std::size_t n = 0;
-  double total_steps = 0;
-  int present = 0;
-  for (const auto& [steps, data] : copies) {
-    if (data.empty()) continue;
-    n = data.size();
-    total_steps += static_cast<double>(steps);
-    ++present;
-  }
-  std::vector<double> sum(n, 0.0);
-  const bool weighted = rule == "weighted" && total_steps > 0;
-  for (const auto& [steps, data] : copies) {
-    if (data.empty() || data.size() != n) continue;
-    const double w = weighted ? static_cast<double>(steps) / total_steps : 1.0;
-    for (std::size_t i = 0; i < n; ++i) sum[i] += w * static_cast<double>(data[i]);
-  }
-  std::vector<float> out(n);
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = static_cast<float>(weighted ? sum[i] : sum[i] / std::max(1, present));
-  return out;
 }
 
 void run_program_round(copy_slot& slot, const program_context& ctx, double length,

@@ -16,11 +16,12 @@
 ///   every process group of the copy on this node is then ended (SIGTERM, SIGKILL after at
 ///   most 5 s), so no process is left behind;
 /// - `average` requests: when every local process of the copy has asked (or exited), the
-///   copy's first process's buffers are averaged with the other copies' (forked jobs: an
-///   allgather between the copies' leader nodes through the aggregator, copy order; the
-///   mean of the copies that asked, weighted by their steps under the "weighted" rule), and
-///   every local process gets the mean; a copy that did not ask within the grace counts as
-///   failed for the round and is left out of the mean. A process on another part's node gets
+///   copy's first process's buffers are averaged with the other copies' in that process's
+///   shared memory (forked jobs: actors/program_average.hpp, an allreduce in place between
+///   the copies' leader nodes through the aggregator; the mean of the copies that asked,
+///   weighted by their steps under the "weighted" rule), and every local process gets the
+///   mean; a copy that did not ask within the grace counts as failed for the round and is
+///   left out of the mean, and the others carry on. A process on another part's node gets
 ///   its own buffers back: only the copy's first process survives the round (it writes).
 /// - exit 0 from every process ends the round: the steps the first process reported count,
 ///   from its own checkpoint's step when it said one; `complete`, or reaching total_steps,
@@ -64,13 +65,5 @@ std::map<std::string, std::string> program_environment(const start_copy& o, int 
 void run_program_round(copy_slot& slot, const program_context& ctx, double length,
                        const std::function<void(std::int64_t)>& on_started,
                        comm::aggregator* agg = nullptr);
-
-/// The mean of the copies' buffers, in copy order (each copy: its step count and its data;
-/// a copy with no data is absent): equal weights under "mean", weights proportional to the
-/// steps under "weighted" (equal when no copy made a step). Summed in double, then rounded
-/// to float. Exposed for tests.
-std::vector<float> average_copies(
-    const std::vector<std::pair<std::int64_t, std::vector<float>>>& copies,
-    const std::string& rule);
 
 }  // namespace tessera::actors

@@ -3,10 +3,13 @@
 // says hello, then makes --reports report round trips (write one report line, block until its
 // lease line comes back) and prints the round trips' p50 / p99 / max in microseconds, after
 // --warmup round trips that are not counted. With --floats K it also times --averages average
-// round trips of K float32 values, a stand-in executor thread answering each at once.
+// round trips of K float32 values in a sealed memfd sent with the line (the program filling
+// it, the executor reading and writing every value in place), a stand-in executor thread
+// answering each at once.
 //
 //   build/bench_lease_rtt_bench [--reports 20000] [--warmup 1000] [--floats 0] [--averages 20]
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -48,9 +51,27 @@ class line_client {
   }
   ~line_client() { ::close(fd_); }
 
-  /// Sends `line` (with its '\n') and returns the reply line.
-  std::string call(const std::string& line) {
-    for (std::size_t at = 0; at < line.size();) {
+  /// Sends `line` (with its '\n'; `fd` attached when not -1) and returns the reply line.
+  std::string call(const std::string& line, int fd = -1) {
+    std::size_t at = 0;
+    if (fd >= 0) {
+      iovec iov{const_cast<char*>(line.data()), line.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* h = CMSG_FIRSTHDR(&msg);
+      h->cmsg_level = SOL_SOCKET;
+      h->cmsg_type = SCM_RIGHTS;
+      h->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
+      const auto n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (n <= 0) die("sendmsg failed");
+      at = static_cast<std::size_t>(n);
+    }
+    for (; at < line.size();) {
       const auto n = ::send(fd_, line.data() + at, line.size() - at, MSG_NOSIGNAL);
       if (n <= 0) die("send failed");
       at += static_cast<std::size_t>(n);
@@ -93,24 +114,36 @@ double micros_since(bench_clock::time_point t0) {
 /// `n` average round trips of `floats` values; a thread plays the executor, answering each
 /// average as soon as it waits.
 void time_averages(line_client& c, lease_slot& slot, int n, std::size_t floats) {
-  std::vector<float> v(floats, 0.5f);
-  const std::string line = "{\"v\":1,\"op\":\"average\",\"sizes\":[" + std::to_string(floats) +
-                           "],\"data\":\"" + base64_encode(v.data(), 4 * floats) + "\"}\n";
+  const std::string line = "{\"v\":" + std::to_string(lease_protocol_version) +
+                           ",\"op\":\"average\",\"sizes\":[" + std::to_string(floats) + "]}\n";
   std::atomic<bool> done{false};
   std::thread executor([&] {
     std::vector<std::size_t> sizes;
-    std::vector<float> data;
+    std::shared_ptr<shared_floats> shared;
     while (!done) {
-      if (slot.take_average(sizes, data))
-        slot.answer_average(sizes, data, 1, 0);
-      else
+      if (slot.take_average(sizes, shared)) {
+        float* p = shared->data();
+        for (std::size_t i = 0; i < shared->size(); ++i) p[i] *= 0.5f;  // touch every value
+        slot.answer_average(sizes, 1, 0);
+      } else {
         std::this_thread::yield();
+      }
     }
   });
   std::vector<double> us;
   for (int i = 0; i < n; ++i) {
     const auto t0 = bench_clock::now();
-    if (c.call(line).find("\"averaged\"") == std::string::npos) die("no averaged reply");
+    // As a program does it: a sealed memfd, its values written, sent with the line.
+    const int fd = make_sealed_memfd(floats);
+    if (fd < 0) die("memfd_create failed");
+    float* p = floats ? static_cast<float*>(
+                            ::mmap(nullptr, 4 * floats, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0))
+                      : nullptr;
+    for (std::size_t k = 0; k < floats; ++k) p[k] = 0.5f;
+    if (c.call(line, fd).find("\"averaged\"") == std::string::npos) die("no averaged reply");
+    if (floats && p[floats - 1] != 0.25f) die("the mean did not arrive in shared memory");
+    if (p) ::munmap(p, 4 * floats);
+    ::close(fd);
     us.push_back(micros_since(t0));
   }
   done = true;
@@ -155,13 +188,13 @@ int main(int argc, char** argv) {
     const std::string token(64, 'a');
     (*server)->add(token, slot);
     line_client c(path);
-    c.call("{\"v\":1,\"op\":\"hello\",\"token\":\"" + token + "\",\"pid\":1}\n");
+    c.call("{\"v\":2,\"op\":\"hello\",\"token\":\"" + token + "\",\"pid\":1}\n");
     std::vector<double> us;
     us.reserve(static_cast<std::size_t>(reports));
     for (int i = 0; i < warmup + reports; ++i) {
       const auto t0 = bench_clock::now();
       const auto reply =
-          c.call("{\"v\":1,\"op\":\"report\",\"steps\":" + std::to_string(i) + ",\"loss\":0.5}\n");
+          c.call("{\"v\":2,\"op\":\"report\",\"steps\":" + std::to_string(i) + ",\"loss\":0.5}\n");
       if (i >= warmup) us.push_back(micros_since(t0));
       if (reply.find("\"lease\"") == std::string::npos) die("unexpected reply: " + reply);
     }

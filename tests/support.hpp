@@ -344,7 +344,7 @@ inline std::string check_allreduce_on(comm::aggregator& agg, const comm::group& 
                                       int device = 0) {
   auto data = member_input(agg.rank(), n, seed, grid);
   if (where == comm::memory_kind::host) {
-    auto st = agg.allreduce(members, comm::buffer_view{data.data(), n, where, 0}, opt);
+    auto st = agg.allreduce(members, comm::buffer_view{data.data(), n, where, 0, nullptr}, opt);
     return compare_allreduce(agg, members, n, seed, grid, opt, st, data);
   }
   auto buf = comm::device_buffer::make(n, device);

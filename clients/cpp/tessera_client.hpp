@@ -31,7 +31,7 @@
 /// thread-safe: one lease per process, used by one thread.
 ///
 /// This header includes its parts from the tessera_client/ folder beside it (the JSON of the
-/// protocol, the base64 of `average`'s buffers, the socket channel): a copy takes the folder
+/// protocol, `average`'s shared memory, the socket channel): a copy takes the folder
 /// too.
 
 #include <unistd.h>
@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -48,10 +49,10 @@
 #include <vector>
 
 // The parts, relative to this header: keep the tessera_client/ folder beside it.
-#include "tessera_client/base64.hpp"
 #include "tessera_client/channel.hpp"
 #include "tessera_client/json.hpp"
 #include "tessera_client/lease_error.hpp"
+#include "tessera_client/shared_memory.hpp"
 
 namespace tessera_client {
 
@@ -151,34 +152,42 @@ class lease {
     if (connected() && clock::now() - last_report_ >= report_interval) send_report(final_sent_);
   }
 
-  /// Averages `buffers` with the job's other copies, in place (float32 on the wire); blocks
-  /// until the node answers. Standalone or after `exit`: leaves them as they are (step: start +
-  /// steps made, copies 1).
+  /// Averages `buffers` with the job's other copies, in place (their float32 values go to the
+  /// node in shared memory, not through the socket); blocks until the node answers.
+  /// Standalone or after `exit`: leaves them as they are (step: start + steps made, copies 1).
   averaged average(std::vector<std::vector<float>>& buffers) {
     finish_step();
     if (!channel_) return {step_ + made_, 1};  // standalone or after exit (closed: throws below)
     std::vector<std::int64_t> sizes;
-    for (const auto& b : buffers) sizes.push_back(std::int64_t(b.size()));
+    std::size_t total = 0;
+    for (const auto& b : buffers) {
+      sizes.push_back(std::int64_t(b.size()));
+      total += b.size();
+    }
+    detail::shared_floats shared(total);
+    std::size_t at = 0;
+    for (const auto& b : buffers) {
+      if (!b.empty()) std::memcpy(shared.data() + at, b.data(), b.size() * sizeof(float));
+      at += b.size();
+    }
     detail::json_writer w("average");
-    w.field("sizes", sizes).field("data", detail::encode_floats(buffers));
-    detail::json reply = channel_->request("average", w.line());
+    w.field("sizes", sizes);
+    detail::json reply = channel_->request("average", w.line(), shared.fd());
     const detail::json* op = reply.get("op");
     const detail::json* rs = reply.get("sizes");
-    const detail::json* data = reply.get("data");
     bool same = op->str == "averaged" && rs && rs->k == detail::json::kind::array &&
-                rs->items.size() == sizes.size() && data && data->k == detail::json::kind::string;
+                rs->items.size() == sizes.size();
     for (std::size_t k = 0; same && k < sizes.size(); ++k)
       same = rs->items[k].k == detail::json::kind::number && rs->items[k].num == double(sizes[k]);
-    auto means = same ? detail::decode_floats(data->str) : std::nullopt;
-    std::size_t total = 0;
-    for (auto s : sizes) total += std::size_t(s);
-    if (!means || means->size() != total) {
+    if (!same) {
       channel_->close();
       throw lease_error("the node answered 'average' with a malformed '" + op->str + "' reply");
     }
-    std::size_t at = 0;
-    for (auto& b : buffers)
-      for (float& f : b) f = (*means)[at++];
+    at = 0;
+    for (auto& b : buffers) {
+      if (!b.empty()) std::memcpy(b.data(), shared.data() + at, b.size() * sizeof(float));
+      at += b.size();
+    }
     return {detail::int_field(reply, "step", 0),
             static_cast<int>(detail::int_field(reply, "copies", 1))};
   }

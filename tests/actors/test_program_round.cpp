@@ -4,9 +4,12 @@
 
 #include <map>
 #include <random>
+#include <thread>
 
 #include "actors/dispatch.hpp"
+#include "actors/program_average.hpp"
 #include "actors/program_round.hpp"
+#include "runtime/node/comm/local_aggregator.hpp"
 
 using namespace tessera;
 using namespace tessera::actors;
@@ -162,25 +165,97 @@ TEST_CASE("a program's CUDA_VISIBLE_DEVICES is its own GPU, as the node's proces
   CHECK(program_environment(o, 0, ctx, "s").at("CUDA_VISIBLE_DEVICES") == "");
 }
 
-TEST_CASE("average_copies is the exact mean of the copies that sent buffers", "[program]") {
-  using copies = std::vector<std::pair<std::int64_t, std::vector<float>>>;
-  CHECK(average_copies(copies{{5, {1, 2}}, {5, {3, 4}}, {5, {5, 6}}}, "mean") ==
-        std::vector<float>{3, 4});
-  // An absent copy (no data) is left out.
-  CHECK(average_copies(copies{{5, {1, -2}}, {0, {}}, {9, {3, 4}}}, "mean") ==
-        std::vector<float>{2, 1});
+TEST_CASE("plan_merge: who is in a forked program's mean, with what weight", "[program]") {
+  // Three copies of 2 values, 5 steps each: the plain mean.
+  auto p = plan_merge({{0, true, 5, 2}, {1, true, 5, 2}, {2, true, 5, 2}}, "mean", 7);
+  CHECK(p.count == 2);
+  CHECK(p.copies == 3);
+  CHECK(p.steps == 15);
+  CHECK(p.total == 3);
+  // An absent copy (its program did not ask) is not in it; the others carry on.
+  p = plan_merge({{0, true, 5, 2}, {1, false, 0, 0}, {2, true, 9, 2}}, "mean", 7);
+  CHECK(p.weight == std::vector<double>{1, 0, 1});
+  CHECK(p.copies == 2);
+  CHECK(p.steps == 14);
+  // A copy with another size is left out, and told why (naming the job, copies and sizes).
+  p = plan_merge({{0, true, 5, 2}, {1, true, 5, 3}}, "mean", 7);
+  CHECK(p.weight == std::vector<double>{1, 0});
+  CHECK(p.left_out[1] ==
+        "job 7 copy 1 passed 3 values to average, copy 0 passed 2: it is "
+        "left out of the mean");
+  // Weighted by steps: weights 3 and 1.
+  p = plan_merge({{0, true, 3, 1}, {1, true, 1, 1}}, "weighted", 7);
+  CHECK(p.weight == std::vector<double>{3, 1});
+  CHECK(p.total == 4);
+  // Weighted with no steps made falls back to equal weights.
+  p = plan_merge({{0, true, 0, 1}, {1, true, 0, 1}}, "weighted", 7);
+  CHECK(p.weight == std::vector<double>{1, 1});
+  // Nobody asked: an empty plan.
+  CHECK(plan_merge({{0, false, 0, 0}, {1, false, 0, 0}}, "mean", 7).copies == 0);
+}
+
+namespace {
+
+/// Runs merge_copies on `n` threads of one local world, copy c bringing `data[c]` (absent
+/// when empty); returns every copy's buffer and outcome.
+std::vector<std::pair<std::vector<float>, merge_outcome>> merge_on_threads(
+    std::vector<std::vector<float>> data, std::vector<std::int64_t> steps,
+    const std::string& rule) {
+  const int n = static_cast<int>(data.size());
+  auto world = std::make_shared<comm::local_world>(n);
+  comm::group all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  std::vector<std::pair<std::vector<float>, merge_outcome>> out(data.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      comm::local_aggregator agg(world, r);
+      auto& mine = data[static_cast<std::size_t>(r)];
+      const copy_offer me{r, !mine.empty(), steps[static_cast<std::size_t>(r)], mine.size()};
+      comm::reduce_options opt;
+      opt.timeout = std::chrono::milliseconds(10000);
+      auto m =
+          merge_copies(agg, all, me, mine.empty() ? nullptr : mine.data(), nullptr, rule, 7, opt);
+      REQUIRE(m);
+      out[static_cast<std::size_t>(r)] = {mine, *m};
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("merge_copies averages the copies' buffers in place, leaving absent ones out",
+          "[program]") {
+  auto got = merge_on_threads({{1, 2}, {3, 4}, {5, 6}}, {5, 5, 5}, "mean");
+  for (const auto& [buf, outcome] : got) {
+    CHECK(buf == std::vector<float>{3, 4});
+    CHECK(outcome.copies == 3);
+    CHECK(outcome.steps == 15);
+    CHECK(outcome.left_out.empty());
+  }
+  // Copy 1's program never asked: the other two carry on with their mean.
+  got = merge_on_threads({{1, -2}, {}, {3, 4}}, {5, 0, 9}, "mean");
+  CHECK(got[0].first == std::vector<float>{2, 1});
+  CHECK(got[2].first == std::vector<float>{2, 1});
+  CHECK(got[0].second.copies == 2);
   // Weighted by steps: 1 x 3/4 + 5 x 1/4 = 2.
-  CHECK(average_copies(copies{{3, {1}}, {1, {5}}}, "weighted") == std::vector<float>{2});
-  // Weighted with no steps made falls back to the plain mean.
-  CHECK(average_copies(copies{{0, {1}}, {0, {5}}}, "weighted") == std::vector<float>{3});
-  // Property: the mean of identical copies is the copy, bit for bit.
+  got = merge_on_threads({{1}, {5}}, {3, 1}, "weighted");
+  CHECK(got[0].first == std::vector<float>{2});
+  CHECK(got[1].first == std::vector<float>{2});
+  // A copy of another size keeps its buffers and is told why.
+  got = merge_on_threads({{1, 2}, {9, 9, 9}}, {1, 1}, "mean");
+  CHECK(got[0].first == std::vector<float>{1, 2});
+  CHECK(got[1].first == std::vector<float>{9, 9, 9});
+  CHECK(got[1].second.left_out.find("copy 1 passed 3 values") != std::string::npos);
+  // Property: the mean of identical copies of values on a coarse grid is the copy, exactly.
   std::mt19937 rng(11);
-  std::normal_distribution<float> nd(0, 10);
-  for (int trial = 0; trial < 50; ++trial) {
+  for (int trial = 0; trial < 20; ++trial) {
     std::vector<float> v(1 + rng() % 64);
-    for (auto& x : v) x = nd(rng);
-    const int n = 1 + static_cast<int>(rng() % 5);
-    copies c(static_cast<std::size_t>(n), {7, v});
-    CHECK(average_copies(c, "mean") == v);
+    for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 8.0f;
+    const std::size_t n = 1 + rng() % 4;
+    got = merge_on_threads(std::vector<std::vector<float>>(n, v), std::vector<std::int64_t>(n, 7),
+                           "mean");
+    for (const auto& [buf, outcome] : got) CHECK(buf == v);
   }
 }

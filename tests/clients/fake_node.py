@@ -27,15 +27,19 @@ The script (a dict, all keys optional):
     token:            the token expected (default: 64 zeros)
 """
 
-import base64
+import array
+import fcntl
 import json
 import math
+import mmap
 import os
 import socket
 import struct
 import sys
 import threading
 import time
+
+PROTOCOL_VERSION = 2
 
 OPS = ("hello", "report", "average", "complete")
 DEFAULT_TERMS = {"job": 7, "copy": 0, "copies": 1, "step": 0, "steps": -1, "seconds": -1,
@@ -50,22 +54,27 @@ def _f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def _decode_floats(text):
+def _map_shared(fd, count):
+    """The program's memfd for an average, checked as the node checks it; an mmap (None for no
+    values)."""
     try:
-        raw = base64.b64decode(text.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError) as e:
-        raise ProtocolError(f"data is not base64: {e}")
-    if base64.b64encode(raw).decode("ascii") != text or len(raw) % 4:
-        raise ProtocolError("data is not canonical base64 of float32 values")
-    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        raise ProtocolError("average: the descriptor is not a sealable memfd")
+    if not seals & fcntl.F_SEAL_SHRINK:
+        raise ProtocolError("average: the memfd is not sealed against shrinking")
+    if os.fstat(fd).st_size < 4 * count:
+        raise ProtocolError(f"average: the memfd holds {os.fstat(fd).st_size} bytes, "
+                            f"sizes announce {4 * count}")
+    return mmap.mmap(fd, 4 * count) if count else None
 
 
 def _check(msg, said_hello):
     """Raises ProtocolError for a message the node would refuse."""
     if not isinstance(msg, dict):
         raise ProtocolError("not a JSON object")
-    if msg.get("v") != 1:
-        raise ProtocolError(f"protocol version {msg.get('v')!r}, node speaks 1")
+    if msg.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {msg.get('v')!r}, node speaks {PROTOCOL_VERSION}")
     op = msg.get("op")
     if op not in OPS:
         raise ProtocolError(f"unknown op {op!r}")
@@ -86,9 +95,8 @@ def _check(msg, said_hello):
         sizes = msg.get("sizes")
         if not isinstance(sizes, list) or any(type(s) is not int or s < 0 for s in sizes):
             raise ProtocolError("average: sizes must be an array of non-negative ints")
-        if type(msg.get("data")) is not str or \
-                len(_decode_floats(msg["data"])) != sum(sizes):
-            raise ProtocolError("average: data does not hold sum(sizes) float32 values")
+        if "data" in msg:
+            raise ProtocolError("average: data in the line is protocol version 1's")
 
 
 class FakeNode:
@@ -123,11 +131,13 @@ class FakeNode:
         """Serves one connection until it closes."""
         conn, _ = self._server.accept()
         self._server.close()
+        self._fds = []  # descriptors received, oldest first, each for an average
         try:
             with conn:
                 pending = b""
                 while True:
-                    chunk = conn.recv(1 << 16)
+                    chunk, fds, _, _ = socket.recv_fds(conn, 1 << 16, 4)
+                    self._fds.extend(fds)
                     if not chunk:
                         return
                     pending += chunk
@@ -136,6 +146,8 @@ class FakeNode:
                         if not self._answer(conn, line):
                             return
         finally:
+            for fd in self._fds:
+                os.close(fd)
             if self._log:
                 self._log.close()
 
@@ -155,18 +167,24 @@ class FakeNode:
                 raise ProtocolError("unknown token")
         except ProtocolError as e:
             self.protocol_error = str(e)
-            self._send(conn, {"v": 1, "op": "error", "message": str(e)})
+            self._send(conn, {"v": PROTOCOL_VERSION, "op": "error", "message": str(e)})
             return False
         op = msg["op"]
         if op == self.script.get("error_on"):
             message = self.script.get("error_message", f"scripted error on {op}")
-            self._send(conn, {"v": 1, "op": "error", "message": message})
+            self._send(conn, {"v": PROTOCOL_VERSION, "op": "error", "message": message})
             return False
         if op == self.script.get("exit_on") or op == "complete":
-            self._send(conn, {"v": 1, "op": "exit"})
+            self._send(conn, {"v": PROTOCOL_VERSION, "op": "exit"})
             return True
         if op == "average":
-            self._send(conn, self._averaged(msg))
+            try:
+                reply = self._averaged(msg)
+            except ProtocolError as e:
+                self.protocol_error = str(e)
+                self._send(conn, {"v": PROTOCOL_VERSION, "op": "error", "message": str(e)})
+                return False
+            self._send(conn, reply)
             return True
         if op == "hello":
             seconds = self.terms["seconds"]
@@ -184,15 +202,37 @@ class FakeNode:
             terms["seconds"] = max(0.0, self._deadline - time.monotonic())
         if self._stopped_at is not None:
             terms["steps"], terms["seconds"] = self._stopped_at, 0.0
-        return dict({"v": 1, "op": "lease"}, **terms)
+        return dict({"v": PROTOCOL_VERSION, "op": "lease"}, **terms)
 
     def _averaged(self, msg):
-        mine = _decode_floats(msg["data"])
-        copies = [mine] + [list(map(_f32, o)) for o in self.script.get("others", [])]
-        mean = [_f32(math.fsum(vals) / len(copies)) for vals in zip(*copies)]
-        data = base64.b64encode(struct.pack(f"<{len(mean)}f", *mean)).decode("ascii")
-        return {"v": 1, "op": "averaged", "sizes": msg["sizes"], "data": data,
-                "copies": len(copies),
+        """Averages the program's shared buffers (in place, as the node does) with the
+        scripted other copies'."""
+        if not self._fds:
+            raise ProtocolError("average: no memfd came with the line (SCM_RIGHTS)")
+        fd = self._fds.pop(0)
+        try:
+            count = sum(msg["sizes"])
+            shared = _map_shared(fd, count)
+            self.sent_values = []  # the program's values (recorded up to a million of them)
+            if shared is not None and count <= 1 << 20:
+                view = memoryview(shared).cast("f")
+                self.sent_values = list(view)
+                view.release()
+            if shared is not None and not self.script.get("others"):
+                shared.close()  # one copy: the mean is the program's own values
+            elif shared is not None:
+                view = memoryview(shared).cast("f")
+                mine = list(view)
+                copies = [mine] + [list(map(_f32, o)) for o in self.script.get("others", [])]
+                view[:] = array.array("f", [_f32(math.fsum(v) / len(copies))
+                                            for v in zip(*copies)])
+                view.release()
+                shared.close()
+            self.averaged_values = count
+        finally:
+            os.close(fd)
+        return {"v": PROTOCOL_VERSION, "op": "averaged", "sizes": msg["sizes"],
+                "copies": 1 + len(self.script.get("others", [])),
                 "step": self.script.get("merged_step", self.terms["step"])}
 
     def _send(self, conn, reply):

@@ -1,5 +1,7 @@
 // The header-only C++ lease client (clients/cpp/tessera_client.hpp) against the fake node
-// (tests/clients/fake_node.py, started as a python3 process), and its JSON/base64 pieces alone.
+// (tests/clients/fake_node.py, started as a python3 process), and its JSON and shared-memory
+// pieces alone.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -117,7 +119,7 @@ TEST_CASE("C++ client: the steps cap ends the loop and flags the last step", "[c
   CHECK(hello.at("step") == 12);
   auto reports = node.messages("report");
   REQUIRE_FALSE(reports.empty());
-  CHECK(reports.back() == json({{"v", 1}, {"op", "report"}, {"steps", 5}, {"final", true}}));
+  CHECK(reports.back() == json({{"v", 2}, {"op", "report"}, {"steps", 5}, {"final", true}}));
 }
 
 TEST_CASE("C++ client: replies split across writes, average exact for float32", "[clients]") {
@@ -177,7 +179,7 @@ TEST_CASE("C++ client: a shortened lease ends the loop at the reply", "[clients]
   CHECK(flags == std::vector<bool>{false, false});
   lease.close();
   CHECK(node.messages("report").back() ==
-        json({{"v", 1}, {"op", "report"}, {"steps", 2}, {"final", true}}));
+        json({{"v", 2}, {"op", "report"}, {"steps", 2}, {"final", true}}));
 }
 
 TEST_CASE("C++ client: pacing by speed", "[clients]") {
@@ -255,7 +257,7 @@ TEST_CASE("C++ client: after close() the lease is over, not standalone", "[clien
   CHECK_THROWS_AS(lease.average(b), tessera_client::lease_error);
   CHECK_THROWS_AS(lease.complete(), tessera_client::lease_error);
   CHECK(node.messages("report").back() ==
-        json({{"v", 1}, {"op", "report"}, {"steps", 3}, {"final", true}}));
+        json({{"v", 2}, {"op", "report"}, {"steps", 3}, {"final", true}}));
 }
 
 TEST_CASE("C++ client: agree makes every process of a copy stop together", "[clients]") {
@@ -293,7 +295,8 @@ TEST_CASE("C++ client: without TESSERA_LEASE everything passes through", "[clien
   CHECK(lease.writer());
 }
 
-TEST_CASE("C++ client: JSON reader and base64 refuse what is not valid", "[clients]") {
+TEST_CASE("C++ client: the JSON reader refuses what is not valid, the shared buffer is sealed",
+          "[clients]") {
   using tessera_client::detail::json_reader;
   auto v = json_reader(R"({"a":[1,-2.5e3,{"b":null}],"s":"x\u0041\t","t":true,"f":false})").parse();
   REQUIRE(v.get("a"));
@@ -304,15 +307,12 @@ TEST_CASE("C++ client: JSON reader and base64 refuse what is not valid", "[clien
   for (const char* bad : {"{", "{\"a\":}", "{\"a\":1,}", "[1 2]", "{\"a\":01x}", "\"\x01\"", "{} x",
                           "{\"a\":\"\\q\"}", "nul"})
     CHECK_THROWS_AS(json_reader(bad).parse(), tessera_client::lease_error);
-  using tessera_client::detail::decode_floats;
-  using tessera_client::detail::encode_floats;
-  std::vector<std::vector<float>> one = {{1.0f, -0.0f, 3.5f}};
-  auto text = encode_floats(one);
-  CHECK(text == "AACAPwAAAIAAAGBA");
-  REQUIRE(decode_floats(text));
-  CHECK(tessera::test::same_bits(*decode_floats(text), one[0]));
-  CHECK(decode_floats("AACAPw=="));  // one float, padded
-  for (const char* bad : {"AACAPw=", "AACAPx==", "AACA", "AACAPwA*", "AACAP===", "AAC=PwAA",
-                          "AACAPwAAAA=="})  // short; bits after the data; 3 or 7 bytes; ...
-    CHECK_FALSE(decode_floats(bad));
+  // average's buffers go in a sealed memfd: its seals are what the node checks.
+  tessera_client::detail::shared_floats shared(3);
+  shared.data()[2] = 3.5f;
+  const int seals = ::fcntl(shared.fd(), F_GET_SEALS);
+  CHECK((seals & F_SEAL_SHRINK) != 0);
+  CHECK((seals & F_SEAL_GROW) != 0);
+  CHECK(::ftruncate(shared.fd(), 0) != 0);  // sealed: cannot be cut short under the node
+  CHECK(shared.data()[2] == 3.5f);
 }

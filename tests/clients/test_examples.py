@@ -4,7 +4,6 @@ resumed they end as an uninterrupted run does, forked they continue from the mea
 Run: /usr/bin/python3 tests/clients/test_examples.py
 (TESSERA_CPP_PROGRAM=path of example_cpp_program for the C++ program's cases)."""
 
-import base64
 import importlib.util
 import json
 import os
@@ -41,10 +40,10 @@ def f32(values):
 
 
 def sent_buffers(node):
-    """The float32 values of the program's `average` request."""
+    """The float32 values of the program's `average` request (in its shared memory)."""
     (msg,) = [m for _, m in node.received if m["op"] == "average"]
-    raw = base64.b64decode(msg["data"])
-    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    assert len(node.sent_values) == sum(msg["sizes"])
+    return node.sent_values
 
 
 class ExampleTest(unittest.TestCase):

@@ -128,7 +128,7 @@ class TestLeaseLoop(NodeTest):
         self.assertFalse(any(flags))  # the node stopped it: no item was known to be last
         self.assertTrue(lease.expired)
         lease.close()
-        self.assertEqual(self.messages("report")[-1], {"v": 1, "op": "report", "steps": 3,
+        self.assertEqual(self.messages("report")[-1], {"v": 2, "op": "report", "steps": 3,
                                                        "final": True})
 
     def test_deadline_ends_the_loop_by_the_measured_step_time(self):
@@ -210,7 +210,7 @@ class TestLeaseLoop(NodeTest):
             for i in lease:
                 if i == 6:
                     break
-        self.assertEqual(self.messages("report")[-1], {"v": 1, "op": "report", "steps": 7,
+        self.assertEqual(self.messages("report")[-1], {"v": 2, "op": "report", "steps": 7,
                                                        "final": True})
 
     def test_after_close_the_lease_is_over_not_standalone(self):
@@ -250,6 +250,41 @@ class TestAverage(NodeTest):
         self.assertEqual(means[1], values[600:])
         self.assertEqual((means.copies, means.step), (1, 0))
         self.assertEqual(self.messages("average")[0]["sizes"], [600, 400])
+
+    def test_buffers_travel_in_a_sealed_memfd_not_in_the_line(self):
+        node = self.run_node(terms={"steps": 1})
+        lease = tessera_client.Lease()
+        lease.average([[1.0, 2.0, 3.0]])
+        lease.complete()
+        avg = self.messages("average")[0]
+        self.assertNotIn("data", avg)  # protocol version 2: the values are in shared memory
+        self.assertEqual(avg["sizes"], [3])
+        self.assertEqual(node.averaged_values, 3)
+        self.assertIsNone(node.protocol_error)
+
+    def test_sixteen_million_floats_go_through_and_back(self):
+        # 64 MB: version 1's base64 line broke the channel at this size ("Broken pipe").
+        n = 16 << 20
+        mine = array.array("f", bytes(4 * n))
+        for i in range(0, n, 1 << 12):
+            mine[i] = float(i % 1000) + 0.5
+        self.run_node(terms={"steps": 1})
+        lease = tessera_client.Lease()
+        (mean,) = lease.average([mine])
+        lease.complete()
+        self.assertEqual(len(mean), n)
+        self.assertEqual(mean.tobytes(), mine.tobytes())
+
+    def test_an_average_larger_than_memory_is_refused_naming_job_copy_and_size(self):
+        self.run_node(terms={"steps": 1, "job": 5, "copy": 2, "copies": 3})
+        lease = tessera_client.Lease()
+        with mock.patch.object(tessera_client._buffers, "available_memory", return_value=1000):
+            with self.assertRaises(tessera_client.LeaseError) as caught:
+                lease.average([[0.0] * 300])
+        message = str(caught.exception)
+        for part in ("job 5 copy 2", "300 float32 values", "1200 bytes", "1000 bytes"):
+            self.assertIn(part, message)
+        lease.close()
 
     def test_mean_with_other_copies_keeps_each_kind(self):
         mine = [[1.5, -2.0, 3.25], [1e-3], [0.0, 7.0]]

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PAGE = os.path.join(HERE, "..", "..", "runtime", "http", "dashboard.html")
+PAGE = os.path.join(HERE, "..", "..", "runtime", "service", "http", "dashboard.html")
 
 ROUND_LENGTH = 10.0
 CURRENT_ROUND = 19

@@ -151,6 +151,64 @@ TEST_CASE("(u) forked program copies average known buffers exactly across nodes"
   CHECK(of_three >= 3);
 }
 
+TEST_CASE("(u2) forked program copies average 100M floats exactly across nodes",
+          "[mpi][program][fork]") {
+  // 400 MB a copy: version 1 of the lease protocol broke at 64 MB ("Broken pipe").
+  scratch_dir dir("program_average_big");
+  const auto jf = dir.write("jobs.toml",
+                            "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+                            "\"average_check.py\", \"6000\", \"100000000\"]\nworkdir = \"" +
+                                programs_dir +
+                                "\"\ntotal_steps = 6000\nstep_time = 0.002\ngrace_seconds = 30\n");
+  const auto sum = run_on_three(dir, jf, "hadare", "3");
+  const auto& j = sum["jobs"][0];
+  CHECK(j["finished"].get<bool>());
+  int of_three = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ckpt") + "/job-0")) {
+    if (e.path().filename().string().rfind("average-", 0) != 0) continue;
+    const auto a = load_json(e.path().string());
+    INFO(e.path().string() << ": " << a.dump());
+    CHECK(a["floats"].get<long>() == 100000000);
+    CHECK(a["exact"].get<bool>());
+    if (a["averaged_copies"].get<int>() == 3) ++of_three;
+  }
+  CHECK(of_three >= 3);
+}
+
+TEST_CASE("(u3) a copy killed while its average waits: the others carry on, the failure is named",
+          "[mpi][program][fork]") {
+  scratch_dir dir("program_average_dies");
+  const auto jf = dir.write("jobs.toml",
+                            "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+                            "\"average_check.py\", \"1200\"]\nworkdir = \"" +
+                                programs_dir +
+                                "\"\nenv = { AVERAGE_CHECK_DIE_COPY = \"1\" }\ntotal_steps = 1200\n"
+                                "step_time = 0.002\ngrace_seconds = 10\n");
+  std::string out;
+  const auto sum = run_on_three(dir, jf, "hadare", "0.8", &out);
+  const auto& j = sum["jobs"][0];
+  CHECK(j["finished"].get<bool>());  // copy 1 died once; the job went on and finished
+  CHECK(j["program_failures"].get<int>() >= 1);
+  INFO(out);
+  // The failure names the job, the copy, the size and the cause.
+  CHECK(out.find("job 0 copy 1: its program exited with status 3 while its 'average' of 8 float32 "
+                 "values waited") != std::string::npos);
+  // The others' means stayed exact, whoever was in them.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ckpt") + "/job-0")) {
+    if (e.path().filename().string().rfind("average-", 0) != 0) continue;
+    ++files;
+    const auto a = load_json(e.path().string());
+    const int k = a["averaged_copies"].get<int>();
+    REQUIRE(k >= 1);
+    INFO(a.dump());
+    // The mean of copies 1..k of c + 1 is (k + 1) / 2 for the first copies, or 2 for {1, 3}.
+    const double first = a["values"][0][0].get<double>();
+    CHECK((first == (k + 1) / 2.0 || first == 2.0));
+  }
+  CHECK(files >= 3);
+}
+
 namespace {
 
 const std::string examples_dir = std::string(TESSERA_TEST_DATA_DIR) + "/../../examples";

@@ -1,7 +1,8 @@
 #pragma once
 /// @file channel.hpp
 /// The connection of the C++ lease client (tessera_client.hpp, which includes this part) to
-/// the node's lease socket: one request line out, one reply line back, checked.
+/// the node's lease socket: one request line out (with a descriptor for `average`), one reply
+/// line back, checked.
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -48,12 +49,16 @@ class channel {
     fd_ = -1;
   }
 
-  /// Sends one request line and returns the reply object; an `error` reply, a closed channel
-  /// or a reply that is not a version-1 object throws (and closes the channel).
-  json request(const std::string& op, const std::string& line) {
+  /// Sends one request line (with descriptor `fd` attached when it is not -1) and returns the
+  /// reply object; an `error` reply, a closed channel or a reply that is not an object of this
+  /// protocol version throws (and closes the channel).
+  json request(const std::string& op, const std::string& line, int fd = -1) {
     if (fd_ < 0) throw lease_error("cannot send '" + op + "': the lease channel is closed");
     try {
-      send_all(line);
+      if (fd >= 0)
+        send_with_fd(line, fd);
+      else
+        send_all(line);
       json reply = json_reader(read_line(op)).parse();
       check(op, reply);
       return reply;
@@ -64,12 +69,36 @@ class channel {
   }
 
  private:
-  void send_all(const std::string& line) {
+  /// The line with `fd` in SCM_RIGHTS ancillary data, the rest of it (if the first send was
+  /// short) after.
+  void send_with_fd(const std::string& line, int fd) {
+    iovec iov{const_cast<char*>(line.data()), line.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* h = CMSG_FIRSTHDR(&msg);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    ssize_t n;
+    do n = ::sendmsg(fd_, &msg, send_flags());
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) throw lease_error(std::string("the lease channel broke: ") + std::strerror(errno));
+    send_all(line.substr(std::size_t(n)));
+  }
+  static int send_flags() {
 #ifdef MSG_NOSIGNAL
-    const int flags = MSG_NOSIGNAL;  // a closed peer is an error, not SIGPIPE
+    return MSG_NOSIGNAL;  // a closed peer is an error, not SIGPIPE
 #else
-    const int flags = 0;
+    return 0;
 #endif
+  }
+  void send_all(const std::string& line) {
+    const int flags = send_flags();
     std::size_t done = 0;
     while (done < line.size()) {
       ssize_t n = ::send(fd_, line.data() + done, line.size() - done, flags);
@@ -107,7 +136,8 @@ class channel {
     }
     const json* v = reply.get("v");
     if (!v || v->k != json::kind::number || v->num != protocol_version)
-      throw lease_error("the node's reply to '" + op + "' is not lease protocol version 1");
+      throw lease_error("the node's reply to '" + op + "' is not lease protocol version " +
+                        std::to_string(protocol_version));
     if (!o || o->k != json::kind::string)
       throw lease_error("the node's reply to '" + op + "' has no op");
   }

@@ -19,7 +19,7 @@
 namespace tessera_client {
 namespace detail {
 
-constexpr int protocol_version = 1;
+constexpr int protocol_version = 2;
 
 /// A parsed JSON value; objects keep their members in order (replies are small).
 struct json {

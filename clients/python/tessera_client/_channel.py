@@ -1,11 +1,13 @@
 """The lease channel's wire format (docs/lease-protocol.md): one JSON object per line over a
-Unix-domain stream socket, each carrying the protocol version. No policy here: sending one
-request and reading its one reply."""
+Unix-domain stream socket, each carrying the protocol version; an `average` line carries its
+buffers' memfd with it (SCM_RIGHTS). No policy here: sending one request and reading its one
+reply."""
 
+import array
 import json
 import socket
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class LeaseError(RuntimeError):
@@ -28,16 +30,22 @@ class Channel:
         self._pending = bytearray()  # bytes received after the last complete line
         self.closed = False
 
-    def request(self, op, **fields):
-        """Sends one message and returns the reply (a dict). An `error` reply raises
-        LeaseError with the node's message and closes the channel."""
+    def request(self, op, fd=None, **fields):
+        """Sends one message (with descriptor `fd` attached, when given) and returns the reply
+        (a dict). An `error` reply raises LeaseError with the node's message and closes the
+        channel."""
         if self.closed:
             raise LeaseError(f"cannot send {op!r}: the lease channel is closed")
         msg = {"v": PROTOCOL_VERSION, "op": op}
         msg.update({k: v for k, v in fields.items() if v is not None})
-        line = json.dumps(msg, separators=(",", ":"), allow_nan=False) + "\n"
+        line = (json.dumps(msg, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
         try:
-            self._sock.sendall(line.encode("utf-8"))
+            if fd is None:
+                self._sock.sendall(line)
+            else:
+                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+                sent = self._sock.sendmsg([line], rights)
+                self._sock.sendall(line[sent:])
             reply = self._read_line()
         except OSError as e:
             self.close()

@@ -92,6 +92,7 @@ class Lease:
         self._final_sent = False
         self._reported = 0  # steps finished at the latest report
         self._exited = False
+        self._shared = None  # the last average's shared buffer, kept for the next one
         path = os.environ.get("TESSERA_LEASE", "")
         self._channel = None
         if not path:
@@ -227,20 +228,38 @@ class Lease:
         buffers = list(buffers)
         if self._channel is None:  # standalone, or the node said exit
             return Averaged(buffers, self.step + self._made, 1)
-        sizes, data = _buffers.encode(buffers)
-        reply = self._channel.request("average", sizes=sizes, data=data)
-        if reply.get("op") != "averaged" or reply.get("sizes") != sizes or \
-                not isinstance(reply.get("data"), str):
+        where = f"job {self.job} copy {self.copy}"
+        need = 4 * sum(_buffers.count(b) for b in buffers)
+        free = _buffers.available_memory()
+        if free is not None and need > free:
+            raise LeaseError(f"{where}: 'average' of {need // 4} float32 values ({need} bytes) "
+                             f"does not fit in the {free} bytes of memory this machine has "
+                             "available; average fewer or smaller buffers")
+        try:
+            shared = self._shared_for(need // 4)
+            shared.fill(buffers)
+        except OSError as e:
+            raise LeaseError(f"{where}: cannot place {need // 4} float32 values for 'average' "
+                             f"in shared memory: {e.strerror or e}") from e
+        sizes = shared.sizes
+        reply = self._channel.request("average", fd=shared.fd, sizes=sizes)
+        if reply.get("op") != "averaged" or reply.get("sizes") != sizes:
             self._channel.close()
             raise LeaseError(f"the node answered 'average' with {reply.get('op')!r} "
                              f"of sizes {reply.get('sizes')!r} (sent {sizes})")
-        try:
-            means = _buffers.decode(sizes, reply["data"])
-        except ValueError as e:
-            self._channel.close()
-            raise LeaseError(f"the node's 'averaged' reply is malformed: {e}") from e
-        return Averaged([_buffers.like(b, m) for b, m in zip(buffers, means)],
-                        _int_field(reply, "step", 0), _int_field(reply, "copies", 1))
+        means = [_buffers.like(b, m) for b, m in zip(buffers, shared.means())]
+        shared.release_views()
+        return Averaged(means, _int_field(reply, "step", 0), _int_field(reply, "copies", 1))
+
+    def _shared_for(self, total):
+        """The shared buffer for an average of `total` values: the last one when it has that
+        size (its pages are in place already), else a new one."""
+        if self._shared is not None and self._shared.total != total:
+            self._shared.close()
+            self._shared = None
+        if self._shared is None:
+            self._shared = _buffers.SharedBuffers(total)
+        return self._shared
 
     def complete(self, loss=None, accuracy=None):
         """Tells the node the job is finished (then exit 0). Does nothing standalone or after
@@ -257,16 +276,23 @@ class Lease:
         self._channel.close()
         self._channel = None
         self._exited = True
+        self._drop_shared()
 
     def close(self):
         """Counts the step in progress, sends a last report if steps went unreported, closes
         the channel. For a program that leaves its loop with `break` and exits without
         `complete` (the node counts the steps it was told of)."""
         self._finish_step()
+        self._drop_shared()
         if self._live():
             if self._made != self._reported:
                 self._send_report(final=True)
             self._channel.close()
+
+    def _drop_shared(self):
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
 
     def __enter__(self):
         return self

@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,10 @@ struct buffer_view {
   std::size_t count = 0;                   ///< elements
   memory_kind memory = memory_kind::host;  ///< host or device memory
   int device = 0;                          ///< CUDA device index (device memory only)
+  /// Host memory only: the owner of the storage (a program's shared buffer, say). With one, a
+  /// backend that can reduces the buffer in place, without a copy, and keeps the owner alive
+  /// for as long as a timed-out collective may still write it.
+  std::shared_ptr<void> owner;
 };
 
 /// "host" or "device".

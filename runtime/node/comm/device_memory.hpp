@@ -60,7 +60,7 @@ class device_buffer {
   /// Elements.
   std::size_t size() const { return count_; }
   /// A view of the whole buffer for the aggregator.
-  buffer_view view() { return {data_, count_, memory_kind::device, device_}; }
+  buffer_view view() { return {data_, count_, memory_kind::device, device_, nullptr}; }
 
  private:
   device_buffer(float* data, std::size_t count, int device)

@@ -303,9 +303,31 @@ status mpi_aggregator::allreduce(const group& members, std::vector<float>& data,
   return st;
 }
 
+status mpi_aggregator::allreduce_in_place(const group& members, const buffer_view& data,
+                                          const reduce_options& opt) {
+  const auto nan = std::numeric_limits<float>::quiet_NaN();
+  if (auto ok = check_group(members, rank_, size_); !ok) {
+    std::fill(data.data, data.data + data.count, nan);
+    return ok;
+  }
+  if (members.size() == 1) {
+    reference_reduce({data.data}, data.count, opt.op, data.data);
+    return {};
+  }
+  // MPI works on the caller's storage itself; after a time-out its owner goes to the
+  // graveyard with the communicator, so a late write never lands in freed memory.
+  auto ch = channel_for(members, opt.channel);
+  auto st = ch->run(allreduce_task(data.data, data.count, static_cast<int>(members.size()), opt,
+                                   members, false, 0),
+                    opt.timeout, [owner = data.owner] { return owner; });
+  if (!st && !ch->broken()) std::fill(data.data, data.data + data.count, nan);
+  return st;
+}
+
 status mpi_aggregator::allreduce(const group& members, buffer_view data,
                                  const reduce_options& opt) {
   const device_path path = mpi_device_path(data.memory, cuda_aware_, opt.order);
+  if (path == device_path::host && data.owner) return allreduce_in_place(members, data, opt);
   if (path == device_path::host) return aggregator::allreduce(members, data, opt);
   if (auto ok = check_group(members, rank_, size_); !ok) {
     poison(data);

@@ -56,7 +56,8 @@ class mpi_aggregator final : public aggregator {
   status allreduce(const group& members, std::vector<float>& data,
                    const reduce_options& opt) override;
   /// Device buffers follow mpi_device_path(): handed to a CUDA-aware MPI (through a device
-  /// copy the operation owns), or staged through pinned host memory; host views as vectors.
+  /// copy the operation owns), or staged through pinned host memory. Host views with an
+  /// owner are reduced in place (MPI_IN_PLACE, no copy); without one, as vectors.
   status allreduce(const group& members, buffer_view data, const reduce_options& opt) override;
   /// Whether this MPI takes device pointers (MPIX_Query_cuda_support at create()).
   bool cuda_aware() const { return cuda_aware_; }
@@ -73,6 +74,9 @@ class mpi_aggregator final : public aggregator {
   std::size_t communicators() const;
 
  private:
+  /// A host view with an owner, reduced where it lies.
+  status allreduce_in_place(const group& members, const buffer_view& data,
+                            const reduce_options& opt);
   mpi_aggregator(int rank, int size, bool cuda_aware)
       : rank_(rank), size_(size), cuda_aware_(cuda_aware) {}
   /// The cached channel of (members, channel), made (and its thread started) on first use.

@@ -1,7 +1,6 @@
 #include "runtime/node/program/lease_protocol.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -18,8 +17,9 @@ using ordered_json = nlohmann::ordered_json;
 
 /// Largest count a program may report (steps, pid, step): every JSON reader holds it exactly.
 constexpr std::int64_t max_count = std::int64_t{1} << 53;
-/// Most float32 values one average may carry (1 GiB).
-constexpr std::size_t max_floats = std::size_t{1} << 28;
+/// Most float32 values one average may name (16 TiB): a bound on the arithmetic only; what
+/// the program's shared memory holds is checked when the node maps it (shared_floats).
+constexpr std::size_t max_floats = std::size_t{1} << 42;
 /// Deepest nesting of brackets a line may have. A request is an object holding at most an
 /// array; the limit keeps a line of nothing but '[' from becoming millions of JSON values.
 constexpr int max_depth = 16;
@@ -154,6 +154,9 @@ class field_reader {
     return nullptr;
   }
 
+  /// True when the request has field `key`.
+  bool has(const char* key) const { return find(key) != nullptr; }
+
   /// "'<op>': field '<key>' " for a message about that field.
   std::string where(const char* key) const { return "'" + op_ + "': field '" + key + "' "; }
 
@@ -218,53 +221,16 @@ status read_sizes(const field_reader& f, const json& arr, lease_request& r) {
   return {};
 }
 
-/// Little-endian float32 bytes -> floats (n bytes, a multiple of 4).
-std::vector<float> floats_from_le(const std::uint8_t* b, std::size_t n) {
-  std::vector<float> out(n / 4);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const std::uint8_t* p = b + 4 * i;
-    const std::uint32_t u = std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 |
-                            std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
-    std::memcpy(&out[i], &u, 4);
-  }
-  return out;
-}
-
-/// Floats -> little-endian float32 bytes.
-std::vector<std::uint8_t> floats_to_le(const std::vector<float>& v) {
-  std::vector<std::uint8_t> out(v.size() * 4);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    std::uint32_t u = 0;
-    std::memcpy(&u, &v[i], 4);
-    for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<std::uint8_t>(u >> (8 * k));
-  }
-  return out;
-}
-
-/// Reads an average's sizes and data (they must agree) into `r`.
+/// Reads an average's sizes into `r`; its buffers come in shared memory, not in the line.
 status read_average(const field_reader& f, lease_request& r) {
   error err;
   const json* sizes = f.array("sizes", err);
   if (!sizes) return err;
-  if (auto s = read_sizes(f, *sizes, r); !s) return s;
-  auto text = f.text("data");
-  if (!text) return text.err();
-  // The decoded length is known from the text's: refuse an oversized buffer before decoding.
-  if (text->size() / 4 * 3 > 4 * max_floats + 3)
-    return bad(f.where("data") + "holds more than " + std::to_string(max_floats) +
-               " float32 values, the most one average carries");
-  auto bytes = base64_decode(*text);
-  if (!bytes) return bad(f.where("data") + "is not valid base64: " + bytes.err().message);
-  if (bytes->size() % 4 != 0)
-    return bad(f.where("data") + "holds " + std::to_string(bytes->size()) +
-               " bytes, not a whole number of float32 values (4 bytes each)");
-  r.data = floats_from_le(bytes->data(), bytes->size());
-  std::size_t sum = 0;
-  for (const auto s : r.sizes) sum += s;
-  if (sum != r.data.size())
-    return bad("'average': field 'sizes' adds up to " + std::to_string(sum) +
-               " values but 'data' holds " + std::to_string(r.data.size()));
-  return {};
+  if (f.has("data"))
+    return bad(f.where("data") +
+               "is lease protocol version 1's: in version 2 the buffers travel in shared "
+               "memory, a sealed memfd sent with the line (SCM_RIGHTS); update the client");
+  return read_sizes(f, *sizes, r);
 }
 
 /// Reads the fields of `op` from `j` into `r`.
@@ -310,16 +276,6 @@ ordered_json header(const char* op) {
   j["v"] = lease_protocol_version;
   j["op"] = op;
   return j;
-}
-
-constexpr char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// The value of each base64 character; -1 for any other byte.
-std::array<int, 256> b64_values() {
-  std::array<int, 256> v{};
-  v.fill(-1);
-  for (int i = 0; i < 64; ++i) v[static_cast<unsigned char>(b64_alphabet[i])] = i;
-  return v;
 }
 
 }  // namespace
@@ -382,21 +338,13 @@ std::string format_lease(const lease_terms& t) {
   return dump_line(j);
 }
 
-std::string format_averaged(const std::vector<std::size_t>& sizes, const std::vector<float>& data,
-                            std::int32_t copies, std::int64_t step) {
-  // Written by hand: the data is one long string that needs no escaping, and the JSON
-  // library would copy and scan it again.
-  const auto bytes = floats_to_le(data);
-  std::string out =
-      "{\"v\":" + std::to_string(lease_protocol_version) + ",\"op\":\"averaged\",\"sizes\":[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(sizes[i]);
-  }
-  out += "],\"data\":\"";
-  out += base64_encode(bytes.data(), bytes.size());
-  out += "\",\"copies\":" + std::to_string(copies) + ",\"step\":" + std::to_string(step) + "}\n";
-  return out;
+std::string format_averaged(const std::vector<std::size_t>& sizes, std::int32_t copies,
+                            std::int64_t step) {
+  ordered_json j = header("averaged");
+  j["sizes"] = sizes;
+  j["copies"] = copies;
+  j["step"] = step;
+  return dump_line(j);
 }
 
 std::string format_exit() { return dump_line(header("exit")); }
@@ -405,57 +353,6 @@ std::string format_error(std::string_view message) {
   ordered_json j = header("error");
   j["message"] = std::string(message);
   return dump_line(j);
-}
-
-std::string base64_encode(const void* bytes, std::size_t n) {
-  const auto* b = static_cast<const std::uint8_t*>(bytes);
-  std::string out((n + 2) / 3 * 4, '=');  // a short last group keeps its padding
-  char* o = out.data();
-  for (std::size_t i = 0; i < n; i += 3, o += 4) {
-    const std::size_t left = n - i;
-    const std::uint32_t w = std::uint32_t{b[i]} << 16 |
-                            (left > 1 ? std::uint32_t{b[i + 1]} << 8 : 0u) |
-                            (left > 2 ? std::uint32_t{b[i + 2]} : 0u);
-    o[0] = b64_alphabet[w >> 18];
-    o[1] = b64_alphabet[(w >> 12) & 63];
-    if (left > 1) o[2] = b64_alphabet[(w >> 6) & 63];
-    if (left > 2) o[3] = b64_alphabet[w & 63];
-  }
-  return out;
-}
-
-result<std::vector<std::uint8_t>> base64_decode(std::string_view text) {
-  static const std::array<int, 256> value = b64_values();
-  if (text.size() % 4 != 0)
-    return bad("its length " + std::to_string(text.size()) + " is not a multiple of 4");
-  // Padding: at most two '=' and only at the very end.
-  std::size_t pad = 0;
-  while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') ++pad;
-  const std::size_t body = text.size() - pad;
-  const auto refuse = [&](std::size_t i) {
-    return bad("character '" + excerpt(text.substr(i, 1)) + "' at offset " + std::to_string(i) +
-               (text[i] == '=' ? " is padding before the end" : " is not in the alphabet"));
-  };
-  std::vector<std::uint8_t> out(text.size() / 4 * 3 - pad);
-  std::uint8_t* o = out.data();
-  for (std::size_t i = 0; i < body; i += 4, o += 3) {
-    // The last group holds 2 or 3 characters when padded: 8 or 16 bits and 4 or 2 unused.
-    const std::size_t k = std::min<std::size_t>(4, body - i);
-    std::uint32_t acc = 0;
-    for (std::size_t j = 0; j < k; ++j) {
-      const int v = value[static_cast<unsigned char>(text[i + j])];
-      if (v < 0) return refuse(i + j);
-      acc = acc << 6 | static_cast<std::uint32_t>(v);
-    }
-    acc <<= 6 * (4 - k);
-    // Canonical base64 leaves the unused bits zero.
-    if (k < 4 && (acc & (k == 2 ? 0xffffu : 0xffu)) != 0)
-      return bad("the bits after the last byte are not zero (not canonical base64)");
-    o[0] = static_cast<std::uint8_t>(acc >> 16);
-    if (k > 2) o[1] = static_cast<std::uint8_t>(acc >> 8);
-    if (k > 3) o[2] = static_cast<std::uint8_t>(acc);
-  }
-  return out;
 }
 
 }  // namespace tessera::program

@@ -16,7 +16,7 @@
 namespace tessera::program {
 
 /// The version of the lease protocol this build speaks ("v" in every message).
-constexpr int lease_protocol_version = 1;
+constexpr int lease_protocol_version = 2;
 
 /// What a program asks (its "op").
 enum class request_op { hello, report, average, complete };
@@ -33,9 +33,8 @@ struct lease_request {
   std::optional<double> loss;      ///< training loss (finite)
   bool final = false;              ///< report: the program stops stepping
   std::optional<double> accuracy;  ///< complete: held-out accuracy (finite)
-  // average
-  std::vector<std::size_t> sizes;  ///< length of each buffer
-  std::vector<float> data;         ///< the buffers, concatenated (sum of sizes values)
+  // average: the buffers themselves come in shared memory with the line (lease_server.hpp)
+  std::vector<std::size_t> sizes;  ///< length of each buffer (float32 values)
 };
 
 /// The terms of a lease, as the node answers a hello or a report.
@@ -53,8 +52,7 @@ struct lease_terms {
 /// Parses one line (without its '\n'). Errors (error_kind::invalid_input) say what is wrong in
 /// words a program's author understands: not JSON, not an object, "v" missing or another
 /// version (naming both), unknown or missing "op", a field missing or of the wrong type, a
-/// negative count, sizes that do not add up to the data, base64 that is not valid or not a
-/// whole number of float32 values.
+/// negative count, an average that carries its data in the line (version 1's way).
 result<lease_request> parse_request(std::string_view line);
 
 /// The name of an op as it is written in a message ("hello", ...).
@@ -66,14 +64,10 @@ std::optional<std::string> token_of(std::string_view line);
 
 /// The node's answers, each one JSON object ending in '\n'.
 std::string format_lease(const lease_terms& t);
-std::string format_averaged(const std::vector<std::size_t>& sizes, const std::vector<float>& data,
-                            std::int32_t copies, std::int64_t step);
+/// The mean is in the program's shared memory when this reply goes.
+std::string format_averaged(const std::vector<std::size_t>& sizes, std::int32_t copies,
+                            std::int64_t step);
 std::string format_exit();
 std::string format_error(std::string_view message);
-
-/// Standard base64 (RFC 4648, with padding) of `n` bytes, and back; decoding refuses anything
-/// that is not canonical base64.
-std::string base64_encode(const void* bytes, std::size_t n);
-result<std::vector<std::uint8_t>> base64_decode(std::string_view text);
 
 }  // namespace tessera::program

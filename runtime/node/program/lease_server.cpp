@@ -33,6 +33,8 @@ constexpr std::size_t write_backlog = std::size_t{4} << 20;
 constexpr auto error_linger = std::chrono::seconds(2);
 /// Pause before accepting again after accept failed (out of descriptors, say).
 constexpr auto accept_retry = std::chrono::milliseconds(100);
+/// Descriptors a connection may hold for averages still to come; more is a protocol error.
+constexpr std::size_t max_held_fds = 2;
 
 /// The terms to send now (lease_slot::terms_now), from the slot's state.
 lease_terms terms_at(lease_terms t, const std::optional<lease_clock::time_point>& deadline,
@@ -49,7 +51,11 @@ lease_terms terms_at(lease_terms t, const std::optional<lease_clock::time_point>
 /// One program's connection; lives on the server's thread only.
 struct connection {
   explicit connection(local::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
+  ~connection() {
+    for (const int fd : fds) ::close(fd);
+  }
   local::socket sock;
+  std::deque<int> fds;       ///< descriptors received (SCM_RIGHTS), each for an average's line
   asio::steady_timer timer;  ///< limits the wait for an error line to go out
   std::array<char, read_chunk> chunk{};
   std::string partial;          ///< the line being read (no '\n' yet)
@@ -82,31 +88,36 @@ void lease_slot::stop() {
   stopped_ = true;
 }
 
-bool lease_slot::take_average(std::vector<std::size_t>& sizes, std::vector<float>& data) {
+bool lease_slot::take_average(std::vector<std::size_t>& sizes,
+                              std::shared_ptr<shared_floats>& shared) {
   std::lock_guard<std::mutex> lock(m_);
   if (!avg_held_) return false;
   sizes = std::move(avg_sizes_);
-  data = std::move(avg_data_);
+  shared = std::move(avg_shared_);
   avg_sizes_.clear();
-  avg_data_.clear();
+  avg_shared_.reset();
   avg_held_ = false;
   return true;
 }
 
-void lease_slot::answer_average(const std::vector<std::size_t>& sizes,
-                                const std::vector<float>& data, std::int32_t copies,
+void lease_slot::answer_average(const std::vector<std::size_t>& sizes, std::int32_t copies,
                                 std::int64_t step) {
-  {
-    std::lock_guard<std::mutex> lock(m_);
-    if (!view_.average_waiting) return;
-  }
-  std::string line = format_averaged(sizes, data, copies, step);  // outside the lock: large
   std::lock_guard<std::mutex> lock(m_);
   if (!view_.average_waiting) return;
   view_.average_waiting = false;
   // Sent under the lock: on_closed (which the server calls before it goes) then cannot clear
   // the sender while it runs, so a sender never posts to a server that is gone.
-  if (send_) send_(std::move(line));
+  if (send_) {
+    send_(format_averaged(sizes, copies, step));
+    view_.average_answered = true;
+  }
+}
+
+void lease_slot::refuse_average(const std::string& why) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (!view_.average_waiting) return;
+  view_.average_waiting = false;
+  if (refuse_) refuse_(why);
 }
 
 lease_terms lease_slot::terms_now() const {
@@ -114,7 +125,7 @@ lease_terms lease_slot::terms_now() const {
   return terms_at(terms_, deadline_, stopped_, view_.steps, lease_clock::now());
 }
 
-std::string lease_slot::on_request(lease_request r) {
+std::string lease_slot::on_request(lease_request r, std::shared_ptr<shared_floats> shared) {
   std::lock_guard<std::mutex> lock(m_);
   const auto now = lease_clock::now();
   ++view_.messages;
@@ -132,8 +143,11 @@ std::string lease_slot::on_request(lease_request r) {
       view_.lease_end = deadline_;
       break;
     case request_op::average:
+      view_.average_values = 0;
+      view_.average_answered = false;
+      for (const auto n : r.sizes) view_.average_values += n;
       avg_sizes_ = std::move(r.sizes);
-      avg_data_ = std::move(r.data);
+      avg_shared_ = std::move(shared);
       avg_held_ = true;
       view_.average_waiting = true;
       return "";
@@ -157,11 +171,14 @@ void lease_slot::on_closed(const std::string& protocol_error) {
   view_.closed = true;
   if (view_.protocol_error.empty()) view_.protocol_error = protocol_error;
   send_ = nullptr;
+  refuse_ = nullptr;
 }
 
-void lease_slot::set_sender(std::function<void(std::string)> send) {
+void lease_slot::set_sender(std::function<void(std::string)> send,
+                            std::function<void(std::string)> refuse) {
   std::lock_guard<std::mutex> lock(m_);
   send_ = std::move(send);
+  refuse_ = std::move(refuse);
 }
 
 std::string order_error(const lease_request& r, const program_view& v) {
@@ -201,7 +218,10 @@ struct lease_server::impl {
   void accept();
   void admit(local::socket s);
   void read(const conn_ptr& c);
+  void receive(const conn_ptr& c);
+  bool take_fds(const conn_ptr& c, msghdr& msg);
   void take(const conn_ptr& c, std::size_t n);
+  result<std::shared_ptr<shared_floats>> average_buffer(const conn_ptr& c, const lease_request& r);
   void on_line(const conn_ptr& c, std::string_view line);
   void hello(const conn_ptr& c, lease_request r);
   void blame(std::string_view line, const std::string& why);
@@ -253,14 +273,58 @@ void lease_server::impl::admit(local::socket s) {
 
 void lease_server::impl::read(const conn_ptr& c) {
   c->reading = true;
-  c->sock.async_read_some(asio::buffer(c->chunk),
-                          [this, c](const boost::system::error_code& ec, std::size_t n) {
-                            c->reading = false;
-                            if (c->closed || c->failing) return;
-                            if (ec) return close(c);  // the program closed its end (or went away)
-                            take(c, n);
-                            maybe_read(c);
-                          });
+  c->sock.async_wait(local::socket::wait_read, [this, c](const boost::system::error_code& ec) {
+    c->reading = false;
+    if (c->closed || c->failing) return;
+    if (ec) return close(c);  // the socket failed or was closed
+    receive(c);
+  });
+}
+
+/// Reads what is there with the descriptors that came with it (recvmsg: Asio's reads do not
+/// take ancillary data), then cuts it into lines.
+void lease_server::impl::receive(const conn_ptr& c) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  iovec iov{c->chunk.data(), c->chunk.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(c->sock.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return maybe_read(c);
+    return close(c);
+  }
+  if (!take_fds(c, msg)) return;
+  if (n == 0) return close(c);  // the program closed its end (or went away)
+  take(c, static_cast<std::size_t>(n));
+  maybe_read(c);
+}
+
+/// Keeps the descriptors of `msg` for the averages they come with; false (the connection
+/// failing) when they were cut off or are more than any average could use.
+bool lease_server::impl::take_fds(const conn_ptr& c, msghdr& msg) {
+  for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+    if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < k; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+      c->fds.push_back(fd);  // owned by the connection from here on
+    }
+  }
+  if (msg.msg_flags & MSG_CTRUNC) {
+    fail(c, "more descriptors came with one message than the node takes (one per 'average')");
+    return false;
+  }
+  if (c->fds.size() > max_held_fds) {
+    fail(c, std::to_string(c->fds.size()) +
+                " descriptors are waiting for an 'average' each: send one memfd with each "
+                "'average' line, no other");
+    return false;
+  }
+  return true;
 }
 
 /// Cuts the `n` bytes just read into lines; a line over max_line fails the connection as soon
@@ -301,8 +365,31 @@ void lease_server::impl::on_line(const conn_ptr& c, std::string_view line) {
   }
   if (!c->slot) return hello(c, std::move(*r));
   if (auto why = order_error(*r, c->slot->view()); !why.empty()) return fail(c, why);
-  auto reply = c->slot->on_request(std::move(*r));
+  std::shared_ptr<shared_floats> shared;
+  if (r->op == request_op::average) {
+    auto buf = average_buffer(c, *r);
+    if (!buf) return fail(c, buf.err().message);
+    shared = std::move(*buf);
+  }
+  auto reply = c->slot->on_request(std::move(*r), std::move(shared));
   if (!reply.empty()) send(c, std::move(reply));
+}
+
+/// The shared buffer of average request `r`: the connection's oldest descriptor, mapped.
+result<std::shared_ptr<shared_floats>> lease_server::impl::average_buffer(const conn_ptr& c,
+                                                                          const lease_request& r) {
+  std::size_t count = 0;
+  for (const auto n : r.sizes) count += n;
+  if (c->fds.empty())
+    return error{error_kind::invalid_input,
+                 "'average' of " + std::to_string(count) +
+                     " float32 values came without its buffers: send the line together with a "
+                     "sealed memfd holding them (sendmsg with SCM_RIGHTS; "
+                     "docs/lease-protocol.md)"};
+  const int fd = c->fds.front();
+  c->fds.pop_front();
+  return shared_floats::map(
+      fd, count, "'average' of the program with pid " + std::to_string(c->slot->view().pid));
 }
 
 /// The first message of a connection: a hello with a registered, unused token.
@@ -327,12 +414,19 @@ void lease_server::impl::hello(const conn_ptr& c, lease_request r) {
   if (!slot) return fail(c, why);
   c->slot = slot;
   std::weak_ptr<connection> weak = c;
-  // answer_average's way back: posted onto this thread; a connection gone by then is skipped.
-  slot->set_sender([this, weak](std::string line) {
-    asio::post(io, [this, weak, line = std::move(line)]() mutable {
-      if (auto conn = weak.lock()) send(conn, std::move(line));
-    });
-  });
+  // answer_average's and refuse_average's ways back: posted onto this thread; a connection
+  // gone by then is skipped.
+  slot->set_sender(
+      [this, weak](std::string line) {
+        asio::post(io, [this, weak, line = std::move(line)]() mutable {
+          if (auto conn = weak.lock()) send(conn, std::move(line));
+        });
+      },
+      [this, weak](std::string why) {
+        asio::post(io, [this, weak, why = std::move(why)] {
+          if (auto conn = weak.lock()) fail(conn, why);
+        });
+      });
   send(c, slot->on_request(std::move(r)));
 }
 

@@ -5,12 +5,15 @@
 /// executor of a program copy (actors/program_round.hpp) registers one `lease_slot` per
 /// process before starting it, watches the slot while the process runs, and answers its
 /// `average` request. The server never blocks on the executor and the executor never touches
-/// a socket.
+/// a socket. An `average` line comes with one descriptor (SCM_RIGHTS): the program's sealed
+/// memfd holding the buffers (shared_floats.hpp), which the executor reduces in place.
 ///
 /// Rules the server enforces (each closes the connection after an `error` reply and records
 /// the reason in the slot when the connection had a slot): hello first, with a registered,
 /// unused token; one line at most `max_line` bytes; every line a valid request
-/// (lease_protocol.hpp); at most one `average` waiting per connection; at most
+/// (lease_protocol.hpp); every `average` with its memfd (descriptors are taken by the
+/// averages in the order they arrive, since a stream socket does not tie one to a line; at
+/// most two may wait); at most one `average` waiting per connection; at most
 /// `max_connections` open connections (more are closed at once).
 
 #include <chrono>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "runtime/node/program/lease_protocol.hpp"
+#include "runtime/node/program/shared_floats.hpp"
 #include "runtime/core/result.hpp"
 
 namespace tessera::program {
@@ -46,8 +50,10 @@ struct program_view {
   lease_clock::time_point last_contact{};  ///< when its latest message arrived
   /// When the lease's time runs out (none: no time cap); may move at hello (min_after_hello).
   std::optional<lease_clock::time_point> lease_end;
-  std::int64_t messages = 0;     ///< messages received
-  bool average_waiting = false;  ///< an average request awaits answer_average
+  std::int64_t messages = 0;       ///< messages received
+  bool average_waiting = false;    ///< an average request awaits answer_average
+  std::size_t average_values = 0;  ///< float32 values of its latest average request
+  bool average_answered = false;   ///< the mean went out on its connection
 };
 
 /// One program process's lease: its terms (set by the executor) and what it reported (set by
@@ -67,23 +73,28 @@ class lease_slot {
   program_view view() const;
   /// Ends the lease now: later replies grant no more steps than already made, 0 seconds.
   void stop();
-  /// Takes the waiting average request's buffers (false when none waits).
-  bool take_average(std::vector<std::size_t>& sizes, std::vector<float>& data);
-  /// Answers the waiting average request (a no-op when the connection is gone).
-  void answer_average(const std::vector<std::size_t>& sizes, const std::vector<float>& data,
-                      std::int32_t copies, std::int64_t step);
+  /// Takes the waiting average request's sizes and shared buffer (false when none waits).
+  bool take_average(std::vector<std::size_t>& sizes, std::shared_ptr<shared_floats>& shared);
+  /// Answers the waiting average request: the mean is in its shared buffer (a no-op when the
+  /// connection is gone).
+  void answer_average(const std::vector<std::size_t>& sizes, std::int32_t copies,
+                      std::int64_t step);
+  /// Refuses the waiting average request with `why` (an error line; the connection closes).
+  void refuse_average(const std::string& why);
 
   // ---- server side (public for the server and its tests) ----
   /// The terms to send now: seconds from the deadline, steps capped by stop().
   lease_terms terms_now() const;
   /// Records a request (the server has parsed it and checked it with order_error); returns
-  /// the reply line to send now, or "" when the reply comes later (average). Taken by value:
-  /// an average's buffers move into the slot.
-  std::string on_request(lease_request r);
+  /// the reply line to send now, or "" when the reply comes later (average, whose buffer is
+  /// `shared`).
+  std::string on_request(lease_request r, std::shared_ptr<shared_floats> shared = nullptr);
   /// Records that the connection closed, with the protocol error that closed it ("" = none).
   void on_closed(const std::string& protocol_error);
-  /// Where answer_average sends its line (set by the connection; runs on the server's thread).
-  void set_sender(std::function<void(std::string)> send);
+  /// Where answer_average sends its line, and how refuse_average fails the connection (set by
+  /// the connection; both run on the server's thread).
+  void set_sender(std::function<void(std::string)> send,
+                  std::function<void(std::string)> refuse = {});
 
  private:
   mutable std::mutex m_;
@@ -93,9 +104,10 @@ class lease_slot {
   bool stopped_ = false;
   program_view view_;
   std::vector<std::size_t> avg_sizes_;
-  std::vector<float> avg_data_;
-  bool avg_held_ = false;  ///< avg_sizes_/avg_data_ hold a request's buffers not yet taken
+  std::shared_ptr<shared_floats> avg_shared_;
+  bool avg_held_ = false;  ///< avg_sizes_/avg_shared_ hold a request not yet taken
   std::function<void(std::string)> send_;
+  std::function<void(std::string)> refuse_;
 };
 
 /// Why request `r` may not come now from a program whose slot reads `v` ("" = it may): a

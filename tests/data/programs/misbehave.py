@@ -43,7 +43,7 @@ if mode == "slow_start":
 
 own = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
 s, f = connect()
-lease = ask(s, f, {"v": 1, "op": "hello", "token": os.environ["TESSERA_LEASE_TOKEN"],
+lease = ask(s, f, {"v": 2, "op": "hello", "token": os.environ["TESSERA_LEASE_TOKEN"],
                    "pid": os.getpid(), "step": own})
 assert lease["op"] == "lease", lease
 
@@ -82,10 +82,10 @@ while (cap < 0 or done < cap) and (seconds < 0 or time.monotonic() - start + ste
     time.sleep(step_seconds / max(lease["speed"], 1e-3))
     done += 1
     if time.monotonic() - last_report > 0.2:
-        lease = ask(s, f, {"v": 1, "op": "report", "steps": done, "loss": 1.0 / (own + done)})
+        lease = ask(s, f, {"v": 2, "op": "report", "steps": done, "loss": 1.0 / (own + done)})
         cap = lease["steps"]
         last_report = time.monotonic()
-ask(s, f, {"v": 1, "op": "report", "steps": done, "loss": 1.0 / max(1, own + done), "final": True})
+ask(s, f, {"v": 2, "op": "report", "steps": done, "loss": 1.0 / max(1, own + done), "final": True})
 if mode == "hang_after_lease":
     time.sleep(600)
 step = own + done
@@ -95,5 +95,5 @@ if lease["writer"]:
     os.replace(ckpt + ".tmp", ckpt)
 total = int(os.environ.get("MISBEHAVE_TOTAL", "0"))
 if total and step >= total:
-    ask(s, f, {"v": 1, "op": "complete", "steps": done, "loss": 1.0 / step, "accuracy": 0.5})
+    ask(s, f, {"v": 2, "op": "complete", "steps": done, "loss": 1.0 / step, "accuracy": 0.5})
 sys.exit(0)

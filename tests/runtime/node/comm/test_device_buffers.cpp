@@ -99,12 +99,12 @@ TEST_CASE(
 
   local_aggregator solo(std::make_shared<local_world>(1), 0);
   float fake = 1.0f;  // never dereferenced: the view is refused first
-  auto st = solo.allreduce({0}, buffer_view{&fake, 1, memory_kind::device, 0}, {});
+  auto st = solo.allreduce({0}, buffer_view{&fake, 1, memory_kind::device, 0, nullptr}, {});
   REQUIRE_FALSE(st.ok());
   CHECK(st.err().kind == error_kind::invalid_input);
   CHECK(st.err().message.find("'local' does not take device buffers") != std::string::npos);
   CHECK(fake == 1.0f);
-  auto null_view = solo.allreduce({0}, buffer_view{nullptr, 4, memory_kind::host, 0}, {});
+  auto null_view = solo.allreduce({0}, buffer_view{nullptr, 4, memory_kind::host, 0, nullptr}, {});
   REQUIRE_FALSE(null_view.ok());
   CHECK(null_view.err().message.find("at null") != std::string::npos);
 }

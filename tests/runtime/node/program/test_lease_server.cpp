@@ -2,11 +2,15 @@
 // plain blocking client: a whole lease's life, framing (lines split across writes, several in
 // one write, lines over the cap), every protocol error closing only its own connection, the
 // connection limit, and the server's own life (socket mode, stale files, shutdown with work
-// in flight). The slot's rules are also checked on their own, without a socket.
+// in flight). Averages go as a program sends them in protocol version 2: the line together
+// with a sealed memfd (sendmsg, SCM_RIGHTS) that the executor reads and writes in place, and
+// the descriptors the node refuses. The slot's rules are also checked on their own, without a
+// socket.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -58,6 +63,29 @@ class client {
     return true;
   }
   bool send_line(const std::string& s) { return send(s + "\n"); }
+
+  /// Writes `s` + '\n' as a program sends an average: `fds` travel with its first bytes in the
+  /// same sendmsg (SCM_RIGHTS); whatever that call did not take goes as plain writes. False
+  /// when the node closed the connection.
+  bool send_line_with_fds(const std::string& s, const std::vector<int>& fds) {
+    const std::string text = s + "\n";
+    iovec iov{const_cast<char*>(text.data()), text.size()};
+    std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* h = CMSG_FIRSTHDR(&msg);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
+    const auto n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    return send(std::string_view(text).substr(static_cast<std::size_t>(n)));
+  }
+  bool send_line_with_fd(const std::string& s, int fd) { return send_line_with_fds(s, {fd}); }
 
   /// The next line (without '\n'); none when the node closed first or nothing came in time.
   std::optional<std::string> line(std::chrono::milliseconds timeout = 5s) {
@@ -121,6 +149,56 @@ class client {
   bool eof_ = false;
 };
 
+/// A program's shared buffer, made as a program makes it: a memfd of `n` float32 values sealed
+/// against shrinking and growing (make_sealed_memfd), mapped read-write on the program's side.
+/// Sending its descriptor gives the node a copy; the program keeps its own and its mapping.
+class program_buffer {
+ public:
+  explicit program_buffer(std::size_t n) : n_(n) {
+    fd_ = make_sealed_memfd(n);
+    INFO("make_sealed_memfd: " << std::strerror(errno));
+    REQUIRE(fd_ >= 0);
+    if (n > 0) {
+      void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      REQUIRE(p != MAP_FAILED);
+      data_ = static_cast<float*>(p);
+    }
+  }
+  ~program_buffer() {
+    if (data_) ::munmap(data_, n_ * sizeof(float));
+    ::close(fd_);
+  }
+  program_buffer(const program_buffer&) = delete;
+  program_buffer& operator=(const program_buffer&) = delete;
+
+  int fd() const { return fd_; }
+  float* data() { return data_; }
+  std::size_t size() const { return n_; }
+  /// Writes `v` at the start of the buffer.
+  void fill(const std::vector<float>& v) {
+    REQUIRE(v.size() <= n_);
+    if (!v.empty()) std::memcpy(data_, v.data(), v.size() * sizeof(float));
+  }
+  /// The buffer's values as the program sees them now.
+  std::vector<float> values() const { return std::vector<float>(data_, data_ + n_); }
+
+ private:
+  int fd_ = -1;
+  float* data_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// The first `n` values of a buffer the node mapped (what the executor reads).
+std::vector<float> values_of(const shared_floats& s, std::size_t n) {
+  REQUIRE(s.size() >= n);
+  return std::vector<float>(s.data(), s.data() + n);
+}
+
+/// An average request line for `sizes` (its values go in shared memory).
+std::string average_line(const std::vector<std::size_t>& sizes) {
+  return R"({"v":2,"op":"average","sizes":)" + json(sizes).dump() + "}";
+}
+
 /// A fresh directory with a running server in it.
 struct served {
   explicit served(lease_server_options opt = {}) : dir("lease") {
@@ -140,11 +218,11 @@ std::string token(int n) {
 }
 
 std::string hello_line(const std::string& tok, int pid = 4242) {
-  return R"({"v":1,"op":"hello","token":")" + tok + R"(","pid":)" + std::to_string(pid) + "}";
+  return R"({"v":2,"op":"hello","token":")" + tok + R"(","pid":)" + std::to_string(pid) + "}";
 }
 
 std::string report_line(std::int64_t steps) {
-  return R"({"v":1,"op":"report","steps":)" + std::to_string(steps) + "}";
+  return R"({"v":2,"op":"report","steps":)" + std::to_string(steps) + "}";
 }
 
 /// Job 7, copy 1 of 3, at step 100, 50 steps, no time cap, speed 0.5, the writer.
@@ -168,9 +246,20 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
   return true;
 }
 
+/// Marks a line that goes with a fresh sealed memfd of no values (an average as a program sends
+/// it), for expect_refused.
+const std::string with_memfd = "WITH_MEMFD ";
+
 /// Sends `lines` on a connection, expects an error reply holding `why` and then the close.
 void expect_refused(client& c, const std::vector<std::string>& lines, const std::string& why) {
-  for (const auto& l : lines) c.send_line(l);
+  for (const auto& l : lines) {
+    if (l.rfind(with_memfd, 0) == 0) {
+      program_buffer none(0);
+      c.send_line_with_fd(l.substr(with_memfd.size()), none.fd());
+    } else {
+      c.send_line(l);
+    }
+  }
   json j;
   do {
     j = c.reply();
@@ -187,7 +276,7 @@ TEST_CASE("lease server: a lease's whole life over the socket", "[lease][server]
   auto slot = registered(*s.server, 1, lease_clock::now() + 10s);
   client c(s.server->path());
 
-  REQUIRE(c.send_line(R"({"v":1,"op":"hello","token":")" + token(1) + R"(","pid":99,"step":80})"));
+  REQUIRE(c.send_line(R"({"v":2,"op":"hello","token":")" + token(1) + R"(","pid":99,"step":80})"));
   json lease = c.reply();
   CHECK(lease.at("op") == "lease");
   CHECK(lease.at("job") == 7);
@@ -207,7 +296,7 @@ TEST_CASE("lease server: a lease's whole life over the socket", "[lease][server]
 
   // The lease's time counts down; a report updates what the executor sees.
   std::this_thread::sleep_for(300ms);
-  REQUIRE(c.send_line(R"({"v":1,"op":"report","steps":5,"loss":0.5})"));
+  REQUIRE(c.send_line(R"({"v":2,"op":"report","steps":5,"loss":0.5})"));
   lease = c.reply();
   CHECK(lease.at("seconds").get<double>() <= first - 0.3);
   CHECK(lease.at("steps") == 50);
@@ -220,44 +309,46 @@ TEST_CASE("lease server: a lease's whole life over the socket", "[lease][server]
 
   // stop(): the next lease grants no more steps than made and no time.
   slot->stop();
-  REQUIRE(c.send_line(R"({"v":1,"op":"report","steps":8,"final":true})"));
+  REQUIRE(c.send_line(R"({"v":2,"op":"report","steps":8,"final":true})"));
   lease = c.reply();
   CHECK(lease.at("steps") == 8);
   CHECK(lease.at("seconds") == 0.0);
   CHECK(slot->view().final_report);
   CHECK(slot->terms_now().steps == 8);
 
-  // average: no reply until the executor answers; the answer's data arrives exactly.
+  // average: the values go in a sealed memfd sent with the line; no reply until the executor
+  // answers; the executor reads the program's values and writes the mean in place, bit for bit.
+  program_buffer buf(5);
   const std::vector<float> mine = {1.5f, -0.0f, 3.25f, 1e-42f, 7.0f};
-  std::string bytes(20, '\0');
-  for (std::size_t i = 0; i < mine.size(); ++i) std::memcpy(&bytes[4 * i], &mine[i], 4);
-  REQUIRE(c.send_line(R"({"v":1,"op":"average","sizes":[2,3],"data":")" +
-                      base64_encode(bytes.data(), bytes.size()) + R"("})"));
+  buf.fill(mine);
+  REQUIRE(c.send_line_with_fd(average_line({2, 3}), buf.fd()));
   CHECK_FALSE(c.line(300ms));
   REQUIRE(eventually([&] { return slot->view().average_waiting; }));
   std::vector<std::size_t> sizes;
-  std::vector<float> got;
-  REQUIRE(slot->take_average(sizes, got));
+  std::shared_ptr<shared_floats> shared;
+  REQUIRE(slot->take_average(sizes, shared));
   CHECK(sizes == std::vector<std::size_t>{2, 3});
-  CHECK(same_bits(got, mine));
-  CHECK_FALSE(slot->take_average(sizes, got));  // taken once
+  REQUIRE(shared);
+  CHECK(shared->size() == 5);
+  CHECK(same_bits(values_of(*shared, 5), mine));
+  CHECK_FALSE(slot->take_average(sizes, shared));  // taken once
   const std::vector<float> mean = {0.25f, std::nanf("7"), -1e30f, 5e-45f, 2.0f};
-  slot->answer_average({2, 3}, mean, 3, 321);
+  std::memcpy(shared->data(), mean.data(), mean.size() * sizeof(float));
+  slot->answer_average({2, 3}, 3, 321);
   json avg = c.reply();
+  CHECK(avg.at("v") == 2);
   CHECK(avg.at("op") == "averaged");
   CHECK(avg.at("copies") == 3);
   CHECK(avg.at("step") == 321);
   CHECK(avg.at("sizes") == json::array({2, 3}));
-  auto decoded = base64_decode(avg.at("data").get<std::string>());
-  REQUIRE(decoded);
-  REQUIRE(decoded->size() == 20);
-  std::vector<float> back(5);
-  std::memcpy(back.data(), decoded->data(), 20);
-  CHECK(same_bits(back, mean));
+  CHECK_FALSE(avg.contains("data"));
+  CHECK(same_bits(buf.values(), mean));  // the mean is in the program's own mapping
   CHECK_FALSE(slot->view().average_waiting);
+  shared.reset();  // the node lets go of its mapping; the program's stays
+  CHECK(same_bits(buf.values(), mean));
 
   // complete -> exit; the program's close is a close without a protocol error.
-  REQUIRE(c.send_line(R"({"v":1,"op":"complete","steps":9,"accuracy":0.9})"));
+  REQUIRE(c.send_line(R"({"v":2,"op":"complete","steps":9,"accuracy":0.9})"));
   CHECK(c.reply().at("op") == "exit");
   v = slot->view();
   CHECK(v.complete);
@@ -285,7 +376,7 @@ TEST_CASE("lease server: lines split across writes and several lines in one writ
 
   // Three reports in one write, and the start of a fourth that ends in a later write.
   REQUIRE(c.send(report_line(1) + "\n" + report_line(2) + "\n" + report_line(3) + "\n" +
-                 R"({"v":1,"op":"rep)"));
+                 R"({"v":2,"op":"rep)"));
   for (int i = 0; i < 3; ++i) CHECK(c.reply().at("op") == "lease");
   CHECK_FALSE(c.line(100ms));
   REQUIRE(eventually([&] { return slot->view().steps == 3; }));
@@ -365,12 +456,14 @@ TEST_CASE("lease server: a version the node does not speak is named with its own
   served s;
   auto slot = registered(*s.server, 1);
   client c(s.server->path());
-  expect_refused(c, {R"({"v":2,"op":"hello","token":")" + token(1) + R"(","pid":5})"},
-                 "protocol version 2 is not spoken here (this node speaks 1)");
+  // A version 1 program (the node speaks 2) is told both versions.
+  expect_refused(c, {R"({"v":1,"op":"hello","token":")" + token(1) + R"(","pid":5})"},
+                 "protocol version 1 is not spoken here (this node speaks 2)");
   // The refused hello named a registered token: its slot knows why at once, and the token
   // cannot be used again.
   REQUIRE(eventually([&] { return slot->view().closed; }));
-  CHECK(has(slot->view().protocol_error, "protocol version 2"));
+  CHECK(has(slot->view().protocol_error,
+            "protocol version 1 is not spoken here (this node speaks 2)"));
   CHECK_FALSE(slot->view().said_hello);
   client again(s.server->path());
   expect_refused(again, {hello_line(token(1))}, "was used already");
@@ -387,16 +480,24 @@ TEST_CASE("lease server: garbage and messages out of order close the connection"
   };
   const std::vector<bad_case> cases = {
       {"not JSON", false, {"hello there"}, "not a line of JSON"},
-      {"not JSON after hello", true, {"{\"v\":1,"}, "not a line of JSON"},
-      {"unknown op", true, {R"({"v":1,"op":"dance"})"}, "unknown op 'dance'"},
+      {"not JSON after hello", true, {"{\"v\":2,"}, "not a line of JSON"},
+      {"unknown op", true, {R"({"v":2,"op":"dance"})"}, "unknown op 'dance'"},
       {"wrong type",
        true,
-       {R"({"v":1,"op":"report","steps":"many"})"},
+       {R"({"v":2,"op":"report","steps":"many"})"},
        "'report': field 'steps' must be an integer"},
       {"version after hello",
        true,
        {R"({"v":3,"op":"report","steps":1})"},
-       "protocol version 3 is not spoken here (this node speaks 1)"},
+       "protocol version 3 is not spoken here (this node speaks 2)"},
+      {"version 1 after hello",
+       true,
+       {R"({"v":1,"op":"report","steps":1})"},
+       "protocol version 1 is not spoken here (this node speaks 2)"},
+      {"version 1's average, data in the line",
+       true,
+       {R"({"v":2,"op":"average","sizes":[1],"data":"AACAPw=="})"},
+       "'average': field 'data' is lease protocol version 1's"},
       {"report before hello",
        false,
        {report_line(1)},
@@ -412,12 +513,11 @@ TEST_CASE("lease server: garbage and messages out of order close the connection"
        "field 'steps' went down from 5 to 4"},
       {"average twice",
        true,
-       {R"({"v":1,"op":"average","sizes":[],"data":""})",
-        R"({"v":1,"op":"average","sizes":[],"data":""})"},
+       {with_memfd + average_line({}), with_memfd + average_line({})},
        "'average' sent again before the node answered the first"},
       {"after complete",
        true,
-       {R"({"v":1,"op":"complete","steps":1})", report_line(1)},
+       {R"({"v":2,"op":"complete","steps":1})", report_line(1)},
        "'report' after 'complete'"},
   };
   int n = 100;
@@ -534,12 +634,21 @@ TEST_CASE("lease server: remove() closes a connection, and answers to a gone one
 
   REQUIRE(d.send_line(hello_line(token(2))));
   CHECK(d.reply().at("op") == "lease");
-  REQUIRE(d.send_line(R"({"v":1,"op":"average","sizes":[1],"data":"AACAPw=="})"));
+  program_buffer buf(1);
+  buf.fill({1.0f});
+  REQUIRE(d.send_line_with_fd(average_line({1}), buf.fd()));
   REQUIRE(eventually([&] { return waiting->view().average_waiting; }));
   d.close();
   REQUIRE(eventually([&] { return waiting->view().closed; }));
-  waiting->answer_average({1}, {2.0f}, 1, 1);  // nobody to answer: nothing happens
+  // The buffer outlives the connection (a collective may still run on it) and is still shared.
+  std::vector<std::size_t> sizes;
+  std::shared_ptr<shared_floats> shared;
+  REQUIRE(waiting->take_average(sizes, shared));
+  REQUIRE(shared);
+  shared->data()[0] = 2.0f;
+  waiting->answer_average({1}, 1, 1);  // nobody to answer: nothing happens
   CHECK_FALSE(waiting->view().average_waiting);
+  CHECK(buf.values() == std::vector<float>{2.0f});
 }
 
 TEST_CASE("lease server: shutdown with work in flight, then the slots outlive it",
@@ -557,18 +666,263 @@ TEST_CASE("lease server: shutdown with work in flight, then the slots outlive it
     client c(path);
     REQUIRE(c.send_line(hello_line(token(1))));
     CHECK(c.reply().at("op") == "lease");
-    REQUIRE(c.send_line(R"({"v":1,"op":"average","sizes":[1],"data":"AACAPw=="})"));
+    program_buffer buf(1);
+    REQUIRE(c.send_line_with_fd(average_line({1}), buf.fd()));
     REQUIRE(eventually([&] { return slot->view().average_waiting; }));
     client idle(path);  // a connection that never says hello
     // An answer racing the shutdown: either it is sent or it is dropped, never a crash.
-    std::thread answer([&] { slot->answer_average({1}, {3.0f}, 2, 5); });
+    std::thread answer([&] { slot->answer_average({1}, 2, 5); });
     s.server.reset();
     answer.join();
     CHECK(idle.closed_by_node());
     CHECK(::access(path.c_str(), F_OK) != 0);  // the socket file is gone
   }
   CHECK(slot->view().closed);
-  slot->answer_average({1}, {3.0f}, 2, 5);  // the server is gone: a no-op
+  slot->answer_average({1}, 2, 5);   // the server is gone: a no-op
+  slot->refuse_average("too late");  // so is this
+  CHECK_FALSE(has(slot->view().protocol_error, "too late"));
+}
+
+/// A connection that said hello under token(n) and got its lease.
+void say_hello(client& c, int n) {
+  REQUIRE(c.send_line(hello_line(token(n))));
+  CHECK(c.reply().at("op") == "lease");
+}
+
+/// Expects the connection to get an error line holding every one of `parts`, then the close,
+/// and the slot to record the same reason with no average left waiting; returns the message.
+std::string expect_average_refused(client& c, lease_slot& slot,
+                                   const std::vector<std::string>& parts) {
+  const json e = c.reply();
+  INFO(e.dump());
+  CHECK(e.at("op") == "error");
+  const std::string m = e.value("message", "");
+  for (const auto& p : parts) CHECK(has(m, p));
+  CHECK(c.closed_by_node());
+  REQUIRE(eventually([&] { return slot.view().closed; }));
+  CHECK(slot.view().protocol_error == m);
+  CHECK_FALSE(slot.view().average_waiting);
+  std::vector<std::size_t> sizes;
+  std::shared_ptr<shared_floats> shared;
+  CHECK_FALSE(slot.take_average(sizes, shared));
+  return m;
+}
+
+TEST_CASE("lease server: an average's values go both ways through the program's memfd",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+
+  // The program fills its buffer and sends the line with the memfd.
+  const std::vector<std::size_t> sizes_sent = {3, 0, 4};
+  program_buffer buf(7);
+  const std::vector<float> mine = {1.0f, -2.5f, 3.0f, 0.125f, -0.0f, 6e-40f, 1e38f};
+  buf.fill(mine);
+  REQUIRE(c.send_line_with_fd(average_line(sizes_sent), buf.fd()));
+  REQUIRE(eventually([&] { return slot->view().average_waiting; }));
+  CHECK_FALSE(c.line(100ms));  // nothing before the executor answers
+
+  // The executor sees the program's values in take_average's buffer, and writes the mean there.
+  std::vector<std::size_t> sizes;
+  std::shared_ptr<shared_floats> shared;
+  REQUIRE(slot->take_average(sizes, shared));
+  CHECK(sizes == sizes_sent);
+  REQUIRE(shared);
+  REQUIRE(shared->size() == 7);
+  CHECK(same_bits(values_of(*shared, 7), mine));
+  const std::vector<float> mean = {0.5f, 0.25f, -8.0f, 1e-45f, 42.0f, -1.0f, 3.5f};
+  std::memcpy(shared->data(), mean.data(), mean.size() * sizeof(float));
+  slot->answer_average(sizes, 2, 640);
+
+  // The program reads the averaged line and finds the mean in its own mapping.
+  const json avg = c.reply();
+  CHECK(avg.at("op") == "averaged");
+  CHECK(avg.at("sizes") == json::array({3, 0, 4}));
+  CHECK(avg.at("copies") == 2);
+  CHECK(avg.at("step") == 640);
+  CHECK_FALSE(avg.contains("data"));
+  CHECK(same_bits(buf.values(), mean));
+
+  // A second average reuses the same memfd (sent again: the node's earlier copy is its own),
+  // naming fewer values than it holds; the first buffer is let go first.
+  shared.reset();
+  buf.fill({9.0f, 8.0f});
+  REQUIRE(c.send_line_with_fd(average_line({2}), buf.fd()));
+  REQUIRE(eventually([&] { return slot->view().average_waiting; }));
+  REQUIRE(slot->take_average(sizes, shared));
+  CHECK(sizes == std::vector<std::size_t>{2});
+  REQUIRE(shared);
+  CHECK(shared->size() == 2);
+  CHECK(values_of(*shared, 2) == std::vector<float>{9.0f, 8.0f});
+  shared->data()[0] = 4.0f;
+  shared->data()[1] = 5.0f;
+  slot->answer_average(sizes, 2, 641);
+  CHECK(c.reply().at("step") == 641);
+  const auto after = buf.values();
+  CHECK(after[0] == 4.0f);
+  CHECK(after[1] == 5.0f);
+  CHECK(after[2] == mean[2]);  // past the named values nothing changed
+
+  // The connection goes on as before.
+  REQUIRE(c.send_line(report_line(3)));
+  CHECK(c.reply().at("op") == "lease");
+  CHECK(slot->view().protocol_error.empty());
+}
+
+TEST_CASE("lease server: an 'average' line without its memfd fails the connection",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  auto other = registered(*s.server, 2);
+  client c(s.server->path()), d(s.server->path());
+  say_hello(c, 1);
+  say_hello(d, 2);
+  REQUIRE(c.send_line(average_line({2, 3})));
+  expect_average_refused(
+      c, *slot, {"'average' of 5 float32 values came without its buffers", "memfd", "SCM_RIGHTS"});
+  // Only that connection: the other program averages as it should.
+  program_buffer buf(1);
+  REQUIRE(d.send_line_with_fd(average_line({1}), buf.fd()));
+  REQUIRE(eventually([&] { return other->view().average_waiting; }));
+  CHECK(other->view().protocol_error.empty());
+}
+
+TEST_CASE("lease server: a descriptor not sealed against shrinking is refused",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+  int fd = -1;
+  std::vector<std::string> why;
+  SECTION("a memfd made without MFD_ALLOW_SEALING") {
+    fd = ::memfd_create("unsealed", MFD_CLOEXEC);
+    why = {"not sealed against shrinking", "F_SEAL_SHRINK", "pid 4242"};
+  }
+  SECTION("a sealable memfd sealed against growing only") {
+    fd = ::memfd_create("grow-only", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 64) == 0);
+    REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_GROW) == 0);
+    why = {"not sealed against shrinking", "F_SEAL_SHRINK"};
+  }
+  SECTION("a pipe") {
+    int p[2];
+    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+    ::close(p[0]);
+    fd = p[1];
+    why = {"not a sealable memfd", "MFD_ALLOW_SEALING"};
+  }
+  REQUIRE(fd >= 0);
+  if (::lseek(fd, 0, SEEK_END) == 0) REQUIRE(::ftruncate(fd, 64) == 0);
+  REQUIRE(c.send_line_with_fd(average_line({4, 4}), fd));
+  ::close(fd);
+  expect_average_refused(c, *slot, why);
+}
+
+TEST_CASE("lease server: a memfd smaller than the sizes announce is refused naming both",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+  program_buffer small(4);  // 16 bytes for 2 + 3 values (20 bytes)
+  REQUIRE(c.send_line_with_fd(average_line({2, 3}), small.fd()));
+  expect_average_refused(
+      c, *slot, {"holds 16 bytes", "its sizes announce 5 float32 values (20 bytes)", "pid 4242"});
+}
+
+TEST_CASE("lease server: refuse_average sends an error line and closes the connection",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+  program_buffer buf(3);
+  buf.fill({1.0f, 2.0f, 3.0f});
+  REQUIRE(c.send_line_with_fd(average_line({3}), buf.fd()));
+  REQUIRE(eventually([&] { return slot->view().average_waiting; }));
+  std::vector<std::size_t> sizes;
+  std::shared_ptr<shared_floats> shared;
+  REQUIRE(slot->take_average(sizes, shared));
+  slot->refuse_average("the copies of job 7 announced different sizes: [3] and [4]");
+  slot->answer_average(sizes, 2, 1);  // refused already: no averaged line follows
+  const json e = c.reply();
+  CHECK(e.at("op") == "error");
+  CHECK(e.at("message") == "the copies of job 7 announced different sizes: [3] and [4]");
+  CHECK_FALSE(c.line(200ms));
+  CHECK(c.closed_by_node());
+  REQUIRE(eventually([&] { return slot->view().closed; }));
+  CHECK(slot->view().protocol_error ==
+        "the copies of job 7 announced different sizes: [3] and [4]");
+  CHECK_FALSE(slot->view().average_waiting);
+  CHECK(buf.values() == std::vector<float>{1.0f, 2.0f, 3.0f});  // nothing was written
+}
+
+TEST_CASE("lease server: 16M floats (64 MB) average through the socket",
+          "[lease][server][shared][big]") {
+  // Version 1 put these in the line as base64 (~90 MB, over the line cap: "Broken pipe").
+  constexpr std::size_t n = std::size_t{16} << 20;
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+  program_buffer buf(n);
+  for (std::size_t i = 0; i < n; ++i) buf.data()[i] = static_cast<float>(i);
+  const std::vector<std::size_t> sizes_sent = {n - 1000, 1000};
+  const std::string line = average_line(sizes_sent);
+  CHECK(line.size() < 100);  // the line carries only the sizes
+  REQUIRE(c.send_line_with_fd(line, buf.fd()));
+  REQUIRE(eventually([&] { return slot->view().average_waiting; }, 10s));
+  std::vector<std::size_t> sizes;
+  std::shared_ptr<shared_floats> shared;
+  REQUIRE(slot->take_average(sizes, shared));
+  CHECK(sizes == sizes_sent);
+  REQUIRE(shared);
+  REQUIRE(shared->size() == n);
+  const std::size_t at[] = {0, 1, 4095, 4096, n / 2 + 7, n - 1001, n - 1000, n - 1};
+  for (const auto i : at) {
+    INFO("node, value " << i);
+    CHECK(shared->data()[i] == static_cast<float>(i));
+  }
+  float* d = shared->data();
+  for (std::size_t i = 0; i < n; ++i) d[i] = -0.5f * static_cast<float>(i);
+  slot->answer_average(sizes, 4, 12);
+  const json avg = c.reply(10s);
+  CHECK(avg.at("op") == "averaged");
+  CHECK(avg.at("sizes") == json(sizes_sent));
+  CHECK(avg.at("copies") == 4);
+  for (const auto i : at) {
+    INFO("program, value " << i);
+    CHECK(buf.data()[i] == -0.5f * static_cast<float>(i));
+  }
+  REQUIRE(c.send_line(report_line(1)));
+  CHECK(c.reply().at("op") == "lease");
+  CHECK(slot->view().protocol_error.empty());
+}
+
+TEST_CASE("lease server: descriptors beyond what averages can use fail the connection",
+          "[lease][server][shared]") {
+  served s;
+  auto slot = registered(*s.server, 1);
+  client c(s.server->path());
+  say_hello(c, 1);
+  std::vector<std::unique_ptr<program_buffer>> bufs;
+  std::vector<int> fds;
+  std::string why;
+  SECTION("three waiting (at most two)") {
+    for (int i = 0; i < 3; ++i) bufs.push_back(std::make_unique<program_buffer>(1));
+    why = "3 descriptors are waiting for an 'average' each";
+  }
+  SECTION("more in one message than the node takes") {
+    for (int i = 0; i < 6; ++i) bufs.push_back(std::make_unique<program_buffer>(1));
+    why = "more descriptors came with one message than the node takes";
+  }
+  for (const auto& b : bufs) fds.push_back(b->fd());
+  REQUIRE(c.send_line_with_fds(average_line({1}), fds));
+  expect_average_refused(c, *slot, {why});
 }
 
 TEST_CASE("lease server: start refuses bad paths and replaces a stale socket file",
@@ -666,25 +1020,62 @@ TEST_CASE("lease slot: terms, stop, averages and closing without a socket", "[le
   CHECK(uncapped.terms_now().steps == 12);
 
   // An answer with nothing waiting sends nothing; the first close reason is kept.
-  int sent = 0;
-  uncapped.set_sender([&](std::string) { ++sent; });
-  uncapped.answer_average({1}, {1.0f}, 1, 0);
-  CHECK(sent == 0);
+  std::vector<std::string> sent, refused;
+  uncapped.set_sender([&](std::string l) { sent.push_back(std::move(l)); },
+                      [&](std::string why) { refused.push_back(std::move(why)); });
+  uncapped.answer_average({1}, 1, 0);
+  uncapped.refuse_average("nothing waits");
+  CHECK(sent.empty());
+  CHECK(refused.empty());
+  program_buffer buf(1);
+  buf.fill({4.0f});
+  auto mapped = shared_floats::map(::dup(buf.fd()), 1, "test");
+  REQUIRE(mapped);
   lease_request avg;
   avg.op = request_op::average;
   avg.sizes = {1};
-  avg.data = {4.0f};
-  CHECK(uncapped.on_request(avg).empty());
-  uncapped.answer_average({1}, {1.0f}, 1, 0);
-  uncapped.answer_average({1}, {1.0f}, 1, 0);  // answered already
-  CHECK(sent == 1);
+  CHECK(uncapped.on_request(avg, *mapped).empty());
+  CHECK(uncapped.view().average_waiting);
+  uncapped.answer_average({1}, 2, 9);
+  uncapped.answer_average({1}, 2, 9);  // answered already
+  uncapped.refuse_average("answered already");
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0] == format_averaged({1}, 2, 9));
+  CHECK(refused.empty());
+  CHECK_FALSE(uncapped.view().average_waiting);
   uncapped.on_closed("first reason");
   uncapped.on_closed("second reason");
   CHECK(uncapped.view().protocol_error == "first reason");
   std::vector<std::size_t> sizes;
-  std::vector<float> data;
-  CHECK(uncapped.take_average(sizes, data));  // the buffers stay for the executor
-  CHECK(data == std::vector<float>{4.0f});
+  std::shared_ptr<shared_floats> shared;
+  CHECK(uncapped.take_average(sizes, shared));  // the buffer stays for the executor
+  CHECK(sizes == std::vector<std::size_t>{1});
+  REQUIRE(shared);
+  CHECK(shared.get() == mapped->get());
+  CHECK(shared->data()[0] == 4.0f);
+
+  // refuse_average: the refusal goes once, by the refusing way, and nothing is answered after.
+  lease_slot refusing(t);
+  sent.clear();
+  refusing.set_sender([&](std::string l) { sent.push_back(std::move(l)); },
+                      [&](std::string why) { refused.push_back(std::move(why)); });
+  CHECK(refusing.on_request(avg).empty());  // no buffer: take_average hands out none
+  refusing.refuse_average("the copies disagree on sizes");
+  refusing.refuse_average("twice");
+  refusing.answer_average({1}, 1, 0);
+  CHECK(refused == std::vector<std::string>{"the copies disagree on sizes"});
+  CHECK(sent.empty());
+  CHECK_FALSE(refusing.view().average_waiting);
+  CHECK(refusing.take_average(sizes, shared));
+  CHECK_FALSE(shared);
+  // A closed connection clears both ways.
+  lease_slot gone(t);
+  gone.set_sender([&](std::string l) { sent.push_back(std::move(l)); },
+                  [&](std::string why) { refused.push_back(std::move(why)); });
+  gone.on_request(avg);
+  gone.on_closed("");
+  gone.refuse_average("after the close");
+  CHECK(refused.size() == 1);
 }
 
 TEST_CASE("lease order rules", "[lease][slot]") {
