@@ -21,6 +21,7 @@ ojson job_json(const run_job& rj) {
   j["priority_weight"] = rj.spec.priority_weight;
   if (rj.spec.slo > 0) j["slo"] = rj.spec.slo;
   if (!rj.spec.acceptable_gpus.empty()) j["acceptable_gpus"] = rj.spec.acceptable_gpus;
+  if (rj.spec.max_copies > 0) j["max_copies"] = rj.spec.max_copies;
   j["kind"] = rj.kind;
   j["step_time"] = rj.step_time;
   j["merge"] = train::to_string(rj.merge);

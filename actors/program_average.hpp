@@ -35,12 +35,12 @@ struct copy_offer {
 
 /// Who is in the mean, with what weight (by offer index).
 struct merge_plan {
-  std::size_t count = 0;               ///< values every leader passes to the sum
-  std::vector<double> weight;          ///< 0: not in the mean
-  double total = 0;                    ///< the weights' sum (the divisor)
-  std::int32_t copies = 0;             ///< copies in the mean
-  std::int64_t steps = 0;              ///< their steps, summed
-  std::vector<std::string> left_out;   ///< why a present copy is not in the mean ("" = it is)
+  std::size_t count = 0;              ///< values every leader passes to the sum
+  std::vector<double> weight;         ///< 0: not in the mean
+  double total = 0;                   ///< the weights' sum (the divisor)
+  std::int32_t copies = 0;            ///< copies in the mean
+  std::int64_t steps = 0;             ///< their steps, summed
+  std::vector<std::string> left_out;  ///< why a present copy is not in the mean ("" = it is)
 };
 
 /// The plan of a merge from every leader's offer (see the file comment); `job` names the job

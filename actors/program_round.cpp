@@ -75,6 +75,7 @@ class program_run {
   std::string merge_with_copies(const std::shared_ptr<program::shared_floats>& mine,
                                 std::int64_t steps, std::int32_t& copies, std::int64_t& step);
   void end_all();
+  void refuse_silent_program();
 
   copy_slot& slot_;
   const start_copy& o_;
@@ -315,6 +316,21 @@ void program_run::end_all() {
     if (t.proc) t.proc->kill_and_reap(out_, err_);
 }
 
+/// A program that exited 0 without a word to its node (a script written for torchrun, say)
+/// would be started again every round for ever: the job fails now, naming the client it needs
+/// (not a restart: running it again changes nothing).
+void program_run::refuse_silent_program() {
+  slot_.retry = false;
+  slot_.program_failed = false;
+  slot_.end_step = o_.resume_step;
+  slot_.error = "job " + std::to_string(o_.job) + " copy " + std::to_string(o_.copy) +
+                ": its program exited 0 without a word to its node (no hello on TESSERA_LEASE), "
+                "so the node cannot tell its steps or when it should stop, and it would be "
+                "started again every round. A job of kind \"program\" trains through the tessera "
+                "client: Python `from tessera_client import Lease` (clients/python), C++ "
+                "clients/cpp/tessera_client.hpp; docs/lease-protocol.md";
+}
+
 void program_run::finish() {
   // Anything still in a process group (a program's own children) goes with it.
   for (auto& t : tasks_)
@@ -331,6 +347,7 @@ void program_run::finish() {
     slot_.end_step = o_.resume_step;
     return;
   }
+  if (!v.said_hello) return refuse_silent_program();
   slot_.finished = v.complete || slot_.end_step >= o_.total_steps;
   if (v.accuracy) slot_.accuracy = *v.accuracy;
   const bool writer = o_.copy == 0 && leads();

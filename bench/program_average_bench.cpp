@@ -128,8 +128,8 @@ struct shared_memory {
 
 /// One average: the program (a thread) writes and sends, this thread merges and answers.
 /// Returns the program's seconds; checks the mean.
-double one_average(program::lease_server& server, comm::aggregator& agg, std::size_t n,
-                   int rank, std::unique_ptr<shared_memory>& reuse, std::uint64_t round) {
+double one_average(program::lease_server& server, comm::aggregator& agg, std::size_t n, int rank,
+                   std::unique_ptr<shared_memory>& reuse, std::uint64_t round) {
   const std::string token = std::string(63, 'a') + static_cast<char>('a' + round % 26);
   auto slot = std::make_shared<program::lease_slot>(program::lease_terms{});
   server.add(token, slot);
@@ -141,8 +141,8 @@ double one_average(program::lease_server& server, comm::aggregator& agg, std::si
     if (!reuse) reuse = std::make_unique<shared_memory>(n);
     const float scale = static_cast<float>(rank + 1);
     for (std::size_t i = 0; i < n; ++i) reuse->data[i] = scale * static_cast<float>(i % 7);
-    const auto reply = c.call(
-        "{\"v\":2,\"op\":\"average\",\"sizes\":[" + std::to_string(n) + "]}\n", reuse->fd);
+    const auto reply =
+        c.call("{\"v\":2,\"op\":\"average\",\"sizes\":[" + std::to_string(n) + "]}\n", reuse->fd);
     seconds = std::chrono::duration<double>(bench_clock::now() - t0).count();
     if (reply.find("\"averaged\"") == std::string::npos) die("no averaged reply: " + reply);
     for (std::size_t i = 0; i < n; i += 997)
@@ -205,8 +205,8 @@ int main(int argc, char** argv) {
   if (size != 3) die("run it with mpirun -np 3 (one rank per copy)");
   auto agg = comm::mpi_aggregator::create();
   if (!agg) die(agg.err().message);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tessera-avg-bench-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera-avg-bench-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto server = program::lease_server::start((dir / "lease.sock").string());
   if (!server) die(server.err().message);
@@ -223,11 +223,12 @@ int main(int argc, char** argv) {
       raw.push_back(max_over_ranks(raw_allreduce(buf)));
     }
     if (rank == 0)
-      std::printf("{\"floats\": %zu, \"copies\": 3, \"average_s\": %.4f, "
-                  "\"average_repeat_s\": %.4f, \"allreduce_s\": %.4f, "
-                  "\"average_over_allreduce\": %.2f, \"repeat_over_allreduce\": %.2f}\n",
-                  n, median(first), median(repeat), median(raw), median(first) / median(raw),
-                  median(repeat) / median(raw));
+      std::printf(
+          "{\"floats\": %zu, \"copies\": 3, \"average_s\": %.4f, "
+          "\"average_repeat_s\": %.4f, \"allreduce_s\": %.4f, "
+          "\"average_over_allreduce\": %.2f, \"repeat_over_allreduce\": %.2f}\n",
+          n, median(first), median(repeat), median(raw), median(first) / median(raw),
+          median(repeat) / median(raw));
     std::fflush(stdout);
   }
   server->reset();

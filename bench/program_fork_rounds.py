@@ -33,6 +33,7 @@ env = {{ OMP_NUM_THREADS = "1" }}
 total_steps = 20000
 step_time = 0.004
 merge = "{merge}"
+max_copies = 3
 grace_seconds = 30
 """)
     out = os.path.join(tmp, f"{policy}-{merge}-{seed}.json")

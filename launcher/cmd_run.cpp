@@ -60,7 +60,10 @@ void add_options(po::options_description& d, run_options& o) {
       "policy", po::value(&s.policy)->default_value(s.policy), "policy (see `tessera policies`)")(
       "policy-arg", po::value(&o.policy_args)->composing(),
       "policy option key=value (repeatable; value a number, or true/false)")(
-      "round-length", po::value(&s.round_length)->default_value(1.0), "seconds per round")(
+      "round-length", po::value(&s.round_length)->default_value(s.serve ? 30.0 : 1.0),
+      s.serve ? "seconds per round: a program job starts its process afresh every round, so "
+                "a standing cluster's rounds leave it tens of seconds to train"
+              : "seconds per round")(
       "local", po::value(&o.local)->default_value(0),
       "start this many node processes here (fork/exec), no mpirun needed")(
       "launcher", po::value(&o.launcher)->default_value(o.launcher),

@@ -374,6 +374,7 @@ class hadar_policy final : public policy {
       for (std::size_t o = 0; o < rd.info.size() && rd.free_total > 0; ++o) {
         if (rd.copies[o] != copy) continue;
         const job_view& jv = s.jobs[rd.info[o].index];
+        if (copy >= fork_limit(s, *jv.spec, p_.max_copies)) continue;          // its own limit
         if (rd.copy_rate[o] * s.round_length >= jv.remaining_steps) continue;  // ends this round
         const candidate c = dual(s, rd.info[o], rd.copy_servers[o], rd);
         if (c.payoff > 0) admit(s, classes_, o, c, rd);

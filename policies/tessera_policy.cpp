@@ -133,7 +133,8 @@ class tessera_policy final : public policy {
       for (const std::size_t i : order) {
         if (filler.free_total() == 0) return;
         const job_view& jv = s.jobs[i];
-        if (!(rate[i] > 0) || copies[i] != copy) continue;  // unplaced, or done forking
+        if (!(rate[i] > 0) || copies[i] != copy) continue;             // unplaced, or done forking
+        if (copy >= fork_limit(s, *jv.spec, p_.max_copies)) continue;  // its own limit
         const double now_eff = eff(s, jv, copy);
         if (jv.remaining_steps <= now_eff * rate[i] * s.round_length) continue;
         const double next_eff = eff(s, jv, copy + 1);

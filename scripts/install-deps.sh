@@ -9,6 +9,7 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       gnuplot-nox python3
       python3-matplotlib   # `tessera plot` (scripts/plot.py)
       python3-numpy python3-sklearn python3-torch   # the program examples (examples/*_elastic)
+      python3-venv python3-pip python3-setuptools   # the Python client in a venv (PEP 668)
       clang-16 libfuzzer-16-dev    # clang-16 and libFuzzer: the fuzz targets (fuzz/)
       clang-format-14 clang-tidy-14   # scripts/check_format.sh (.clang-format), .clang-tidy
       chromium)   # headless, for the dashboard's browser test (tests/dashboard)

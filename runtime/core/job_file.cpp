@@ -260,6 +260,8 @@ result<job> read_job(const std::string& path, const toml::table& t, table_reader
       "slo", false, [](double v) { return v == -1 || (v > 0 && v <= limits::max_seconds); },
       slo_expect.c_str());
   const auto id = r.integer("id", false, 0, limits::max_job_id, id_expect.c_str());
+  const auto copies = r.integer("max_copies", false, 1, limits::max_gpus,
+                                "an integer from 1 (never forked) to the most GPUs a job may hold");
   if (r.err()) return *r.err();
   auto acceptable = read_acceptable_gpus(path, t);
   if (!acceptable) return acceptable.err();
@@ -275,6 +277,8 @@ result<job> read_job(const std::string& path, const toml::table& t, table_reader
   j.slo = slo.value_or(-1.0);
   j.acceptable_gpus = std::move(*acceptable);
   j.id = id ? static_cast<job_id>(*id) : static_cast<job_id>(index);
+  // A program's copies merge only if it calls `average`: it is forked when it says so.
+  j.max_copies = copies ? static_cast<int>(*copies) : run_kind && *run_kind == program_kind ? 1 : 0;
   return j;
 }
 
@@ -310,12 +314,14 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
     const std::string label = origin.indexed ? path + ", job[" + std::to_string(i) + "]" : path;
     table_reader r(label, t, "[[job]]");
     if (extras)
-      r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo",
-                    "id", "acceptable_gpus", "kind", "seed", "step_time", "target_loss", "merge",
-                    "config", "command", "workdir", "env", "max_restarts", "grace_seconds"});
+      r.allow_only({"job_type",        "scale_factor", "total_steps",  "arrival",
+                    "priority_weight", "slo",          "id",           "acceptable_gpus",
+                    "max_copies",      "kind",         "seed",         "step_time",
+                    "target_loss",     "merge",        "config",       "command",
+                    "workdir",         "env",          "max_restarts", "grace_seconds"});
     else
       r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo",
-                    "id", "acceptable_gpus"});
+                    "id", "acceptable_gpus", "max_copies"});
     run_extras ex;
     if (extras) {
       auto read = read_run_extras(label, origin.base_dir, t, r, known_kinds);

@@ -13,6 +13,10 @@
 ///   id = 7                                    # optional; default: position in the file
 ///   acceptable_gpus = [2, 4, 8]               # optional: GPU counts the job accepts (read by
 ///                                             # hops); default: [scale_factor]
+///   max_copies = 3                            # optional, >= 1: most copies a policy may fork
+///                                             # it into (1 = never); default: no limit, but 1
+///                                             # for a program (its copies merge only if it
+///                                             # calls average: say so with max_copies > 1)
 ///
 /// A run's job-set file (`tessera run`, read by load_run_jobs) also takes, per [[job]]:
 ///   kind = "mlp"          # required: the trainable kind (see train::builtin_trainables)

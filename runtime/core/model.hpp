@@ -58,6 +58,10 @@ struct job {
   /// {scale_factor}. Only policies that choose a job's GPU count (hops) read it; the others
   /// always give the job scale_factor GPUs.
   std::vector<int> acceptable_gpus;
+  /// Most copies a policy may fork the job into (HadarE; 0 = as many as the policy likes, 1 =
+  /// never forked). A job file's `max_copies`; a program job is 1 unless it says otherwise,
+  /// since its copies merge only if the program calls `average`. validate_plan enforces it.
+  int max_copies = 0;
   // Gavel trace fields, kept for round trips.
   std::string command;
   std::string working_dir;

@@ -4,6 +4,7 @@
 /// jobs goes in, a `round_plan` comes out. Gavel-style policies produce an `allocation` (time
 /// fractions per GPU type) which the shared mechanism turns into a round plan.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -101,7 +102,8 @@ struct snapshot {
   /// by server entity (hops) read it; the Gavel family uses `job_view::throughput`.
   const server_throughput* rates = nullptr;
   /// Most copies per job the executor can run (0 = no limit). The actor runtime sets 1 when
-  /// its nodes cannot merge copies (no aggregator, e.g. --local); forking policies obey it.
+  /// its nodes cannot merge copies (no aggregator, e.g. --local); forking policies obey it
+  /// (fork_limit), as they obey each job's own job::max_copies.
   int copy_limit = 0;
   /// How the executor values a forked job's copies (runtime/core/copy_efficiency.hpp): its
   /// progress is fork_efficiency->factor(job type, copies) times the sum of their steps. A
@@ -127,5 +129,15 @@ struct allocation {
   std::vector<std::vector<double>> x;
   std::vector<pair_allocation> pairs;
 };
+
+/// Most copies a policy whose own limit is `policy_max` may fork job `j` into this round: the
+/// least of its limit, the executor's (snapshot::copy_limit) and the job's (job::max_copies),
+/// ignoring those that are 0 (no limit).
+inline int fork_limit(const snapshot& s, const job& j, int policy_max) {
+  int most = policy_max;
+  if (s.copy_limit > 0) most = std::min(most, s.copy_limit);
+  if (j.max_copies > 0) most = std::min(most, j.max_copies);
+  return std::max(1, most);
+}
 
 }  // namespace tessera

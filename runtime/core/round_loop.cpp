@@ -199,7 +199,13 @@ status check_plan(const cluster& cl, const round_plan& p, const std::string& pol
     if (at == job_index::npos)
       return error{error_kind::internal, policy_name + " placed job " + std::to_string(key.job) +
                                              ", which is not active"};
-    const int k = (*jobs)[at].spec->scale_factor;
+    const job& spec = *(*jobs)[at].spec;
+    if (spec.max_copies > 0 && key.copy >= spec.max_copies)
+      return error{error_kind::internal, policy_name + " forked job " + std::to_string(key.job) +
+                                             " into copy " + std::to_string(key.copy) +
+                                             "; it allows at most " +
+                                             std::to_string(spec.max_copies) + " (max_copies)"};
+    const int k = spec.scale_factor;
     if (use.all_tasks && use.tasks != k)
       return error{error_kind::internal,
                    policy_name + " placed " + std::to_string(use.tasks) +

@@ -62,7 +62,8 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
       misbehave_job(4, "never", 60, 0, 1) + misbehave_job(5, "garbage", 60, 0, 1) +
       misbehave_job(6, "orphan", 60, 0, 1) + misbehave_job(7, "hang_after_lease", 60, 0, 1) +
       misbehave_job(8, "version", 60, 0, 1) + misbehave_job(9, "oversized", 60, 0, 1) +
-      misbehave_job(10, "stubborn", 60, 0, 0.4) + misbehave_job(11, "slow_start", 60, 0, 3);
+      misbehave_job(10, "stubborn", 60, 0, 0.4) + misbehave_job(11, "slow_start", 60, 0, 3) +
+      misbehave_job(12, "plain", 60, 0, 3);
   const auto jf = dir.write("jobs.toml", jobs);
   auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
                      jf + " --policy fifo --round-length 1.2 --checkpoint-dir " + dir.file("ckpt") +
@@ -71,7 +72,7 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   CHECK(o.code == 1);  // some jobs failed: the run says so
   const auto sum = load_json(dir.file("sum.json"));
   CHECK_FALSE(sum["ok"].get<bool>());
-  CHECK(has(sum["error"].get<std::string>(), "2, 3, 4, 5, 6, 7, 8, 9, 10"));
+  CHECK(has(sum["error"].get<std::string>(), "2, 3, 4, 5, 6, 7, 8, 9, 10, 12"));
   // A well-behaved program finishes; its steps are the ones it reported.
   const auto& ok = job_of(sum, 0);
   CHECK(ok["finished"].get<bool>());
@@ -116,6 +117,14 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   CHECK(slow["steps"].get<int>() == 60);
   CHECK(slow["startup_seconds"].get<double>() > 1.2);
   CHECK(has(o.out, "job 11: its program took"));  // the warning about its slow start
+  // A program that exits 0 without a word to its node (a script written for torchrun) is
+  // refused at once, naming the client, instead of being restarted for ever.
+  const auto& plain = job_of(sum, 12);
+  INFO("job 12: " << plain["failure"].get<std::string>());
+  CHECK(plain["failed"].get<bool>());
+  CHECK(plain["program_failures"].get<int>() == 0);
+  CHECK(has(plain["failure"].get<std::string>(), "exited 0 without a word to its node"));
+  CHECK(has(plain["failure"].get<std::string>(), "from tessera_client import Lease"));
   // No program, and no child a program left, outlives the run.
   CHECK(find_process("misbehave.py") == -1);
   CHECK(find_process("sleep 997") == -1);
@@ -124,11 +133,12 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
 TEST_CASE("(u) forked program copies average known buffers exactly across nodes",
           "[mpi][program][fork]") {
   scratch_dir dir("program_average");
-  const auto jf = dir.write("jobs.toml",
-                            "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
-                            "\"average_check.py\", \"1200\"]\nworkdir = \"" +
-                                programs_dir +
-                                "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\n");
+  const auto jf = dir.write(
+      "jobs.toml",
+      "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+      "\"average_check.py\", \"1200\"]\nworkdir = \"" +
+          programs_dir +
+          "\"\ntotal_steps = 1200\nstep_time = 0.002\ngrace_seconds = 10\nmax_copies = 3\n");
   const auto sum = run_on_three(dir, jf, "hadare", "0.8");
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
@@ -155,11 +165,12 @@ TEST_CASE("(u2) forked program copies average 100M floats exactly across nodes",
           "[mpi][program][fork]") {
   // 400 MB a copy: version 1 of the lease protocol broke at 64 MB ("Broken pipe").
   scratch_dir dir("program_average_big");
-  const auto jf = dir.write("jobs.toml",
-                            "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
-                            "\"average_check.py\", \"6000\", \"100000000\"]\nworkdir = \"" +
-                                programs_dir +
-                                "\"\ntotal_steps = 6000\nstep_time = 0.002\ngrace_seconds = 30\n");
+  const auto jf = dir.write(
+      "jobs.toml",
+      "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", "
+      "\"average_check.py\", \"6000\", \"100000000\"]\nworkdir = \"" +
+          programs_dir +
+          "\"\ntotal_steps = 6000\nstep_time = 0.002\ngrace_seconds = 30\nmax_copies = 3\n");
   const auto sum = run_on_three(dir, jf, "hadare", "3");
   const auto& j = sum["jobs"][0];
   CHECK(j["finished"].get<bool>());
@@ -183,7 +194,7 @@ TEST_CASE("(u3) a copy killed while its average waits: the others carry on, the 
                             "\"average_check.py\", \"1200\"]\nworkdir = \"" +
                                 programs_dir +
                                 "\"\nenv = { AVERAGE_CHECK_DIE_COPY = \"1\" }\ntotal_steps = 1200\n"
-                                "step_time = 0.002\ngrace_seconds = 10\n");
+                                "step_time = 0.002\ngrace_seconds = 10\nmax_copies = 3\n");
   std::string out;
   const auto sum = run_on_three(dir, jf, "hadare", "0.8", &out);
   const auto& j = sum["jobs"][0];

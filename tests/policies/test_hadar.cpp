@@ -11,6 +11,7 @@
 #include "policies/hadar.hpp"
 #include "policies/registry.hpp"
 #include "runtime/core/metrics.hpp"
+#include "runtime/core/round_loop.hpp"
 #include "runtime/sim/sim.hpp"
 #include "tests/support.hpp"
 
@@ -69,6 +70,28 @@ class hadar_checker final : public policy {
   int max_copies_;
 };
 
+/// Records the most copies each job was planned as.
+class copy_counter final : public policy {
+ public:
+  explicit copy_counter(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
+  result<round_plan> plan(const snapshot& s) override {
+    auto p = inner_->plan(s);
+    if (!p) return p;
+    for (const auto& as : p->assignments) {
+      most[as.job] = std::max(most[as.job], as.copy + 1);
+      forked = forked || as.copy > 0;
+    }
+    return p;
+  }
+  std::map<job_id, int> most;
+  bool forked = false;
+
+ private:
+  std::unique_ptr<policy> inner_;
+};
+
 hadar_params hand_params() {
   hadar_params p;
   p.price_low = 0.15;
@@ -108,6 +131,54 @@ TEST_CASE("hadar/hadare: valid plans on random clusters, every job finishes",
     }
     if (max_copies > 1) CHECK(forked_rounds > 0);  // HadarE did fork somewhere
   }
+}
+
+TEST_CASE("forking policies never fork a job past its own max_copies", "[policies][property]") {
+  // Half the jobs may not be forked (max_copies = 1, as a program that does not average), the
+  // rest at most twice: hadare and tessera keep to both on random clusters, and the round
+  // loop's validation would refuse a plan that did not.
+  for (const char* name : {"hadare", "tessera"}) {
+    std::mt19937 rng(4242);
+    int forked = 0;
+    for (int trial = 0; trial < 30; ++trial) {
+      auto in = random_instance(rng);
+      for (auto& j : in.jobs) j.max_copies = j.id % 2 == 0 ? 1 : 2;
+      INFO(name << " trial " << trial);
+      auto made = make_policy(name, {{"max_copies", 3}});
+      REQUIRE(made);
+      copy_counter pol(std::move(made.value()));
+      auto r = simulate(in.cl, in.table, in.jobs, pol, sim_config{});
+      REQUIRE(r);  // validate_plan ran every round
+      CHECK(r->complete);
+      for (const auto& [id, n] : pol.most) CHECK(n <= (id % 2 == 0 ? 1 : 2));
+      forked += pol.forked ? 1 : 0;
+    }
+    CHECK(forked > 0);  // the jobs that may be forked were, somewhere
+  }
+}
+
+TEST_CASE("validate_plan refuses a copy past the job's max_copies", "[policies][round_loop]") {
+  const cluster cl = make_cluster({{0, "a", "v100", 0, 1, 1.0}, {0, "b", "v100", 0, 1, 1.0}});
+  job j;
+  j.id = 4;
+  j.job_type = "x";
+  j.total_steps = 100;
+  j.max_copies = 1;
+  std::vector<job_view> views(1);
+  views[0].spec = &j;
+  views[0].throughput = {1.0};
+  snapshot s;
+  s.cl = &cl;
+  s.jobs = views;
+  round_plan p;
+  p.assignments.push_back(assignment{4, 0, 0, {{0, 1}}});
+  p.assignments.push_back(assignment{4, 1, 0, {{1, 1}}});
+  auto st = validate_plan(s, p, "somepolicy");
+  REQUIRE_FALSE(st);
+  CHECK(st.err().message ==
+        "somepolicy forked job 4 into copy 1; it allows at most 1 (max_copies)");
+  j.max_copies = 2;
+  CHECK(validate_plan(s, p, "somepolicy"));
 }
 
 TEST_CASE("hadar: the exponential price, hand-checked", "[policies][hadar]") {

@@ -32,9 +32,10 @@ result<std::shared_ptr<shared_floats>> shared_floats::map(int fd, std::size_t co
                       errno_text(errno) + "); make it with memfd_create(MFD_ALLOW_SEALING)");
   if (!(seals & F_SEAL_SHRINK))
     return refuse(fd, error_kind::invalid_input,
-                  who + ": the memfd sent with 'average' is not sealed against shrinking "
-                        "(fcntl F_ADD_SEALS, F_SEAL_SHRINK): the node will not map a file its "
-                        "owner could cut short under it");
+                  who +
+                      ": the memfd sent with 'average' is not sealed against shrinking "
+                      "(fcntl F_ADD_SEALS, F_SEAL_SHRINK): the node will not map a file its "
+                      "owner could cut short under it");
   struct stat st {};
   if (::fstat(fd, &st) != 0)
     return refuse(fd, error_kind::io, who + ": cannot stat the memfd: " + errno_text(errno));

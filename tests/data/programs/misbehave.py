@@ -5,7 +5,8 @@ misbehaves on request: tests/mpi/test_program_run.cpp runs it under `tessera run
 usage: misbehave.py MODE [STEP_SECONDS]
 MODE: ok | crash | crash_once | silent | garbage | oversized | version | never | orphan |
       hang_after_lease | stubborn | slow_start (as ok after MISBEHAVE_START seconds, 2 if unset)
-Every mode but `never` says hello; `ok` steps until its lease ends, writes its step to the
+      | plain (exits 0 at once without a word to the node, as a script written for torchrun)
+Every mode but `never` and `plain` says hello; `ok` steps until its lease ends, writes its step to the
 checkpoint directory and exits 0 (complete once the job's total is reached).
 """
 import json
@@ -33,6 +34,9 @@ def ask(s, f, msg):
     line = f.readline()
     return json.loads(line) if line else None
 
+
+if mode == "plain":
+    sys.exit(0)
 
 if mode == "never":
     time.sleep(600)

@@ -70,6 +70,28 @@ TEST_CASE("a program job's defaults: the job file's directory, 3 restarts, 30 s 
   CHECK(j.program.env.empty());
 }
 
+TEST_CASE(
+    "max_copies: a program is never forked unless it says so, a trainable as the policy likes",
+    "[io][job_file][program]") {
+  const auto p = temp_file("max_copies.toml",
+                           "[[job]]\nkind = \"program\"\ncommand = [\"true\"]\ntotal_steps = 5\n\n"
+                           "[[job]]\nkind = \"program\"\ncommand = [\"true\"]\ntotal_steps = 5\n"
+                           "max_copies = 3\n\n"
+                           "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n\n"
+                           "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\nmax_copies = 2\n");
+  auto r = load_run_jobs(p, &kinds);
+  REQUIRE(r);
+  CHECK((*r)[0].spec.max_copies == 1);  // a program that does not say: one copy
+  CHECK((*r)[1].spec.max_copies == 3);
+  CHECK((*r)[2].spec.max_copies == 0);  // a trainable merges itself: the policy's choice
+  CHECK((*r)[3].spec.max_copies == 2);
+  CHECK(has(run_jobs_error("p_copies0",
+                           "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\nmax_copies = 0\n"
+                           "total_steps = 5\n",
+                           4, "max_copies"),
+            "an integer from 1 (never forked)"));
+}
+
 TEST_CASE("bad program jobs are refused naming the file, line and field",
           "[io][job_file][program]") {
   run_jobs_error("p_nocmd", "[[job]]\nkind = \"program\"\ntotal_steps = 5\n", 1, "command");
