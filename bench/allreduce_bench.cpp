@@ -41,6 +41,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "bench/bench_cli.hpp"
 #include "runtime/node/comm/mpi_aggregator.hpp"
 #include "runtime/node/comm/work_queue.hpp"
 
@@ -48,10 +49,7 @@ using namespace tessera::comm;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using tessera::bench::median;
 
 /// Max over ranks of a duration measured between barriers.
 double max_over_ranks(double t) {

@@ -1,5 +1,6 @@
 #pragma once
 // Command-line helpers shared by the bench programs.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -16,6 +17,12 @@ std::vector<T> parse_list(const std::string& s) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(static_cast<T>(std::atof(item.c_str())));
   return out;
+}
+
+/// The median of `v` (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 /// The value of option argv[i], advancing i past it; exits with code 2 naming the option when

@@ -8,10 +8,7 @@
 // answering each at once.
 //
 //   build/bench_lease_rtt_bench [--reports 20000] [--warmup 1000] [--floats 0] [--averages 20]
-#include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_cli.hpp"
+#include "bench/lease_line_client.hpp"
 #include "runtime/node/program/lease_server.hpp"
 
 using namespace tessera;
@@ -38,63 +36,7 @@ namespace {
   std::exit(1);
 }
 
-/// A blocking client: one line out, one line back.
-class line_client {
- public:
-  explicit line_client(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
-      die("cannot connect to " + path);
-  }
-  ~line_client() { ::close(fd_); }
-
-  /// Sends `line` (with its '\n'; `fd` attached when not -1) and returns the reply line.
-  std::string call(const std::string& line, int fd = -1) {
-    std::size_t at = 0;
-    if (fd >= 0) {
-      iovec iov{const_cast<char*>(line.data()), line.size()};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* h = CMSG_FIRSTHDR(&msg);
-      h->cmsg_level = SOL_SOCKET;
-      h->cmsg_type = SCM_RIGHTS;
-      h->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
-      const auto n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-      if (n <= 0) die("sendmsg failed");
-      at = static_cast<std::size_t>(n);
-    }
-    for (; at < line.size();) {
-      const auto n = ::send(fd_, line.data() + at, line.size() - at, MSG_NOSIGNAL);
-      if (n <= 0) die("send failed");
-      at += static_cast<std::size_t>(n);
-    }
-    std::size_t scanned = 0;  // a long reply comes in many reads: each byte is looked at once
-    for (;;) {
-      if (const auto nl = buf_.find('\n', scanned); nl != std::string::npos) {
-        std::string out = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return out;
-      }
-      scanned = buf_.size();
-      char chunk[1 << 16];
-      const auto n = ::recv(fd_, chunk, sizeof(chunk), 0);
-      if (n <= 0) die("the server closed the connection");
-      buf_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string buf_;
-};
+using line_client = bench::lease_line_client;
 
 /// p50 / p99 / max of `us`, printed as one line.
 void print_stats(const char* what, std::vector<double> us) {

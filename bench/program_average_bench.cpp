@@ -15,17 +15,13 @@
 // Then MPI_Allreduce(MPI_IN_PLACE, SUM) of the same floats on MPI_COMM_WORLD, a touched buffer.
 // Prints one JSON object per size: medians in seconds, and average / allreduce.
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -35,6 +31,8 @@
 #include <mpi.h>
 
 #include "actors/program_average.hpp"
+#include "bench/bench_cli.hpp"
+#include "bench/lease_line_client.hpp"
 #include "runtime/node/comm/mpi_aggregator.hpp"
 #include "runtime/node/program/lease_server.hpp"
 
@@ -49,64 +47,13 @@ namespace {
   std::exit(1);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double max_over_ranks(double t) {
   double m = 0;
   MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return m;
 }
 
-/// The program's end of the lease socket: lines out (one with a descriptor), lines back.
-class program_end {
- public:
-  explicit program_end(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
-      die("cannot connect to " + path);
-  }
-  ~program_end() { ::close(fd_); }
-
-  std::string call(const std::string& line, int fd = -1) {
-    iovec iov{const_cast<char*>(line.data()), line.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (fd >= 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* h = CMSG_FIRSTHDR(&msg);
-      h->cmsg_level = SOL_SOCKET;
-      h->cmsg_type = SCM_RIGHTS;
-      h->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(h), &fd, sizeof fd);
-    }
-    if (::sendmsg(fd_, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
-      die("sendmsg failed");
-    for (;;) {
-      if (const auto nl = buf_.find('\n'); nl != std::string::npos) {
-        std::string out = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return out;
-      }
-      char chunk[4096];
-      const auto n = ::recv(fd_, chunk, sizeof chunk, 0);
-      if (n <= 0) die("the lease server closed the connection");
-      buf_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string buf_;
-};
+using program_end = bench::lease_line_client;
 
 /// A sealed memfd of `n` floats, mapped.
 struct shared_memory {
@@ -227,8 +174,8 @@ int main(int argc, char** argv) {
           "{\"floats\": %zu, \"copies\": 3, \"average_s\": %.4f, "
           "\"average_repeat_s\": %.4f, \"allreduce_s\": %.4f, "
           "\"average_over_allreduce\": %.2f, \"repeat_over_allreduce\": %.2f}\n",
-          n, median(first), median(repeat), median(raw), median(first) / median(raw),
-          median(repeat) / median(raw));
+          n, bench::median(first), bench::median(repeat), bench::median(raw),
+          bench::median(first) / bench::median(raw), bench::median(repeat) / bench::median(raw));
     std::fflush(stdout);
   }
   server->reset();
