@@ -7,17 +7,25 @@
 # corpus (fuzz/README.md). The presets are CMakePresets.json's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-python3 scripts/check_shape.py   # layering, function and file sizes, folder shares
-bash scripts/check_format.sh     # .clang-format, applied to every C++ source
-bash scripts/build.sh
-ctest --preset default -j"$(nproc)"
+# Each phase prints its wall time, so a slow CI run says where the time went.
+suite_start=$SECONDS
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== suite: $name"
+  "$@"
+  echo "== suite: $name took $((SECONDS - start)) s (suite so far $((SECONDS - suite_start)) s)"
+}
+phase install-deps bash scripts/install-deps.sh
+phase shape python3 scripts/check_shape.py   # layering, function and file sizes, folder shares
+phase format bash scripts/check_format.sh     # .clang-format, applied to every C++ source
+phase build bash scripts/build.sh
+phase tests ctest --preset default -j"$(nproc)"
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != "1" ]; then
-  PRESET=asan bash scripts/build.sh
-  ctest --preset asan -j"$(nproc)"
+  PRESET=asan phase asan-build bash scripts/build.sh
+  phase asan-tests ctest --preset asan -j"$(nproc)"
 fi
 if [ "${TESSERA_SKIP_FUZZ:-0}" != "1" ]; then
-  cmake --preset fuzz >/dev/null
-  cmake --build --preset fuzz -j"$(nproc)"
-  ctest --preset fuzz
+  phase fuzz-build bash -c 'cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j"$(nproc)"'
+  phase fuzz-runs ctest --preset fuzz
 fi
