@@ -54,6 +54,9 @@
 
 namespace tessera::actors {
 
+/// A program's processes parked between rounds on a warm lease (actors/program_round.hpp).
+struct warm_program;
+
 /// One copy of a job held by a node: its model (kept between rounds) and the round it runs.
 /// The worker thread owns every field but `stop` while it runs; the actor reads the results
 /// only after the worker has posted `copy_done` (the mailbox orders the two).
@@ -89,6 +92,11 @@ struct copy_slot {
   bool program_failed = false;   ///< a user's program failed (progress_report::program_failed)
   double startup_seconds = 0;    ///< a program: from its start to its hello (0 = not a program)
   double ema_throughput = 0;     ///< moving average of steps/s over rounds (0 = none yet)
+  bool renewed = false;          ///< a program's processes went on from the round before
+  /// A program's processes waiting, after their lease's end and checkpoint, for the next
+  /// round to renew their lease in place (null: none wait). Dropping the last reference lets
+  /// them go: each is told `exit` and reaped.
+  std::shared_ptr<warm_program> warm;
 };
 
 /// Hooks into a copy's checkpoints for tests (fault injection); production leaves them empty.

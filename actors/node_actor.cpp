@@ -34,6 +34,7 @@ node_state::~node_state() {
     slot->abort = true;
     if (slot->worker.joinable()) slot->worker.join();
   }
+  for (auto& [t, done] : releasing) t.join();
 }
 
 namespace {
@@ -190,14 +191,32 @@ void fail_unstarted(self_ptr self, copy_slot& slot, const std::string& why) {
 void run_orders(self_ptr self, const round_orders& o) {
   auto& s = self->state;
   s.round = o.round;
-  // Copies not continued this round are dropped (their state is checkpointed).
+  // Copies not continued this round are dropped (their state is checkpointed); programs
+  // parked on a warm lease for them are let go on a thread of their own.
   for (auto it = s.slots.begin(); it != s.slots.end();) {
     bool listed = false;
     for (const auto& c : o.copies) listed = listed || c.id() == it->first;
-    if (!listed && !it->second->worker.joinable())
+    if (!listed && !it->second->worker.joinable()) {
+      if (auto warm = std::move(it->second->warm)) {
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        s.releasing.emplace_back(std::thread([w = std::move(warm), done]() mutable {
+                                   w.reset();
+                                   *done = true;
+                                 }),
+                                 done);
+      }
       it = s.slots.erase(it);
-    else
+    } else {
       ++it;
+    }
+  }
+  for (auto it = s.releasing.begin(); it != s.releasing.end();) {
+    if (!*it->second) {
+      ++it;
+      continue;
+    }
+    it->first.join();
+    it = s.releasing.erase(it);
   }
   s.pending = static_cast<int>(o.copies.size());
   if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);

@@ -26,6 +26,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -93,7 +95,11 @@ struct node_state {
   std::int64_t round = -1;                              ///< current round
   int pending = 0;                                      ///< copies of `round` not done
   std::map<copy_id, std::shared_ptr<copy_slot>> slots;  ///< by job copy
-  static inline const char* name = "tessera.node";      ///< actor name for logs
+  /// Threads letting go of programs parked on a warm lease that no order continued (each is
+  /// told `exit` and reaped off the actor's thread), with a flag each sets when done; the
+  /// done ones are joined at the next round's orders, the rest when the node ends.
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> releasing;
+  static inline const char* name = "tessera.node";  ///< actor name for logs
 };
 
 /// Posted by a worker thread when its round is over: (copy_done_atom, job, copy, round).

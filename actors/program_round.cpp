@@ -39,6 +39,79 @@ struct task_proc {
   bool averaged = false;  ///< its average request was answered
 };
 
+/// Forwards the processes' output until every one has exited or `seconds` have passed.
+void wait_for_exits(std::vector<task_proc>& tasks, double seconds, std::ostream& out,
+                    std::ostream& err) {
+  const auto until = clock_type::now() + secs(seconds);
+  bool running = true;
+  while (running && clock_type::now() < until) {
+    running = false;
+    for (auto& t : tasks)
+      if (t.proc) running = t.proc->poll(20, out, err) || running;
+  }
+}
+
+/// SIGTERM to every process group of `tasks`, then SIGKILL after at most `seconds`, reaped.
+void end_groups(std::vector<task_proc>& tasks, double seconds, std::ostream& out,
+                std::ostream& err) {
+  for (auto& t : tasks)
+    if (t.proc) t.proc->signal_group(SIGTERM);
+  wait_for_exits(tasks, seconds, out, err);
+  for (auto& t : tasks)
+    if (t.proc) t.proc->kill_and_reap(out, err);
+}
+
+/// Ends the processes of `tasks`: those waiting on `renew` are told `exit` (their checkpoint is
+/// written) and given up to `wait` seconds; then every process group still alive gets SIGTERM,
+/// then SIGKILL after at most 5 s. Their tokens are forgotten.
+void let_go(std::vector<task_proc>& tasks, program::lease_server* leases, double wait,
+            std::ostream& out, std::ostream& err) {
+  for (auto& t : tasks) t.lease->release();
+  wait_for_exits(tasks, wait, out, err);
+  end_groups(tasks, 5, out, err);
+  for (auto& t : tasks)
+    if (leases) leases->remove(t.token);
+  tasks.clear();
+}
+
+}  // namespace
+
+/// The processes of a copy parked on their `renew` after a round (copy_slot::warm).
+struct warm_program {
+  std::vector<task_proc> tasks;
+  program::lease_server* leases = nullptr;
+  start_copy order;          ///< the order they ran under
+  std::vector<int> devices;  ///< the devices they hold
+  std::int64_t step = 0;     ///< the job's step they are at (checkpointed)
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  ~warm_program() {
+    let_go(tasks, leases, std::min(5.0, order.program.grace), out ? *out : std::cout,
+           err ? *err : std::cerr);
+  }
+  /// True when order `o` on `devices` keeps these processes where they are: the same copy of
+  /// the same program, split the same way over the same nodes and devices, as many copies,
+  /// from the step they are at; and each process is alive and waiting on its renew.
+  bool continues(const start_copy& o, const std::vector<int>& devs) const {
+    const auto& a = order;
+    const bool same =
+        a.job == o.job && a.copy == o.copy && a.scale == o.scale && a.shards == o.shards &&
+        a.shard_begin == o.shard_begin && a.part_ranks == o.part_ranks &&
+        a.fork_ranks.size() == o.fork_ranks.size() && a.checkpoint_path == o.checkpoint_path &&
+        a.program.command == o.program.command && a.program.workdir == o.program.workdir &&
+        a.program.env == o.program.env && a.program.master_addr == o.program.master_addr &&
+        devices == devs && step == o.resume_step;
+    if (!same || tasks.empty()) return false;
+    for (const auto& t : tasks) {
+      const auto v = t.lease->view();
+      if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return false;
+    }
+    return true;
+  }
+};
+
+namespace {
+
 /// The round of one program copy on this node (see the header).
 class program_run {
  public:
@@ -58,6 +131,13 @@ class program_run {
   bool start();
   void watch();
   void finish();
+  /// After finish(): parks the processes for the next round (park()), or lets them go.
+  void keep_or_let_go() {
+    park();
+    if (!tasks_.empty()) let_go(tasks_, ctx_.leases, std::min(5.0, o_.program.grace), out_, err_);
+  }
+  /// True when the copy's processes went on from the round before (a renewed lease).
+  bool renewed() const { return renewed_; }
 
  private:
   void fail(const std::string& why, const task_proc* t);
@@ -76,6 +156,9 @@ class program_run {
                                 std::int64_t steps, std::int32_t& copies, std::int64_t& step);
   void end_all();
   void refuse_silent_program();
+  program::lease_terms terms_for(int i) const;
+  bool adopt_warm();
+  void park();
 
   copy_slot& slot_;
   const start_copy& o_;
@@ -87,6 +170,7 @@ class program_run {
   std::vector<task_proc> tasks_;
   bool averaged_ = false;          ///< the copy's average is done (or given up)
   std::int64_t merged_step_ = -1;  ///< the job's step after the merge (-1: no merge)
+  bool renewed_ = false;           ///< the processes are the round before's (adopt_warm)
 };
 
 std::int64_t program_run::lease_cap() const {
@@ -116,6 +200,7 @@ bool program_run::start() {
         "cannot make the checkpoint directory " + o_.checkpoint_path + ": " + ec.message();
     return false;
   }
+  if (adopt_warm()) return true;
   const int n = local_tasks(o_);
   const bool single = o_.scale == 1;
   for (int i = 0; i < n; ++i) {
@@ -124,18 +209,10 @@ bool program_run::start() {
       fail("could not be given a lease token: " + bytes.err().message, nullptr);
       return false;
     }
-    program::lease_terms terms;
-    terms.job = o_.job;
-    terms.copy = o_.copy;
-    terms.copies = static_cast<std::int32_t>(std::max<std::size_t>(1, o_.fork_ranks.size()));
-    terms.step = o_.resume_step;
-    terms.steps = lease_cap();
-    terms.speed = ctx_.speed;
-    terms.writer = o_.copy == 0 && o_.shard_begin + i == 0;
     task_proc t;
     t.token = to_hex(*bytes);
     t.lease = std::make_shared<program::lease_slot>(
-        terms, single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt,
+        terms_for(i), single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt,
         min_lease_seconds());
     ctx_.leases->add(t.token, t.lease);
     program::process_spec spec;
@@ -155,6 +232,60 @@ bool program_run::start() {
     tasks_.push_back(std::move(t));
   }
   return true;
+}
+
+/// The terms of task `i`'s lease this round. Every lease may be renewed: a program whose hello
+/// asks for it keeps its process across rounds while its assignment stays.
+program::lease_terms program_run::terms_for(int i) const {
+  program::lease_terms terms;
+  terms.job = o_.job;
+  terms.copy = o_.copy;
+  terms.copies = static_cast<std::int32_t>(std::max<std::size_t>(1, o_.fork_ranks.size()));
+  terms.step = o_.resume_step;
+  terms.steps = lease_cap();
+  terms.speed = ctx_.speed;
+  terms.writer = o_.copy == 0 && o_.shard_begin + i == 0;
+  terms.renewable = true;
+  // Reaching the lease's step cap finishes the job: the program completes, nothing to renew.
+  terms.ends_job = lease_cap() >= o_.total_steps - o_.resume_step;
+  return terms;
+}
+
+/// Renews the leases of the processes parked after the round before when this round's order
+/// keeps them where they are (warm_program::continues); else lets them go (exit, reaped)
+/// before new ones start. True when the round runs on the renewed processes.
+bool program_run::adopt_warm() {
+  auto warm = std::move(slot_.warm);
+  if (!warm || !warm->continues(o_, ctx_.devices)) return false;  // `warm` lets them go
+  const auto deadline =
+      o_.scale == 1 ? std::optional<clock_type::time_point>(deadline_) : std::nullopt;
+  for (std::size_t i = 0; i < warm->tasks.size(); ++i)
+    if (!warm->tasks[i].lease->renew(terms_for(static_cast<int>(i)), deadline, min_lease_seconds()))
+      return false;  // its connection went: all go, and the round starts new processes
+  tasks_ = std::move(warm->tasks);
+  warm->tasks.clear();
+  renewed_ = true;
+  return true;
+}
+
+/// Keeps the copy's processes for the next round when each has sent `renew` (its checkpoint
+/// written) and the round went well; the next round's order renews or lets them go.
+void program_run::park() {
+  if (tasks_.empty() || !slot_.error.empty() || slot_.finished) return;
+  for (auto& t : tasks_) {
+    const auto v = t.lease->view();
+    if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return;
+  }
+  auto w = std::make_shared<warm_program>();
+  w->tasks = std::move(tasks_);
+  tasks_.clear();
+  w->leases = ctx_.leases;
+  w->order = o_;
+  w->devices = ctx_.devices;
+  w->step = slot_.end_step;
+  w->out = ctx_.out;
+  w->err = ctx_.err;
+  slot_.warm = std::move(w);
 }
 
 bool program_run::lease_over(const program::program_view& v, clock_type::time_point now) const {
@@ -184,7 +315,7 @@ void program_run::check_task(task_proc& t, clock_type::time_point now) {
       fail("did not reach its lease within " + detail::format_shortest(grace) + " s", &t);
     return;
   }
-  if (v.average_waiting) return;  // it waits for the node, not the other way round
+  if (v.average_waiting || v.renew_waiting) return;  // it waits for the node
   if (lease_over(v, now)) {
     const bool by_time = o_.scale == 1 && !v.final_report && !v.complete && now >= lease_end(v);
     const auto end = by_time ? lease_end(v) : v.last_contact;
@@ -200,8 +331,10 @@ void program_run::watch() {
   const bool sync = o_.fork_ranks.size() > 1;
   while (true) {
     bool running = false;
-    for (auto& t : tasks_)
-      running = t.proc->poll(tasks_.size() == 1 ? 20 : 5, out_, err_) || running;
+    for (auto& t : tasks_) {
+      const bool live = t.proc->poll(tasks_.size() == 1 ? 20 : 5, out_, err_);
+      running = (live && !t.lease->view().renew_waiting) || running;  // parked: its round is over
+    }
     const auto now = clock_type::now();
     if (slot_.stop.load(std::memory_order_relaxed))
       for (auto& t : tasks_) t.lease->stop();
@@ -302,19 +435,7 @@ std::string program_run::merge_with_copies(const std::shared_ptr<program::shared
 }
 
 /// Ends every process group of the copy on this node: SIGTERM, SIGKILL after at most 5 s.
-void program_run::end_all() {
-  for (auto& t : tasks_)
-    if (t.proc) t.proc->signal_group(SIGTERM);
-  const auto until = clock_type::now() + secs(std::min(5.0, o_.program.grace));
-  bool running = true;
-  while (running && clock_type::now() < until) {
-    running = false;
-    for (auto& t : tasks_)
-      if (t.proc) running = t.proc->poll(20, out_, err_) || running;
-  }
-  for (auto& t : tasks_)
-    if (t.proc) t.proc->kill_and_reap(out_, err_);
-}
+void program_run::end_all() { end_groups(tasks_, std::min(5.0, o_.program.grace), out_, err_); }
 
 /// A program that exited 0 without a word to its node (a script written for torchrun, say)
 /// would be started again every round for ever: the job fails now, naming the client it needs
@@ -332,9 +453,11 @@ void program_run::refuse_silent_program() {
 }
 
 void program_run::finish() {
-  // Anything still in a process group (a program's own children) goes with it.
+  // Anything still in a process group (a program's own children) goes with it, but for a
+  // process waiting on its renew (park() keeps it, or finish_round lets it go).
   for (auto& t : tasks_)
-    if (t.proc && t.proc->group_alive()) t.proc->kill_and_reap(out_, err_);
+    if (t.proc && t.proc->group_alive() && !t.lease->view().renew_waiting)
+      t.proc->kill_and_reap(out_, err_);
   if (tasks_.empty()) return;
   const auto v = tasks_[0].lease->view();
   if (v.said_hello) slot_.startup_seconds = seconds_between(t0_, v.hello_at);
@@ -398,6 +521,7 @@ void run_program_round(copy_slot& slot, const program_context& ctx, double lengt
   slot.steps = 0;
   slot.finished = slot.reached_target = slot.checkpointed = slot.fenced = slot.retry = false;
   slot.program_failed = false;
+  slot.renewed = false;
   slot.startup_seconds = 0;
   slot.checkpoint_error.clear();
   slot.error.clear();
@@ -418,6 +542,8 @@ void run_program_round(copy_slot& slot, const program_context& ctx, double lengt
       run.watch();  // ends what did start, takes part in a fork's merge
     }
     run.finish();
+    run.keep_or_let_go();
+    slot.renewed = run.renewed();
   }
   slot.busy_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
 }

@@ -63,6 +63,15 @@ void play(lease_slot& slot, const lease_request& r, std::string& sent) {
     check_averaged_round_trip(sizes, sent);
     return;
   }
+  if (r.op == request_op::renew) {  // answered later: renewed afresh, steps from zero
+    if (!reply.empty() || !v.renew_waiting) fail("a renew was answered at once");
+    sent.clear();
+    if (!slot.renew(slot.terms_now(), std::nullopt, 0) ||
+        sent.find("\"op\":\"lease\"") == std::string::npos)
+      fail("renew() sent no lease");
+    if (slot.view().steps != 0 || slot.view().renew_waiting) fail("a renewal kept old steps");
+    return;
+  }
   const char* op = r.op == request_op::complete ? "\"op\":\"exit\"" : "\"op\":\"lease\"";
   if (reply.find(op) == std::string::npos || reply.find('\n') != reply.size() - 1)
     fail("a reply of the wrong op or not one line");
@@ -78,11 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   lease_terms terms;
   terms.steps = 1000;
+  terms.renewable = true;
   auto slot = std::make_shared<lease_slot>(terms);
   std::string sent;
   slot->set_sender([&sent](std::string line) { sent = std::move(line); });
   lease_request hello;
   hello.token = "t";
+  hello.renew = true;
   slot->on_request(hello);
   std::size_t at = 0;
   while (at < text.size()) {

@@ -79,20 +79,34 @@ def main():
     x, y, x_test, y_test = load_data()
     w, b, start = load_checkpoint(ckpt)
     lr = np.float32(args.lr)
-    lease = Lease(range(start, args.steps), step=start)
+    # renew=True: the process lives on across rounds while the job stays on this node; it
+    # checkpoints (and, forked, averages) at every lease's end, inside the loop.
+    lease = Lease(range(start, args.steps), step=start, renew=True)
     loss = None
-    for step in lease:
+
+    def checkpoint():
+        """Averages with the other copies (forked), writes the checkpoint (the writer): the
+        job's state at lease.position, also when done (a rerun then completes at once)."""
+        nonlocal w, b
+        at = lease.position
+        if lease.copies > 1:  # forked: every copy goes on from the copies' mean
+            w, b = mean = lease.average([w, b])
+            at = mean.step
+        if lease.writer:
+            with atomic_open(ckpt) as f:
+                np.savez(f, w=w, b=b, step=at)
+        return at
+
+    at = start
+    for _ in lease:
+        step = lease.position - 1  # the job's step this item makes
         idx = batch_indices(step, lease.copy, lease.copies, len(x), args.batch_size)
         loss = sgd_step(w, b, x[idx], y[idx], lr)
         lease.report(loss=loss)
-
-    at = start + lease.steps_made
-    if lease.copies > 1:  # forked: every copy goes on from the copies' mean
-        w, b = mean = lease.average([w, b])
-        at = mean.step
-    if lease.writer:  # also when done: a rerun then completes at once, with the same result
-        with atomic_open(ckpt) as f:
-            np.savez(f, w=w, b=b, step=at)
+        if lease.should_checkpoint():
+            at = checkpoint()
+    if not lease.should_checkpoint():  # the loop ended on an item not flagged: save now
+        at = checkpoint()
     if at < args.steps:  # the lease ended first: exit 0, resume in a later lease
         return
     accuracy = float(((x_test @ w + b).argmax(axis=1) == y_test).mean())

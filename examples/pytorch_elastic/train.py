@@ -129,10 +129,31 @@ def main():
     net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     x, y, x_test, y_test = (t.to(device) for t in load_data())
 
-    lease = Lease(range(start, args.steps), step=start,
+    # renew=True: the process (its model, data and CUDA context) lives on across rounds while
+    # the job stays where it is; every lease's end averages (forked) and checkpoints in the loop.
+    lease = Lease(range(start, args.steps), step=start, renew=True,
                   agree=agree_on(device) if world > 1 else None)
-    loss, reached = None, False
-    for step in lease:
+
+    def lease_end():
+        """A lease's end: the copies' mean (forked), the held-out accuracy, the checkpoint
+        (writer). Returns the job's step and the accuracy."""
+        at = lease.position
+        if lease.copies > 1:  # forked: every copy goes on from the copies' mean
+            means = lease.average(list(model.parameters()))
+            with torch.no_grad():
+                for p, m in zip(model.parameters(), means):
+                    p.copy_(m)
+            at = means.step
+        acc = accuracy(model, x_test, y_test)
+        if lease.writer:
+            with atomic_open(ckpt) as f:
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                            "step": at}, f)
+        return at, acc
+
+    loss, reached, ended = None, False, False
+    for _ in lease:
+        step, ended = lease.position - 1, False  # the job's step this item makes
         idx = batch_indices(step, lease.copy * world + rank, lease.copies * world, len(x),
                             args.batch_size, args.seed).to(device)
         opt.zero_grad()
@@ -145,19 +166,14 @@ def main():
                 and accuracy(model, x_test, y_test) >= args.target_accuracy:
             reached = True  # every process of the copy sees the same parameters: all stop here
             break
-
-    at = start + lease.steps_made
-    if lease.copies > 1:  # forked: every copy goes on from the copies' mean
-        means = lease.average(list(model.parameters()))
-        with torch.no_grad():
-            for p, m in zip(model.parameters(), means):
-                p.copy_(m)
-        at = means.step
-    acc = accuracy(model, x_test, y_test)
+        if lease.should_checkpoint():
+            (at, acc), ended = lease_end(), True
+            if args.target_accuracy and acc >= args.target_accuracy:
+                reached = True
+                break
+    if not ended:  # the loop ended on an item not flagged (or broke off): its end now
+        at, acc = lease_end()
     done = at >= args.steps or reached or (args.target_accuracy and acc >= args.target_accuracy)
-    if lease.writer:
-        with atomic_open(ckpt) as f:
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": at}, f)
     if not done:  # the lease ended first: exit 0, resume in a later lease
         lease.close()
         return

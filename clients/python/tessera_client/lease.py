@@ -68,6 +68,15 @@ class Lease:
     over the processes (an all-reduce with MAX), so that every process of the copy takes the
     same number of steps. Not called when running standalone.
 
+    `renew=True`: a warm lease. The process lives across rounds while the job stays where it
+    is: at a lease's end the loop does not end but asks the node for the next lease, and goes
+    on with it (the same model, data loader and CUDA context) when the job's next round keeps
+    it on the same node and devices; else the loop ends, `expired` true. Such a program must
+    checkpoint (and, forked, average) while `should_checkpoint()` is true, inside the loop:
+    every lease's last item is flagged, and no code after the loop runs between renewed
+    leases. Use `position` (the job's step after the item in progress) for the step to save,
+    since `steps_made` counts from the latest renewal.
+
     Outside tessera (TESSERA_LEASE unset) a Lease is a pass-through: it yields every item,
     never expires, `average` returns its input unchanged and `complete`/`report` do nothing,
     so the same script runs on its own.
@@ -78,9 +87,13 @@ class Lease:
     does nothing, so the program checkpoints and exits 0 as asked.
     """
 
-    def __init__(self, iterable=None, step=None, agree=None):
+    def __init__(self, iterable=None, step=None, agree=None, renew=False):
         self._iterable = itertools.count() if iterable is None else iterable
         self._agree = agree
+        self._renew = bool(renew)
+        self._renewable = False  # the node's lease says it may be renewed
+        self._ends_job = False  # ... and that reaching its step cap finishes the job
+        self._ending = False  # a renewable lease's last item is done: renew at the loop's top
         self._own_step = None if step is None else int(step)  # NumPy integers too
         self._made = 0  # steps finished
         self.expired = False  #: True once the lease (not the iterable) ended the loop
@@ -93,6 +106,7 @@ class Lease:
         self._reported = 0  # steps finished at the latest report
         self._exited = False
         self._shared = None  # the last average's shared buffer, kept for the next one
+        self._renewals = 0
         path = os.environ.get("TESSERA_LEASE", "")
         self._channel = None
         if not path:
@@ -103,7 +117,8 @@ class Lease:
             raise LeaseError("TESSERA_LEASE is set but TESSERA_LEASE_TOKEN is not")
         self._channel = Channel(path)
         sent = time.monotonic()
-        reply = self._channel.request("hello", token=token, pid=os.getpid(), step=self._own_step)
+        reply = self._channel.request("hello", token=token, pid=os.getpid(), step=self._own_step,
+                                      renew=True if self._renew else None)
         self._apply(reply, sent, first=True)
         self._last_report = time.monotonic()
 
@@ -117,6 +132,17 @@ class Lease:
     def checkpoint_dir(self):
         """TESSERA_CHECKPOINT_DIR (None when unset): where the job's checkpoint lives."""
         return os.environ.get("TESSERA_CHECKPOINT_DIR") or None
+
+    @property
+    def position(self):
+        """The job's step after the item in progress: `step` (where this lease began, or the
+        copies' merged step after `average`) plus `steps_made`. What a checkpoint records."""
+        return self.step + self.steps_made
+
+    @property
+    def renewals(self):
+        """Leases renewed in place so far (0 without `renew=True`)."""
+        return self._renewals
 
     @property
     def steps_made(self):
@@ -141,6 +167,8 @@ class Lease:
             last = not stop and self._is_last()
             if self._agree is not None and self._live():
                 stop, last = (bool(x) for x in self._agree([int(stop), int(last)]))
+            if stop and self._ending and self._renew_lease():
+                continue  # the same process goes on under the next lease
             if stop:
                 self._end_lease()
                 return
@@ -155,7 +183,7 @@ class Lease:
             yield item
 
     def _may_step(self):
-        if self.expired:
+        if self.expired or self._ending:
             return False
         if not self._live():
             return self._channel is None  # standalone: always; a broken channel: never
@@ -186,10 +214,35 @@ class Lease:
         took = time.monotonic() - self._step_started
         self._step_time = took if self._step_time is None else \
             (1 - _EWMA) * self._step_time + _EWMA * took
-        if self._last:
+        if self._last and self._renewable and not self._cap_ends_job():
+            self._ending = True  # the loop's top asks for the next lease
+            if self._made != self._reported:
+                self._send_report(final=False)  # exact steps before an average
+        elif self._last:
             self._end_lease()
         elif time.monotonic() - self._last_report >= REPORT_INTERVAL:
             self._send_report(final=False)
+
+    def _cap_ends_job(self):
+        """The lease ends by its step cap, and that finishes the job (complete, not renew)."""
+        return self._ends_job and 0 <= self._cap <= self._made
+
+    def _renew_lease(self):
+        """Asks the node for the next lease (blocks until the job's next round is decided).
+        True: a new lease runs, its steps counted afresh; False: the node said exit."""
+        self._ending = False
+        if not self._live():
+            return False
+        reply = self._channel.request("renew", steps=self._made, loss=self._finite_loss(None))
+        self._apply(reply, time.monotonic())  # its seconds run from the answer, not the ask
+        if self._exited:
+            return False
+        self.step = _int_field(reply, "step", 0)
+        self._made = self._reported = 0
+        self._final_sent = self._last = False
+        self._renewals += 1
+        self._last_report = time.monotonic()
+        return True
 
     def _end_lease(self):
         self.expired = True
@@ -249,7 +302,9 @@ class Lease:
                              f"of sizes {reply.get('sizes')!r} (sent {sizes})")
         means = [_buffers.like(b, m) for b, m in zip(buffers, shared.means())]
         shared.release_views()
-        return Averaged(means, _int_field(reply, "step", 0), _int_field(reply, "copies", 1))
+        merged = Averaged(means, _int_field(reply, "step", 0), _int_field(reply, "copies", 1))
+        self.step = merged.step - self._made  # so that `position` is the merged step
+        return merged
 
     def _shared_for(self, total):
         """The shared buffer for an average of `total` values: the last one when it has that
@@ -335,6 +390,8 @@ class Lease:
         if type(reply.get("writer")) is not bool:
             raise LeaseError(f"the node's 'lease' reply has no valid 'writer': {reply!r}")
         self.writer = reply["writer"]
+        self._renewable = self._renew and reply.get("renewable") is True
+        self._ends_job = reply.get("ends_job") is True
         self._cap = _int_field(reply, "steps", -1)
         seconds = _number_field(reply, "seconds")
         self._deadline = None if seconds < 0 else sent + seconds

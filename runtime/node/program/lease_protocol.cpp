@@ -191,7 +191,7 @@ result<request_op> read_header(const json& j) {
     return bad("protocol version " + std::to_string(*ver) +
                " is not spoken here (this node speaks " + speaks + ")");
   const auto op = j.find("op");
-  const char* ops = "hello, report, average or complete";
+  const char* ops = "hello, report, average, complete or renew";
   if (op == j.end()) return bad(std::string("field 'op' is missing (one of ") + ops + ")");
   if (!op->is_string())
     return bad(std::string("field 'op' must be a string (") + ops + "), got " + describe(*op));
@@ -200,6 +200,7 @@ result<request_op> read_header(const json& j) {
   if (name == "report") return request_op::report;
   if (name == "average") return request_op::average;
   if (name == "complete") return request_op::complete;
+  if (name == "renew") return request_op::renew;
   return bad("unknown op '" + excerpt(name) + "' (a program sends " + ops + ")");
 }
 
@@ -241,12 +242,15 @@ status read_fields(const json& j, request_op op, lease_request& r) {
     auto token = f.text("token");
     auto pid = f.count("pid", false);
     auto step = f.count("step", true);
+    auto renew = f.flag("renew");
     if (!token) return token.err();
     if (!pid) return pid.err();
     if (!step) return step.err();
+    if (!renew) return renew.err();
     r.token = std::move(*token);
     r.pid = **pid;
     r.own_step = *step;
+    r.renew = renew->value_or(false);
     return {};
   }
   auto steps = f.count("steps", false);
@@ -259,7 +263,7 @@ status read_fields(const json& j, request_op op, lease_request& r) {
     auto fin = f.flag("final");
     if (!fin) return fin.err();
     r.final = fin->value_or(false);
-  } else {
+  } else if (op == request_op::complete) {
     auto acc = f.number("accuracy");
     if (!acc) return acc.err();
     r.accuracy = *acc;
@@ -290,6 +294,8 @@ const char* op_name(request_op op) {
       return "average";
     case request_op::complete:
       return "complete";
+    case request_op::renew:
+      return "renew";
   }
   return "?";
 }
@@ -335,6 +341,8 @@ std::string format_lease(const lease_terms& t) {
   j["seconds"] = std::isfinite(t.seconds) ? t.seconds : -1.0;
   j["speed"] = std::isfinite(t.speed) ? t.speed : 1.0;
   j["writer"] = t.writer;
+  j["renewable"] = t.renewable;
+  j["ends_job"] = t.ends_job;
   return dump_line(j);
 }
 

@@ -19,7 +19,7 @@ namespace tessera::program {
 constexpr int lease_protocol_version = 2;
 
 /// What a program asks (its "op").
-enum class request_op { hello, report, average, complete };
+enum class request_op { hello, report, average, complete, renew };
 
 /// One message from a program, parsed and checked (types, required fields, bounds).
 struct lease_request {
@@ -28,7 +28,10 @@ struct lease_request {
   std::string token;                     ///< TESSERA_LEASE_TOKEN
   std::int64_t pid = 0;                  ///< the program's process id
   std::optional<std::int64_t> own_step;  ///< the step its own checkpoint is at
-  // report, complete
+  /// The program keeps its process across leases: at a lease's end it checkpoints when
+  /// should_checkpoint() says so and sends `renew` instead of exiting (a warm lease).
+  bool renew = false;
+  // report, complete, renew
   std::int64_t steps = 0;          ///< steps since hello, cumulative (>= 0)
   std::optional<double> loss;      ///< training loss (finite)
   bool final = false;              ///< report: the program stops stepping
@@ -47,6 +50,13 @@ struct lease_terms {
   double seconds = -1;      ///< seconds left from now; -1 = no time cap
   double speed = 1;         ///< pace factor (1 = none)
   bool writer = false;      ///< this process writes the job's checkpoint
+  /// At the lease's end the program sends `renew` and waits: the node answers with the next
+  /// lease when the job's next round keeps it where it is, else with `exit`. Granted only to
+  /// a program whose hello said "renew": true.
+  bool renewable = false;
+  /// Reaching `steps` finishes the job: a renewable lease that ends by its step cap is not
+  /// renewed (the program completes); one that ends by its time is.
+  bool ends_job = false;
 };
 
 /// Parses one line (without its '\n'). Errors (error_kind::invalid_input) say what is wrong in

@@ -4,6 +4,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include <fcntl.h>
@@ -65,7 +71,55 @@ std::vector<char*> c_strings(std::vector<std::string>& xs) {
 
 }  // namespace
 
+namespace {
+
+/// The thread every program is forked from. PR_SET_PDEATHSIG fires when the thread that forked
+/// a child ends, not its process: forked from a node's worker thread, a program was killed at
+/// its round's end, so a program kept warm across rounds comes from a thread that lives as
+/// long as the process. Made on first use and never joined (the process's end ends it).
+class spawner {
+ public:
+  using task = std::packaged_task<result<child_process>()>;
+  static spawner& get() {
+    static spawner* s = new spawner();  // never destroyed: its thread may outlive statics
+    return *s;
+  }
+  result<child_process> run(std::function<result<child_process>()> f) {
+    task t(std::move(f));
+    auto done = t.get_future();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(std::move(t));
+    }
+    cv_.notify_one();
+    return done.get();
+  }
+
+ private:
+  spawner() {
+    std::thread([this] {
+      for (;;) {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        task t = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        t();
+      }
+    }).detach();
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<task> queue_;
+};
+
+}  // namespace
+
 result<child_process> child_process::start(const process_spec& spec) {
+  return spawner::get().run([&spec] { return start_here(spec); });
+}
+
+result<child_process> child_process::start_here(const process_spec& spec) {
   if (spec.argv.empty()) return error{error_kind::invalid_input, "no program to run"};
   std::vector<std::string> argv = spec.argv;
   std::vector<std::string> env = child_environment(spec.env);

@@ -32,7 +32,9 @@ struct process_spec {
 class child_process {
  public:
   /// Forks and execs `spec` in a new process group with stdin from /dev/null and stdout and
-  /// stderr through pipes; the child dies with the thread that started it (PR_SET_PDEATHSIG).
+  /// stderr through pipes; the child dies with the process that started it (PR_SET_PDEATHSIG,
+  /// armed on one thread that lives as long as the process: the signal follows the thread
+  /// that forked, and a program kept across rounds outlives the round's worker thread).
   /// An exec failure (no such program, not executable) is an error naming the program and
   /// the system's reason, and leaves nothing running.
   static result<child_process> start(const process_spec& spec);
@@ -66,6 +68,8 @@ class child_process {
 
  private:
   child_process() = default;
+  /// start()'s work, on the calling thread.
+  static result<child_process> start_here(const process_spec& spec);
   void forward(int which, std::ostream& out);
   void close_fds();
 

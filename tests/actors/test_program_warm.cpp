@@ -1,0 +1,142 @@
+// Warm leases (docs/lease-protocol.md, "Warm leases"): a program copy's process lives on across
+// rounds while its order keeps it where it is, and is let go, checkpointed, when the order
+// moves it. Runs run_program_round with a real lease socket and a real Python program.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "actors/program_round.hpp"
+#include "runtime/node/program/lease_server.hpp"
+#include "tests/support.hpp"
+
+using namespace tessera;
+using namespace tessera::actors;
+using namespace tessera::test;
+
+namespace {
+
+/// A program that steps every 5 ms under a warm lease from the step in `ckpt` in its checkpoint
+/// directory, says its pid once, and writes its position there whenever should_checkpoint().
+const char* program_text = R"(import os, sys, time
+sys.path.insert(0, os.environ["CLIENT"])
+from tessera_client import Lease
+ckpt = os.path.join(os.environ["TESSERA_CHECKPOINT_DIR"], "ckpt")
+lease = Lease(step=int(open(ckpt).read()) if os.path.exists(ckpt) else 0, renew=True)
+print("pid", os.getpid(), flush=True)
+for _ in lease:
+    time.sleep(0.005)
+    if lease.should_checkpoint():
+        with open(ckpt, "w") as f:
+            f.write(str(lease.position))
+print("exit", os.getpid(), flush=True)
+)";
+
+/// The pids the program said at its start, in order.
+std::vector<int> started_pids(const std::string& out) {
+  std::vector<int> pids;
+  const std::regex pid_line(R"(\] pid (\d+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), pid_line), end; it != end; ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+struct warm_fixture {
+  scratch_dir dir{"warm_lease"};
+  std::unique_ptr<program::lease_server> leases;
+  std::ostringstream out, err;
+  program_context ctx;
+  copy_slot slot;
+  warm_fixture() {
+    auto s = program::lease_server::start(dir.file("lease.sock"));
+    REQUIRE(s);
+    leases = std::move(*s);
+    ctx.leases = leases.get();
+    ctx.out = &out;
+    ctx.err = &err;
+    start_copy& o = slot.order;
+    o.job = 4;
+    o.kind = "program";
+    o.total_steps = 1000000;
+    o.checkpoint_path = dir.file("ckpt");
+    o.program.command = {TESSERA_PYTHON, dir.write("prog.py", program_text)};
+    o.program.env = {{"CLIENT", TESSERA_PYTHON_CLIENT}};
+    o.program.grace = 5;
+  }
+  /// One round of `length` s from where the last one ended.
+  void round(double length = 0.6) {
+    slot.order.resume_step = slot.end_step;
+    run_program_round(slot, ctx, length, nullptr);
+    INFO(err.str());
+    REQUIRE(slot.error.empty());
+  }
+  std::int64_t checkpoint_step() { return std::stoll(file_contents(dir.file("ckpt/ckpt"))); }
+};
+
+}  // namespace
+
+TEST_CASE("a warm lease keeps the program's process while its order stays, and a move ends it",
+          "[program][warm]") {
+  warm_fixture f;
+  f.round();
+  CHECK_FALSE(f.slot.renewed);
+  CHECK(f.slot.steps > 0);
+  CHECK(f.slot.checkpointed);
+  REQUIRE(f.slot.warm);  // parked on its renew, checkpoint written
+  CHECK(f.checkpoint_step() == f.slot.end_step);
+  const auto first_end = f.slot.end_step;
+
+  // Unchanged orders: the same process goes on, from the step it is at.
+  for (int i = 0; i < 2; ++i) {
+    f.round();
+    CHECK(f.slot.renewed);
+    CHECK(f.slot.start_step > 0);
+    CHECK(f.slot.steps > 0);
+    CHECK(f.slot.startup_seconds < 0.1);
+    CHECK(f.checkpoint_step() == f.slot.end_step);
+    REQUIRE(f.slot.warm);
+  }
+  CHECK(f.slot.end_step > first_end);
+  CHECK(started_pids(f.out.str()).size() == 1);
+
+  // Other devices: a move. The parked process is told exit (it exits 0, on its own), and a
+  // new one starts from the checkpoint's step.
+  f.ctx.devices = {1};
+  f.round();
+  CHECK_FALSE(f.slot.renewed);
+  const auto pids = started_pids(f.out.str());
+  REQUIRE(pids.size() == 2);
+  CHECK(pids[0] != pids[1]);
+  CHECK(has(f.out.str(), "exit " + std::to_string(pids[0])));
+  CHECK(f.slot.start_step == f.slot.order.resume_step);
+
+  // An order from another step (the scheduler went back to an older checkpoint): a new one.
+  REQUIRE(f.slot.warm);
+  f.slot.end_step -= 1;
+  f.round();
+  CHECK_FALSE(f.slot.renewed);
+  CHECK(started_pids(f.out.str()).size() == 3);
+
+  // Letting go of the slot's parked process: it exits 0 by itself.
+  REQUIRE(f.slot.warm);
+  f.slot.warm.reset();
+  CHECK(has(f.out.str(), "exit " + std::to_string(started_pids(f.out.str()).back())));
+}
+
+TEST_CASE("a warm program that died while parked is replaced by a new one", "[program][warm]") {
+  warm_fixture f;
+  f.round();
+  REQUIRE(f.slot.warm);
+  const auto pids = started_pids(f.out.str());
+  REQUIRE(pids.size() == 1);
+  ::kill(pids[0], SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the node sees its socket close
+  f.round();
+  CHECK_FALSE(f.slot.renewed);
+  CHECK(started_pids(f.out.str()).size() == 2);
+  CHECK(f.slot.steps > 0);
+}
