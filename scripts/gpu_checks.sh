@@ -16,9 +16,10 @@
 #   7. the same cluster file declaring another GPU type: the node must refuse it (exit 2);
 #   8. `tessera run --local 2 --policy hadare` of one mlp_cuda job on two 1-GPU servers whose
 #      node processes share GPU 0: it must run as two copies at least once and finish;
-#   9. the PyTorch example (examples/pytorch_elastic) told --device cuda, first on its own, then
-#      as a program job: it must finish and report that it trained on cuda:0 (python3 on PATH
-#      needs torch with CUDA and scikit-learn).
+#   9. the PyTorch example (examples/pytorch_elastic) told --device cuda: alone, as a warm
+#      program job, and forked into two warm copies on the one GPU
+#      (scripts/gpu_program_checks.sh; python3 on PATH needs torch with CUDA).
+# GPU_CHECKS_ONLY=programs runs check 9 alone (no build, no other check).
 # On a GPU machine no check may skip: a skip there is a failure.
 #
 # usage: scripts/gpu_checks.sh [build-dir]      (default: build-gpu in the repository)
@@ -118,6 +119,9 @@ else
   bench_bin=$build/bench_cuda_trainable_bench tessera_bin=$build/tessera
 fi
 
+run_dir=${GPU_CHECKS_OUT:-$(mktemp -d)}
+mkdir -p "$run_dir"
+if [ "${GPU_CHECKS_ONLY:-}" != programs ]; then
 # ---- 3. to 5. the checks --------------------------------------------------------------------
 check "unit tests on the GPU" "$tests_bin" "[gpu],[cuda],[comm]"
 check "CUDA MLP against the CPU, K = 1" "$bench_bin" --seconds 1
@@ -127,8 +131,6 @@ check "MPI backend, device buffers (2 ranks)" \
 check "NCCL backend, host and device buffers ($ngpu rank(s), one per GPU)" \
   mpirun -np "$ngpu" "$mpi_tests_bin" "[nccl]"
 
-run_dir=${GPU_CHECKS_OUT:-$(mktemp -d)}
-mkdir -p "$run_dir"
 # The first GPU's type from its model name (runtime/node/gpu/devices.cpp's table, the common part).
 gpu_type=$(printf '%s\n' "$gpus" | head -1 | tr 'A-Z' 'a-z' |
   grep -oE 'gh200|h100|h200|h800|a100|a800|a6000|a40|l40s|l40|l4|v100|p100|k80|t4' | head -1)
@@ -189,37 +191,14 @@ print("  forked job: %s steps, %d rounds, up to %d copies, throughput per rank %
 sys.exit(0 if j["finished"] and j["max_copies"] >= 2 else 1)' "$fork_dir/summary.json" ||
     failures+=("forked job: not finished, or never ran as two copies")
 fi
+fi  # GPU_CHECKS_ONLY
 
-# A user's program on the GPU: the PyTorch example as a program job, told --device cuda (an
-# error without a usable GPU), on the GPU its node hands it through CUDA_VISIBLE_DEVICES.
-py=$(command -v python3)
-prog_dir=$run_dir/program
-mkdir -p "$prog_dir"
-printf '[[job]]\nkind = "program"\ncommand = ["%s", "%s", "--steps", "1500", "--device", "cuda"]\n'\
-'workdir = "%s"\nenv = { OMP_NUM_THREADS = "1" }\ntotal_steps = 1500\nstep_time = 0.004\n'\
-'max_restarts = 1\ngrace_seconds = 60\n' "$py" "$root/examples/pytorch_elastic/train.py" \
-  "$prog_dir" > "$prog_dir/jobs.toml"
-# First on its own (no lease, no node), so a failure below says whether PyTorch on this GPU
-# or the program's lease under tessera is at fault.
-before=${#failures[@]}
-check "the PyTorch example alone on GPU 0 (200 steps, no tessera)" \
-  env CUDA_VISIBLE_DEVICES=0 OMP_NUM_THREADS=1 timeout 120 "$py" \
-  "$root/examples/pytorch_elastic/train.py" --steps 200 --device cuda \
-  --checkpoint-dir "$prog_dir/alone"
-if [ ${#failures[@]} -gt "$before" ]; then  # it cannot train under tessera either
-  failures+=("the PyTorch program job on the GPU: not run (the example failed alone)")
-else
-  echo
-  echo "==== tessera run: the PyTorch example as a program job on GPU 0 ($py)"
-  out=$(env CUDA_VISIBLE_DEVICES=0 "$tessera_bin" run --local 1 --cluster "$run_dir/cluster.toml" \
-        --jobs "$prog_dir/jobs.toml" --json "$prog_dir/summary.json" --round-length 30 \
-        --timeout 300 2>&1)
-  rc=$?
-  printf '%s\n' "$out"
-  if [ $rc -ne 0 ] || ! printf '%s\n' "$out" | grep -q '"device": "cuda:0"'; then
-    failures+=("the PyTorch program job on the GPU (exit $rc; it must finish and report cuda:0)")
-  fi
-fi
+# A user's program on the GPU: the PyTorch example alone, as a warm program job and forked
+# into two warm copies on the one GPU (scripts/gpu_program_checks.sh; python3 on PATH needs
+# torch with CUDA and NumPy; DIGITS=FILE stands in for scikit-learn's digits).
+check "the PyTorch example on the GPU: alone, warm, forked" \
+  bash "$root/scripts/gpu_program_checks.sh" "$tessera_bin" "$(command -v python3)" \
+  "$run_dir/program" "${PROGRAM_ROUND:-10}" "${PROGRAM_SECONDS:-40}"
 
 echo
 if [ ${#failures[@]} -gt 0 ]; then

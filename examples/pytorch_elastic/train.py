@@ -14,10 +14,11 @@ import json
 import os
 import sys
 
+import time
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from sklearn.datasets import load_digits
 from torch import nn
 
 try:
@@ -41,11 +42,19 @@ class Net(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def load_data():
-    """(x_train, y_train, x_test, y_test) as tensors: 1500 training and 297 held-out digits."""
-    digits = load_digits()
-    x = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    y = torch.tensor(digits.target)
+def load_data(path=None):
+    """(x_train, y_train, x_test, y_test) as tensors: 1500 training and 297 held-out digits,
+    from scikit-learn, or from `path`: a torch.save'd dict of its `images` and `target` (for a
+    machine whose Python has torch but no scikit-learn)."""
+    if path:
+        d = torch.load(path)
+        images, target = d["images"].double(), d["target"]
+    else:
+        from sklearn.datasets import load_digits
+        digits = load_digits()
+        images, target = digits.images, digits.target
+    x = torch.as_tensor(images / 16.0, dtype=torch.float32).unsqueeze(1)
+    y = torch.as_tensor(target)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
     return x[order[297:]], y[order[297:]], x[order[:297]], y[order[:297]]
 
@@ -99,6 +108,8 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                     help="auto (default): the GPU the node gave the job, else the CPU")
+    ap.add_argument("--digits", help="a torch.save'd dict of the digits (images, target) "
+                    "instead of scikit-learn's")
     ap.add_argument("--checkpoint-dir", default="checkpoints",
                     help="used when TESSERA_CHECKPOINT_DIR is not set")
     return ap.parse_args()
@@ -127,7 +138,7 @@ def main():
         opt.load_state_dict(state["optimizer"])  # momentum follows its parameters' device
         start = state["step"]
     net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    x, y, x_test, y_test = (t.to(device) for t in load_data())
+    x, y, x_test, y_test = (t.to(device) for t in load_data(args.digits))
 
     # renew=True: the process (its model, data and CUDA context) lives on across rounds while
     # the job stays where it is; every lease's end averages (forked) and checkpoints in the loop.
@@ -151,8 +162,9 @@ def main():
                             "step": at}, f)
         return at, acc
 
-    loss, reached, ended = None, False, False
+    loss, reached, ended, made, began = None, False, False, 0, time.monotonic()
     for _ in lease:
+        made += 1
         step, ended = lease.position - 1, False  # the job's step this item makes
         idx = batch_indices(step, lease.copy * world + rank, lease.copies * world, len(x),
                             args.batch_size, args.seed).to(device)
@@ -178,8 +190,10 @@ def main():
         lease.close()
         return
     if rank == 0:
-        print(json.dumps({"step": at, "loss": loss, "accuracy": acc, "device": str(device)}),
-              flush=True)
+        took = time.monotonic() - began  # this process's loop: every lease it held
+        print(json.dumps({"step": at, "loss": loss, "accuracy": acc, "device": str(device),
+                          "process_steps": made, "process_seconds": round(took, 3),
+                          "renewals": lease.renewals}), flush=True)
     lease.complete(loss=loss, accuracy=acc)
 
 
