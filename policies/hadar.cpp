@@ -84,8 +84,8 @@ struct job_info {
   const server_rates* rates = nullptr;
 };
 
-/// A candidate placement and its value.
-struct candidate {
+/// A candidate placement of a job and its value (payoff) at the current prices.
+struct priced_placement {
   std::vector<server_share> shares;
   double rate = 0;
   double payoff = -std::numeric_limits<double>::infinity();
@@ -169,8 +169,8 @@ void order_jobs(const snapshot& s, double critical_share, double work, hadar_rou
 }
 
 /// Adds a copy's placement to the plan and takes its GPUs.
-void admit(const snapshot& s, const server_classes& classes, std::size_t o, const candidate& c,
-           hadar_round& rd) {
+void admit(const snapshot& s, const server_classes& classes, std::size_t o,
+           const priced_placement& c, hadar_round& rd) {
   const cluster& cl = *s.cl;
   assignment as;
   as.job = s.jobs[rd.info[o].index].spec->id;
@@ -222,7 +222,7 @@ class hadar_policy final : public policy {
     rd.copies.assign(rd.info.size(), 0);
 
     for (std::size_t o = 0; o < rd.info.size() && rd.free_total > 0; ++o) {
-      const candidate c = dual(s, rd.info[o], {}, rd);
+      const priced_placement c = dual(s, rd.info[o], {}, rd);
       if (c.payoff > 0) admit(s, classes_, o, c, rd);
     }
     fork_copies(s, rd);
@@ -257,8 +257,8 @@ class hadar_policy final : public policy {
   /// The placement `shares` of one copy of the job, valued: its rate (the slowest server's,
   /// spanning entries when it spans servers) and its payoff, utility minus the pools' prices
   /// for the GPUs it takes. Payoff -infinity when it would not run.
-  candidate priced(const job_info& in, std::vector<server_share> shares,
-                   const hadar_round& rd) const {
+  priced_placement priced(const job_info& in, std::vector<server_share> shares,
+                          const hadar_round& rd) const {
     const bool multi = shares.size() > 1;
     double r = std::numeric_limits<double>::infinity();
     std::map<int, int> take;  // pool -> GPUs
@@ -272,20 +272,20 @@ class hadar_policy final : public policy {
       cost += rd.pools[pl].value *
               hadar_cost(p_.price_low, p_.price_high, rd.pools[pl].used, rd.pools[pl].capacity, g);
     const double payoff = in.weight * in.k * r / in.best - cost;
-    return candidate{std::move(shares), r, payoff};
+    return priced_placement{std::move(shares), r, payoff};
   }
 
   /// The dual subroutine: the best-payoff placement of one copy of the job on the free GPUs
   /// of servers it may use and are not `banned`, given the prices.
-  candidate dual(const snapshot& s, const job_info& in, const std::vector<int>& banned,
-                 const hadar_round& rd) const {
+  priced_placement dual(const snapshot& s, const job_info& in, const std::vector<int>& banned,
+                        const hadar_round& rd) const {
     const job_view& jv = s.jobs[in.index];
     std::vector<int> cls;  // the server classes the job may use
     for (int c = 0; c < classes_.count(); ++c)
       if (usable(jv, s.cl->servers[classes_.first(c)])) cls.push_back(c);
-    candidate best;
+    priced_placement best;
     auto consider = [&](std::vector<server_share> shares) {
-      candidate c = priced(in, std::move(shares), rd);
+      priced_placement c = priced(in, std::move(shares), rd);
       if (c.payoff > best.payoff + 1e-12) best = std::move(c);
     };
     for (const int u : single_server_picks(s, in, cls, banned, rd))
@@ -376,7 +376,7 @@ class hadar_policy final : public policy {
         const job_view& jv = s.jobs[rd.info[o].index];
         if (copy >= fork_limit(s, *jv.spec, p_.max_copies)) continue;          // its own limit
         if (rd.copy_rate[o] * s.round_length >= jv.remaining_steps) continue;  // ends this round
-        const candidate c = dual(s, rd.info[o], rd.copy_servers[o], rd);
+        const priced_placement c = dual(s, rd.info[o], rd.copy_servers[o], rd);
         if (c.payoff > 0) admit(s, classes_, o, c, rd);
       }
     }

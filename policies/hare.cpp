@@ -71,7 +71,7 @@ const std::pair<std::vector<double>, std::vector<double>>& hare_task_times::get(
 namespace {
 
 /// One way to place a job's K tasks: a list of GPUs as (server, tasks on that GPU).
-struct candidate {
+struct task_placement {
   std::vector<std::pair<int, int>> gpus;
   double step = std::numeric_limits<double>::infinity();
   int servers = 0;
@@ -79,7 +79,7 @@ struct candidate {
 };
 
 /// Fills in step, servers and lease of `c` from its GPU list.
-void score(candidate& c, const std::vector<double>& single, const std::vector<double>& multi,
+void score(task_placement& c, const std::vector<double>& single, const std::vector<double>& multi,
            const std::set<int>& previous) {
   std::set<int> used;
   for (const auto& g : c.gpus) used.insert(g.first);
@@ -93,7 +93,7 @@ void score(candidate& c, const std::vector<double>& single, const std::vector<do
 
 /// True when `a` is a strictly better placement than `b`: shorter step (beyond rounding),
 /// then fewer GPUs, fewer servers, then the previous round's servers.
-bool better(const candidate& a, const candidate& b) {
+bool better(const task_placement& a, const task_placement& b) {
   if (!std::isfinite(a.step)) return false;
   if (!std::isfinite(b.step)) return true;
   const double tol = 1e-9 * std::max(a.step, b.step);
@@ -106,14 +106,14 @@ bool better(const candidate& a, const candidate& b) {
 
 /// The placement of all K tasks on server u alone, spread evenly over as few of its free GPUs
 /// as give the shortest step.
-candidate on_one_server(int u, int k, const std::vector<int>& free,
-                        const std::vector<double>& single, const std::vector<double>& multi,
-                        const std::set<int>& prev) {
+task_placement on_one_server(int u, int k, const std::vector<int>& free,
+                             const std::vector<double>& single, const std::vector<double>& multi,
+                             const std::set<int>& prev) {
   const int g = std::min(k, free[u]);
   const int per = (k + g - 1) / g;        // tasks on the busiest GPU
   const int used = (k + per - 1) / per;   // fewest GPUs with at most `per` tasks each
   const int full = k - (per - 1) * used;  // GPUs that run `per` tasks; the rest per - 1
-  candidate c;
+  task_placement c;
   for (int i = 0; i < used; ++i) c.gpus.emplace_back(u, i < full ? per : per - 1);
   score(c, single, multi, prev);
   return c;
@@ -141,8 +141,8 @@ struct fill_view {
 /// `better`, first in scan order on ties. Servers of one class with the same free count give
 /// the same candidate but for `lease`, so each (task time, free count) bucket is tried once,
 /// with its lowest-id server of the previous round if it has one, else its lowest id.
-candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
-                          const std::set<int>& prev) {
+task_placement best_one_server(const fill_view& v, int k, const hare_fill_params& p,
+                               const std::set<int>& prev) {
   std::vector<int> cls;  // classes with a finite single-server task time, by that time
   for (int c = 0; c < v.classes.count(); ++c)
     if (std::isfinite(v.single[v.classes.first(c)])) cls.push_back(c);
@@ -150,7 +150,7 @@ candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
     return v.single[v.classes.first(a)] < v.single[v.classes.first(b)];
   });
   const auto avoided = [&](int u) { return v.avoid.count(u) > 0; };
-  candidate best;
+  task_placement best;
   for (std::size_t i = 0, j = 0; i < cls.size(); i = j) {
     const double t = v.single[v.classes.first(cls[i])];
     for (j = i; j < cls.size() && v.single[v.classes.first(cls[j])] == t; ++j) {
@@ -171,7 +171,7 @@ candidate best_one_server(const fill_view& v, int k, const hare_fill_params& p,
           return true;
         });
       if (u < 0) continue;
-      candidate c = on_one_server(u, k, v.free, v.single, v.multi, prev);
+      task_placement c = on_one_server(u, k, v.free, v.single, v.multi, prev);
       if (better(c, best)) best = std::move(c);
     }
   }
@@ -192,8 +192,8 @@ struct task_slot {
 /// task times; ties reuse a GPU before taking a new one, then prefer a server the job already
 /// uses, then scan order. Its step is infinite when some task finds no GPU. Servers the job
 /// does not use yet are looked up per class: the first in scan order of each class.
-candidate earliest_finish_spread(const fill_view& v, int k, const hare_fill_params& p,
-                                 const std::set<int>& prev) {
+task_placement earliest_finish_spread(const fill_view& v, int k, const hare_fill_params& p,
+                                      const std::set<int>& prev) {
   std::map<int, std::vector<int>> on;  // tasks per GPU of this job, per server
   const auto wins = [&](const task_slot& a, const task_slot& b) {
     if (b.u < 0) return true;
@@ -203,7 +203,7 @@ candidate earliest_finish_spread(const fill_view& v, int k, const hare_fill_para
     return v.before(a.u, b.u);
   };
   const auto skip = [&](int u) { return on.count(u) > 0 || v.avoid.count(u) > 0; };
-  candidate c;
+  task_placement c;
   for (int task = 0; task < k; ++task) {
     task_slot pick;
     const auto consider = [&](const task_slot& t) {
@@ -249,7 +249,7 @@ std::map<copy_id, std::set<int>> previous_servers(const snapshot& s) {
 
 /// Adds the placement `best` of job jv to the plan, one assignment per (server, tasks per
 /// GPU), and takes its GPUs.
-void add_placement(const cluster& cl, const job_view& jv, int copy, const candidate& best,
+void add_placement(const cluster& cl, const job_view& jv, int copy, const task_placement& best,
                    round_plan& plan, const std::function<void(int, int)>& take) {
   std::map<std::pair<int, int>, int> groups;  // (server, tasks per GPU) -> GPUs
   for (const auto& [u, n] : best.gpus) ++groups[{u, -n}];
@@ -301,9 +301,9 @@ double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
   auto prev_it = previous_.find(copy_id{jv.spec->id, copy});
   const std::set<int>& prev = prev_it == previous_.end() ? none : prev_it->second;
   const fill_view view{single, multi, free_, times_.classes(), buckets_, avoid};
-  candidate best = best_one_server(view, k, p_, prev);
+  task_placement best = best_one_server(view, k, p_, prev);
   if (k > 1) {
-    candidate c = earliest_finish_spread(view, k, p_, prev);
+    task_placement c = earliest_finish_spread(view, k, p_, prev);
     if (better(c, best)) best = std::move(c);
   }
   if (!std::isfinite(best.step)) return inf;  // no free GPU this job can use

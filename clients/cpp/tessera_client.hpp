@@ -81,9 +81,12 @@ class lease {
   using agree_fn = std::function<std::array<int, 2>(std::array<int, 2>)>;
 
   /// Reads the environment; inside tessera connects and says hello, with `own_step` (the step
-  /// the program's own checkpoint is at) when given.
-  explicit lease(std::optional<std::int64_t> own_step = std::nullopt, agree_fn agree = {})
-      : agree_(std::move(agree)), own_step_(own_step) {
+  /// the program's own checkpoint is at) when given. `renew`: a warm lease (the process lives
+  /// on across rounds while the job stays put; it must checkpoint, and average when forked,
+  /// while should_checkpoint() is true, inside its loop: docs/lease-protocol.md).
+  explicit lease(std::optional<std::int64_t> own_step = std::nullopt, agree_fn agree = {},
+                 bool renew = false)
+      : agree_(std::move(agree)), own_step_(own_step), renew_(renew) {
     std::string path = detail::env("TESSERA_LEASE");
     if (path.empty()) {
       standalone_terms();
@@ -95,6 +98,7 @@ class lease {
     detail::json_writer w("hello");
     w.field("token", token).field("pid", std::int64_t(::getpid()));
     if (own_step) w.field("step", *own_step);
+    if (renew_) w.field("renew", true);
     auto sent = clock::now();
     apply(channel_->request("hello", w.line()), sent, true);
     last_report_ = clock::now();
@@ -112,21 +116,24 @@ class lease {
   /// Call before every step: true = make one more step, false = the lease has ended.
   bool next() {
     finish_step();
-    step_started_ = clock::now();
-    bool stop = !may_step();
-    bool last = !stop && is_last();
-    if (agree_ && connected()) {
-      auto both = agree_({stop ? 1 : 0, last ? 1 : 0});
-      stop = both[0] != 0;
-      last = both[1] != 0;
+    for (;;) {
+      step_started_ = clock::now();
+      bool stop = !may_step();
+      bool last = !stop && is_last();
+      if (agree_ && connected()) {
+        auto both = agree_({stop ? 1 : 0, last ? 1 : 0});
+        stop = both[0] != 0;
+        last = both[1] != 0;
+      }
+      if (stop && ending_ && renew_lease()) continue;  // the same process, the next lease
+      if (stop) {
+        end_lease();
+        return false;
+      }
+      last_ = last;
+      in_step_ = true;
+      return true;
     }
-    if (stop) {
-      end_lease();
-      return false;
-    }
-    last_ = last;
-    in_step_ = true;
-    return true;
   }
 
   bool should_checkpoint() const { return last_; }  ///< the current step is the lease's last
@@ -142,6 +149,10 @@ class lease {
   /// Steps made since the lease began, the one in progress included (after the loop left by
   /// its own condition or a break, it counts the step the loop left in).
   std::int64_t steps_made() const { return made_ + (in_step_ ? 1 : 0); }
+  /// The job's step after the step in progress: step() + steps_made() (after average(), the
+  /// merged step). What a checkpoint records; steps_made() counts from the latest renewal.
+  std::int64_t position() const { return step_ + steps_made(); }
+  std::int64_t renewals() const { return renewals_; }  ///< leases renewed in place so far
   /// TESSERA_CHECKPOINT_DIR ("" when unset).
   std::string checkpoint_dir() const { return detail::env("TESSERA_CHECKPOINT_DIR"); }
 
@@ -188,8 +199,10 @@ class lease {
       if (!b.empty()) std::memcpy(b.data(), shared.data() + at, b.size() * sizeof(float));
       at += b.size();
     }
-    return {detail::int_field(reply, "step", 0),
-            static_cast<int>(detail::int_field(reply, "copies", 1))};
+    const averaged out{detail::int_field(reply, "step", 0),
+                       static_cast<int>(detail::int_field(reply, "copies", 1))};
+    step_ = out.step - made_;  // so that position() is the merged step
+    return out;
   }
 
   /// Tells the node the job is finished (then exit 0). Nothing standalone or after `exit`.
@@ -221,7 +234,7 @@ class lease {
   bool connected() const { return channel_.has_value() && channel_->open(); }
 
   bool may_step() const {
-    if (expired_) return false;
+    if (expired_ || ending_) return false;
     if (!connected()) return !channel_;  // standalone: always; a closed channel: never
     if (cap_ >= 0 && made_ >= cap_) return false;
     return !deadline_ || clock::now() < *deadline_;
@@ -241,10 +254,30 @@ class lease {
     if (speed_ > 0 && speed_ < 1) std::this_thread::sleep_for(took * (1 / speed_ - 1));
     took = clock::now() - step_started_;
     step_time_ = step_time_ < 0 ? took.count() : (1 - ewma) * step_time_ + ewma * took.count();
-    if (last_)
+    if (last_ && renewable_ && !(ends_job_ && cap_ >= 0 && made_ >= cap_)) {
+      ending_ = true;                              // next() asks for the next lease
+      if (made_ != reported_) send_report(false);  // exact steps before an average
+    } else if (last_) {
       end_lease();
-    else if (clock::now() - last_report_ >= report_interval)
+    } else if (clock::now() - last_report_ >= report_interval)
       send_report(false);
+  }
+  /// Asks for the next lease (blocks until the job's next round is decided): true = renewed,
+  /// steps counted afresh; false = the node said exit.
+  bool renew_lease() {
+    ending_ = false;
+    if (!connected()) return false;
+    detail::json_writer w("renew");
+    w.field("steps", made_).field("loss", loss_);
+    detail::json reply = channel_->request("renew", w.line());
+    apply(reply, clock::now(), false);  // its seconds run from the answer
+    if (exited_) return false;
+    step_ = detail::int_field(reply, "step", 0);
+    made_ = reported_ = 0;
+    final_sent_ = last_ = false;
+    ++renewals_;
+    last_report_ = clock::now();
+    return true;
   }
   void end_lease() {
     expired_ = true;
@@ -302,10 +335,16 @@ class lease {
                              std::chrono::duration<double>(seconds));
     speed_ = detail::number_field(reply, "speed");
     if (speed_ <= 0) throw lease_error("the node's reply has speed <= 0");
+    const detail::json* r = reply.get("renewable");
+    const detail::json* e = reply.get("ends_job");
+    renewable_ = renew_ && r && r->k == detail::json::kind::boolean && r->b;
+    ends_job_ = e && e->k == detail::json::kind::boolean && e->b;
   }
 
   agree_fn agree_;
   std::optional<std::int64_t> own_step_;
+  bool renew_ = false, renewable_ = false, ends_job_ = false, ending_ = false;
+  std::int64_t renewals_ = 0;
   std::optional<detail::channel> channel_;
   std::int64_t job_ = -1, step_ = 0, cap_ = -1, made_ = 0, reported_ = 0;
   int copy_ = 0, copies_ = 1;

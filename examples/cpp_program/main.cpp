@@ -121,21 +121,27 @@ int train(const options& o) {
   std::int64_t start = 0;
   load(ckpt, w, start);
 
-  tessera_client::lease lease(start);  // hello; the program's own step
-  std::int64_t step = start;
+  // Warm (renew): the process lives on across rounds while the job stays on this node; it
+  // averages (forked) and checkpoints at every lease's end, inside the loop.
+  tessera_client::lease lease(start, {}, true);  // hello; the program's own step
   float loss = 0;
-  while (step < o.steps && lease.next()) {
-    loss = sgd_step(w, step++, lease.copy(), lease.copies(), o);
+  std::int64_t at = start;
+  auto lease_end = [&] {
+    at = lease.position();
+    if (lease.copies() > 1) {  // forked: every copy goes on from the copies' mean
+      std::vector<std::vector<float>> buffers{w};
+      at = lease.average(buffers).step;
+      w = buffers[0];
+    }
+    if (lease.writer()) save(ckpt, w, at);
+  };
+  while (lease.position() < o.steps && lease.next()) {
+    loss = sgd_step(w, lease.position() - 1, lease.copy(), lease.copies(), o);
     lease.report(loss);
+    if (lease.should_checkpoint()) lease_end();
   }
-  std::int64_t at = step;
-  if (lease.copies() > 1) {  // forked: every copy goes on from the copies' mean
-    std::vector<std::vector<float>> buffers{w};
-    at = lease.average(buffers).step;
-    w = buffers[0];
-  }
-  if (lease.writer()) save(ckpt, w, at);
-  if (at < o.steps) return 0;  // the lease ended first: resume in a later lease
+  if (!lease.should_checkpoint()) lease_end();  // the loop ended on a step not flagged
+  if (at < o.steps) return 0;                   // the lease ended first: resume in a later lease
   double err = 0;
   for (int i = 0; i < dim; ++i) err += std::pow(double(w[std::size_t(i)] - true_weight(i)), 2);
   std::printf("{\"step\": %lld, \"loss\": %.9g, \"weight_error\": %.9g}\n",

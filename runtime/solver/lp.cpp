@@ -105,10 +105,10 @@ std::vector<double> to_clp(const std::vector<double>& v) {
   return out;
 }
 
-error solver_error(const std::string& what) { return error{error_kind::solver_failed, what}; }
+error clp_error(const std::string& what) { return error{error_kind::solver_failed, what}; }
 
 error coin_error(const CoinError& e) {
-  return solver_error("CLP: " + e.className() + "::" + e.methodName() + ": " + e.message());
+  return clp_error("CLP: " + e.className() + "::" + e.methodName() + ": " + e.message());
 }
 
 bool finite_or_inf(double v) { return !std::isnan(v); }
@@ -226,7 +226,7 @@ status lp_solver::load(const lp_model& m, bool keep_basis) {
     return coin_error(e);
   } catch (const std::exception& e) {
     d.loaded = false;
-    return solver_error(std::string("CLP: ") + e.what());
+    return clp_error(std::string("CLP: ") + e.what());
   }
   return {};
 }
@@ -307,8 +307,8 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
         default:
           d.have_basis = false;
           d.dirty = true;
-          return solver_error("CLP stopped with status " + std::to_string(st) +
-                              " (secondary status " + std::to_string(clp.secondaryStatus()) + ")");
+          return clp_error("CLP stopped with status " + std::to_string(st) + " (secondary status " +
+                           std::to_string(clp.secondaryStatus()) + ")");
       }
       sol.iterations = clp.numberIterations();
       const double* x = clp.primalColumnSolution();
@@ -330,7 +330,7 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
     return coin_error(e);
   } catch (const std::exception& e) {
     d.have_basis = false;
-    return solver_error(std::string("CLP: ") + e.what());
+    return clp_error(std::string("CLP: ") + e.what());
   }
   sol.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   d.dirty = false;

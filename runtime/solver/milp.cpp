@@ -71,7 +71,7 @@ double to_coin(double b) {
   return b;
 }
 
-error solver_error(const std::string& what) { return error{error_kind::solver_failed, what}; }
+error cbc_error(const std::string& what) { return error{error_kind::solver_failed, what}; }
 
 /// Checks indices and values before the model reaches CBC.
 status check_model(const milp_model& mm) {
@@ -252,7 +252,7 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     out.has_solution = best != nullptr && model.getSolutionCount() > 0;
     if (!out.has_solution && best != nullptr && model.getMinimizationObjValue() < 1e49)
       out.has_solution = true;
-    if (st == 2) return solver_error("CBC abandoned the search (numerical difficulties)");
+    if (st == 2) return cbc_error("CBC abandoned the search (numerical difficulties)");
     if (sec == 7 || model.isContinuousUnbounded()) {
       out.outcome = milp_outcome::unbounded;
       out.has_solution = false;
@@ -285,9 +285,9 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     if (out.outcome == milp_outcome::optimal && std::abs(bound) >= 1e49)
       out.best_bound = out.objective;
   } catch (const CoinError& e) {
-    return solver_error("CBC: " + e.className() + "::" + e.methodName() + ": " + e.message());
+    return cbc_error("CBC: " + e.className() + "::" + e.methodName() + ": " + e.message());
   } catch (const std::exception& e) {
-    return solver_error(std::string("CBC: ") + e.what());
+    return cbc_error(std::string("CBC: ") + e.what());
   }
   out.seconds = elapsed();
   return out;
