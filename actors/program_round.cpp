@@ -152,6 +152,7 @@ class program_run {
   void check_task(task_proc& t, clock_type::time_point now);
   bool lease_over(const program::program_view& v, clock_type::time_point now) const;
   void maybe_average();
+  bool maybe_final_lease();
   std::string merge_with_copies(const std::shared_ptr<program::shared_floats>& mine,
                                 std::int64_t steps, std::int32_t& copies, std::int64_t& step);
   void end_all();
@@ -168,7 +169,10 @@ class program_run {
   std::ostream& out_;
   std::ostream& err_;
   std::vector<task_proc> tasks_;
-  bool averaged_ = false;          ///< the copy's average is done (or given up)
+  bool averaged_ = false;  ///< the copy's average is done (or given up)
+  /// The first process's view when its lease was renewed as the job's last (0 steps, so the
+  /// program completes): finish() adds its steps and times to the final lease's.
+  std::optional<program::program_view> before_final_;
   std::int64_t merged_step_ = -1;  ///< the job's step after the merge (-1: no merge)
   bool renewed_ = false;           ///< the processes are the round before's (adopt_warm)
 };
@@ -342,6 +346,7 @@ void program_run::watch() {
     for (auto& t : tasks_) check_task(t, now);
     if (!slot_.error.empty()) break;
     maybe_average();
+    if (maybe_final_lease()) running = true;  // the processes go on to complete
     if (!running) break;
   }
   // A forked copy's leader takes part in the merge even when its program failed or never
@@ -398,6 +403,29 @@ void program_run::maybe_average() {
     tasks_[i].lease->answer_average(sizes, copies, step);
   }
   merged_step_ = step;
+}
+
+/// A warm copy whose processes all wait on `renew` with the job's step at its total (a forked
+/// job's merge reached it, or a step budget did) gets a last lease of 0 steps instead: its
+/// loop ends and the program completes (with its accuracy) rather than being let go.
+bool program_run::maybe_final_lease() {
+  if (before_final_ || tasks_.empty() || !slot_.error.empty()) return false;
+  for (auto& t : tasks_)
+    if (!t.lease->view().renew_waiting) return false;
+  const auto v0 = tasks_[0].lease->view();
+  const std::int64_t step =
+      merged_step_ >= 0 ? merged_step_ : v0.own_step.value_or(o_.resume_step) + v0.steps;
+  if (step < o_.total_steps) return false;
+  before_final_ = v0;
+  for (std::size_t i = 0; i < tasks_.size(); ++i) {
+    auto terms = terms_for(static_cast<int>(i));
+    terms.step = step;
+    terms.steps = 0;
+    terms.renewable = false;
+    terms.ends_job = true;
+    tasks_[i].lease->renew(terms, std::nullopt, 0);
+  }
+  return true;
 }
 
 /// The forked copies' merge (actors/program_average.hpp), in place in `mine` (null: this
@@ -459,7 +487,13 @@ void program_run::finish() {
     if (t.proc && t.proc->group_alive() && !t.lease->view().renew_waiting)
       t.proc->kill_and_reap(out_, err_);
   if (tasks_.empty()) return;
-  const auto v = tasks_[0].lease->view();
+  auto v = tasks_[0].lease->view();
+  if (before_final_) {  // the round's steps and times were the lease before the final one
+    v.steps += before_final_->steps;
+    v.own_step = before_final_->own_step;
+    v.hello_at = before_final_->hello_at;
+    v.last_contact = before_final_->last_contact;
+  }
   if (v.said_hello) slot_.startup_seconds = seconds_between(t0_, v.hello_at);
   const std::int64_t from = v.own_step.value_or(o_.resume_step);
   slot_.start_step = from;
