@@ -74,6 +74,15 @@ void let_go(std::vector<task_proc>& tasks, program::lease_server* leases, double
   tasks.clear();
 }
 
+/// True when every process of `tasks` is alive, connected and waiting on its `renew`.
+bool all_parked(const std::vector<task_proc>& tasks) {
+  for (const auto& t : tasks) {
+    const auto v = t.lease->view();
+    if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return false;
+  }
+  return !tasks.empty();
+}
+
 }  // namespace
 
 /// The processes of a copy parked on their `renew` after a round (copy_slot::warm).
@@ -101,12 +110,7 @@ struct warm_program {
         a.program.command == o.program.command && a.program.workdir == o.program.workdir &&
         a.program.env == o.program.env && a.program.master_addr == o.program.master_addr &&
         devices == devs && step == o.resume_step;
-    if (!same || tasks.empty()) return false;
-    for (const auto& t : tasks) {
-      const auto v = t.lease->view();
-      if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return false;
-    }
-    return true;
+    return same && all_parked(tasks);
   }
 };
 
@@ -275,11 +279,7 @@ bool program_run::adopt_warm() {
 /// Keeps the copy's processes for the next round when each has sent `renew` (its checkpoint
 /// written) and the round went well; the next round's order renews or lets them go.
 void program_run::park() {
-  if (tasks_.empty() || !slot_.error.empty() || slot_.finished) return;
-  for (auto& t : tasks_) {
-    const auto v = t.lease->view();
-    if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return;
-  }
+  if (!slot_.error.empty() || slot_.finished || !all_parked(tasks_)) return;
   auto w = std::make_shared<warm_program>();
   w->tasks = std::move(tasks_);
   tasks_.clear();
