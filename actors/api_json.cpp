@@ -79,6 +79,8 @@ ojson to_json(const node_status& n) {
   o["host"] = n.host;
   o["pid"] = n.pid;
   o["state"] = n.state;
+  o["silence"] = n.silence;
+  o["loss_bound"] = n.loss_bound;
   o["assignment"] = placements_json(n.assignment, false);
   return o;
 }

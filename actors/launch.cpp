@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "actors/gate.hpp"
+#include "actors/liveness.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/protocol.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -46,7 +47,9 @@ caf::timespan seconds(double s) {
 }
 
 /// The actor system configuration every process of a run uses: the protocol's types, the
-/// middleman, its heartbeats and connection timeout, and a small thread pool.
+/// middleman, its heartbeats and connection timeout, and a small thread pool. The connection
+/// time-out is the loss detector's ceiling: within it the scheduler's adaptive bound
+/// (actors/liveness.hpp) decides, so a slow peer is not cut off by CAF first.
 struct run_actor_config : caf::actor_system_config {
   run_actor_config(double heartbeat_interval, double connection_timeout) {
     register_protocol(*this);
@@ -121,7 +124,8 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.checkpoint_dir = o.checkpoint_dir;
   sc.register_timeout = o.connect_timeout;
   sc.heartbeat_interval = o.heartbeat_interval;
-  sc.heartbeat_timeout = o.heartbeat_timeout;
+  sc.liveness = liveness_for(o.heartbeat_timeout, o.heartbeat_ceiling);
+  sc.min_nodes = o.min_nodes;
   sc.report_grace = std::max(5.0, 2 * o.heartbeat_timeout);
   sc.max_seconds = o.serve ? 0 : o.timeout;
   sc.serve = o.serve;
@@ -213,7 +217,9 @@ std::unique_ptr<gate> open_scheduler(caf::actor_system& sys, const caf::actor& s
   gate_limits limits;
   limits.max_message = o.max_message;
   limits.max_connections = static_cast<int>(2 * nodes + 16);
-  limits.idle_timeout = std::max(10.0, 3 * o.heartbeat_timeout);
+  // CAF's own heartbeats keep a live connection busy: idle means the peer stopped for longer
+  // than any loss bound.
+  limits.idle_timeout = liveness_for(o.heartbeat_timeout, o.heartbeat_ceiling).ceiling + 5;
   auto g = gate::open(bind, o.port, *caf_port, sys.node(), limits);
   if (!g) {
     std::cerr << "tessera: " << g.err().message << '\n';
@@ -412,7 +418,8 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
               const node_setup& setup, const scheduler_setup& sched_setup,
               const std::function<bool(int port)>& start_nodes, const secret_key& key,
               const std::string& bind, std::shared_ptr<comm::aggregator> agg) {
-  run_actor_config cfg(o.heartbeat_interval, o.heartbeat_timeout);
+  run_actor_config cfg(o.heartbeat_interval,
+                       liveness_for(o.heartbeat_timeout, o.heartbeat_ceiling).ceiling);
   caf::actor_system sys{cfg};
   caf::scoped_actor listener{sys};
   auto sc = make_scheduler_config(o, in, key);
@@ -464,7 +471,8 @@ int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
                          const std::string& host, int port, const train::trainable_registry& kinds,
                          const node_setup& setup, std::shared_ptr<comm::aggregator> agg,
                          const secret_key& key) {
-  run_actor_config cfg(s.heartbeat_interval, s.heartbeat_timeout);
+  run_actor_config cfg(s.heartbeat_interval,
+                       liveness_for(s.heartbeat_timeout, s.heartbeat_ceiling).ceiling);
   caf::actor_system sys{cfg};
   auto sched = connect(sys, host, port, s.connect_timeout);
   if (!sched) {

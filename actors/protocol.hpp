@@ -339,6 +339,9 @@ struct node_status {
   double speed = 1;
   std::string state;                  ///< waiting, alive, lost, left
   std::vector<placement> assignment;  ///< its parts in the current round
+  /// Seconds since the scheduler last heard from it, and the silence at which it would be
+  /// lost (its adaptive bound, actors/liveness.hpp); both -1 unless alive.
+  double silence = -1, loss_bound = -1;
 };
 
 /// A round as the control API shows it (docs/api.md, "round").
@@ -399,6 +402,8 @@ struct run_summary {
   std::int32_t checkpoint_fallbacks = 0;    ///< over all jobs
   std::int32_t restarts_from_scratch = 0;   ///< over all jobs
   std::int32_t checkpoint_pauses = 0;       ///< times the checkpoint directory paused the jobs
+  double registration_seconds = -1;  ///< scheduler's start -> rounds began (-1: they never did)
+  double stalled_seconds = 0;        ///< the scheduler's own lateness, not held against nodes
 };
 
 // ---- serialisation ------------------------------------------------------------------------
@@ -521,8 +526,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs, x.failed_ranks,
                       x.dispatch_latency, x.round_records, x.messages, x.dropped, x.refused,
-                      x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
-                      x.checkpoint_pauses);
+                      x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_pauses,
+                      x.registration_seconds, x.stalled_seconds);
 }
 
 // ---- errors -------------------------------------------------------------------------------

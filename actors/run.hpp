@@ -61,12 +61,21 @@ struct run_settings {
   int local = 1;                                 ///< node processes of a local run
   std::string checkpoint_dir;                    ///< shared directory for job checkpoints
   std::string json_out;                          ///< file for the report's JSON ("" = none)
-  double connect_timeout = 20;       ///< seconds for nodes to reach the scheduler and register
+  /// Seconds for nodes to reach the scheduler and register: the scheduler's wait counts from
+  /// the last node that made progress, so a slow start that keeps moving is waited for.
+  double connect_timeout = 20;
+  /// Start with the nodes registered when the wait ends, if at least this many (0: all).
+  int min_nodes = 0;
   double timeout = 600;              ///< the run gives up when it has not ended by then (s)
   double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
-  double heartbeat_timeout = 3;      ///< seconds of silence after which a node is lost
-  bool verbose = false;              ///< one line per round on stderr
-  bool quiet = false;                ///< no summary table on stdout (the report's)
+  /// Seconds of silence a node is always allowed: the floor of its adaptive loss bound
+  /// (actors/liveness.hpp; the ceiling is ten times it, at least 20 s).
+  double heartbeat_timeout = 3;
+  /// Seconds of silence after which a node is always lost (0: ten times the heartbeat
+  /// time-out, at least 20 s); also CAF's connection time-out.
+  double heartbeat_ceiling = 0;
+  bool verbose = false;  ///< one line per round on stderr
+  bool quiet = false;    ///< no summary table on stdout (the report's)
   /// The cluster secret's file: the scheduler's process creates it (it must not exist) for
   /// joining nodes; a node process (`--local` child, `tessera node`) reads it. "" = none.
   std::string secret_file;

@@ -23,7 +23,7 @@ scheduler_node_api::behavior_type from_nodes(self_ptr self) {
   return {
       [=](const auth_request& r) { return challenge(self, r); },
       [=](const node_hello& h) { return register_node(self, h); },
-      [=](const heartbeat&) { sender_rank(self); },
+      [=](const heartbeat&) { heartbeat_from(self); },
       [=](leave_atom) { node_leaves(self); },
       // A node tells its copies' starts to the scheduler too (dispatch latency); their other
       // reports go to the job actors (start_copy::job_actor).
@@ -59,7 +59,7 @@ scheduler_client_api::behavior_type from_clients(self_ptr self) {
       [=](jobs_atom, std::int64_t id, bool placements) {
         return job_statuses(client_view_of(self->state), id, placements);
       },
-      [=](nodes_atom) { return node_statuses(client_view_of(self->state)); },
+      [=](nodes_atom) { return node_statuses(client_view_of(self->state), self->clock().now()); },
       [=](rounds_atom, std::int32_t limit) {
         return round_statuses(client_view_of(self->state), limit);
       },
@@ -180,6 +180,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.cfg = std::move(cfg);
   st.listener = listener;
   st.t0 = self->clock().now();
+  st.created = st.t0;
   st.nodes.resize(st.cfg.cl.servers.size());
   st.rates = std::make_shared<run_rates>(st.cfg.cl, st.cfg.colocation);
   st.round = st.cfg.first_round - 1;
@@ -193,6 +194,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   // Built once: a behaviour of this many handlers costs tens of microseconds to build, and
   // the scheduler changes phase two or three times a round.
   st.phases = {idle(self), starting(self), running(self), draining(self)};
+  st.registration_progress = self->clock().now();  // the registration wait counts from here
   self->delayed_send(self, seconds(st.cfg.register_timeout), reg_timeout_atom::value);
   if (st.cfg.max_seconds > 0)
     self->delayed_send(self, seconds(st.cfg.max_seconds), run_timeout_atom::value);

@@ -108,7 +108,7 @@ caf::behavior ending(self_ptr self, end_ptr end) {
       [=](jobs_atom, std::int64_t id, bool placements) {
         return job_statuses(client_view_of(self->state), id, placements);
       },
-      [=](nodes_atom) { return node_statuses(client_view_of(self->state)); },
+      [=](nodes_atom) { return node_statuses(client_view_of(self->state), self->clock().now()); },
       [=](rounds_atom, std::int32_t limit) {
         return round_statuses(client_view_of(self->state), limit);
       },
@@ -131,6 +131,8 @@ void finish(self_ptr self, bool ok, std::string why, bool at_boundary) {
   sum.round_records = st.round_records;
   sum.refused = st.refused;
   sum.joins = st.joins;
+  sum.registration_seconds = st.registration_seconds;
+  sum.stalled_seconds = st.stalled;
   st.starting.open = false;  // a view still on its way changes nothing
   self->set_default_handler(after_end);
   self->set_down_handler([](caf::down_msg&) {});  // nodes going away now are not lost

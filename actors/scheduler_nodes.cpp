@@ -148,17 +148,29 @@ caf::error refuse(self_ptr self, const caf::error& why, bool fatal) {
   return why;
 }
 
+/// Starts the rounds: the nodes registered so far form the cluster (the rest may join).
+void start_run(self_ptr self) {
+  auto& st = self->state;
+  st.run_started = true;
+  st.t0 = self->clock().now();
+  st.registration_seconds = seconds_between(st.created, st.t0);
+  self->send(self, hb_check_atom::value);
+  self->send(self, arrival_atom::value);
+  self->become(self->state.phases.idle);
+}
+
 /// Starts the run once every node of the cluster file has registered.
 void start_if_complete(self_ptr self) {
   auto& st = self->state;
   if (st.run_started || !std::all_of(st.nodes.begin(), st.nodes.end(),
                                      [](const node_record& r) { return r.registered; }))
     return;
-  st.run_started = true;
-  st.t0 = self->clock().now();
-  self->send(self, hb_check_atom::value);
-  self->send(self, arrival_atom::value);
-  self->become(self->state.phases.idle);
+  start_run(self);
+}
+
+/// Seconds since the epoch of the actor clock: the heartbeat gaps' time line.
+double clock_seconds(self_ptr self) {
+  return std::chrono::duration<double>(self->clock().now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -189,6 +201,9 @@ caf::result<node_welcome> register_node(self_ptr self, const node_hello& h) {
   rec.leaving = false;
   rec.hello = h;
   rec.last_seen = self->clock().now();
+  rec.gaps = heartbeat_gaps{};
+  rec.gaps.arrived(clock_seconds(self));
+  st.registration_progress = rec.last_seen;
   st.by_addr[who] = h.rank;
   st.fenced.erase(who);
   self->monitor(rec.handle);
@@ -213,6 +228,7 @@ caf::result<auth_challenge> challenge(self_ptr self, const auth_request& r) {
     return make_run_error(run_errc::unauthenticated, answer.err().message);
   }
   st.challenges.issue(caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(issued));
+  st.registration_progress = self->clock().now();
   return std::move(*answer);
 }
 
@@ -241,15 +257,61 @@ bool release_if_leaving(self_ptr self, int rank) {
   return false;
 }
 
-/// Loses every live node that has not been heard from within the heartbeat timeout.
+void heartbeat_from(self_ptr self) {
+  const int rank = sender_rank(self);
+  if (rank >= 0) self->state.nodes[rank].gaps.arrived(clock_seconds(self));
+}
+
+namespace {
+
+/// Time this scan ran late beyond one interval: the scheduler itself was starved (a busy
+/// host, a stopped process), and its nodes' heartbeats waited in its mailbox. That time is
+/// credited to every live node, so a starved scheduler does not blame its nodes.
+void credit_own_stall(self_ptr self, caf::actor_clock::time_point now) {
+  auto& st = self->state;
+  const double interval = st.cfg.heartbeat_interval;
+  const double late = st.scanned ? seconds_between(st.last_scan, now) - interval : 0;
+  st.last_scan = now;
+  st.scanned = true;
+  if (late <= interval) return;
+  st.stalled += late;
+  const auto by = std::chrono::duration_cast<caf::actor_clock::time_point::duration>(
+      std::chrono::duration<double>(late));
+  for (auto& n : st.nodes)
+    if (n.alive) {
+      n.last_seen += by;
+      n.gaps.credit(late);
+    }
+  if (st.cfg.verbose)
+    std::cerr << "tessera: the scheduler ran " << late
+              << " s late; its nodes' silence excludes it\n";
+}
+
+/// Why a silent node is lost: its silence against its bound and the gaps behind the bound.
+std::string silence_reason(const node_record& n, double silent, double bound,
+                           const liveness_settings& s) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "no heartbeat for %.2f s (its bound %.2f s: floor %.2f s, ceiling %.2f s, mean gap "
+                "%.3f s, sd %.3f s over %zu gaps)",
+                silent, bound, s.floor, s.ceiling, n.gaps.mean(), n.gaps.sd(), n.gaps.count());
+  return text;
+}
+
+}  // namespace
+
+/// Loses every live node silent for longer than its loss bound (actors/liveness.hpp).
 void check_heartbeats(self_ptr self) {
   auto& st = self->state;
   const auto now = self->clock().now();
+  credit_own_stall(self, now);
   for (std::size_t r = 0; r < st.nodes.size(); ++r) {
-    if (!st.nodes[r].alive) continue;
-    const double silent = seconds_between(st.nodes[r].last_seen, now);
-    if (silent > st.cfg.heartbeat_timeout &&
-        !node_lost(self, static_cast<int>(r), "no heartbeat for " + std::to_string(silent) + " s"))
+    const auto& n = st.nodes[r];
+    if (!n.alive) continue;
+    const double silent = seconds_between(n.last_seen, now);
+    const double bound = n.gaps.bound(st.cfg.liveness);
+    if (silent > bound &&
+        !node_lost(self, static_cast<int>(r), silence_reason(n, silent, bound, st.cfg.liveness)))
       return;
   }
   self->delayed_send(self, seconds(st.cfg.heartbeat_interval), hb_check_atom::value);
@@ -258,6 +320,24 @@ void check_heartbeats(self_ptr self) {
 
 bool lose_late_nodes(self_ptr self, std::int64_t round) {
   auto& s = self->state;
+  // A late node still within its heartbeat bound is slow, not dead: the round waits for it,
+  // one report grace at a time, at most twice.
+  const auto now = self->clock().now();
+  bool waiting = false;
+  for (int r : s.pending) {
+    const auto& n = s.nodes[r];
+    if (s.late_waits < 2 && seconds_between(n.last_seen, now) <= n.gaps.bound(s.cfg.liveness))
+      waiting = true;
+  }
+  if (waiting) {
+    ++s.late_waits;
+    std::cerr << "tessera: round " << round << ": " << s.pending.size()
+              << " node(s) late with their report but alive; waiting " << s.cfg.report_grace
+              << " s more\n";
+    s.round_deadline += s.cfg.report_grace;
+    self->delayed_send(self, seconds(s.cfg.report_grace), round_deadline_atom::value, round);
+    return false;
+  }
   const std::set<int> late = s.pending;
   for (int r : late)
     if (!node_lost(self, r,
@@ -267,14 +347,39 @@ bool lose_late_nodes(self_ptr self, std::int64_t round) {
   return true;
 }
 
+/// Registration's time-out: while nodes keep arriving (or proving themselves) the wait goes
+/// on, counted from the last progress; then the run starts with the nodes present when the
+/// settings allow it (min_nodes), or ends saying who is missing and how to wait longer.
 void registration_overdue(self_ptr self) {
   auto& s = self->state;
+  if (s.run_started) return;
+  const auto now = self->clock().now();
+  const double quiet = seconds_between(s.registration_progress, now);
+  if (quiet < s.cfg.register_timeout) {
+    self->delayed_send(self, seconds(s.cfg.register_timeout - quiet), reg_timeout_atom::value);
+    return;
+  }
   std::string missing;
-  for (std::size_t r = 0; r < s.nodes.size(); ++r)
-    if (!s.nodes[r].registered) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  int present = 0;
+  for (std::size_t r = 0; r < s.nodes.size(); ++r) {
+    if (s.nodes[r].registered)
+      ++present;
+    else
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  const std::string counted =
+      std::to_string(present) + " of " + std::to_string(s.nodes.size()) + " nodes registered";
+  if (s.cfg.min_nodes > 0 && present >= s.cfg.min_nodes) {
+    std::cerr << "tessera: " << counted << "; starting with them (--min-nodes " << s.cfg.min_nodes
+              << "); missing ranks " << missing << " may join later\n";
+    start_run(self);
+    return;
+  }
   finish(self, false,
-         "not every node registered within " + std::to_string(s.cfg.register_timeout) +
-             " s; missing ranks: " + missing);
+         counted + " (none for the last " + std::to_string(static_cast<int>(quiet)) +
+             " s); missing ranks: " + missing +
+             ". Wait longer with --connect-timeout SECONDS (the wait counts from the last "
+             "node that made progress), or start with the nodes present with --min-nodes N");
 }
 
 }  // namespace tessera::actors::sched

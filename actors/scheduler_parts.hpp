@@ -77,7 +77,8 @@ bool local_sender(self_ptr self);
 caf::result<auth_challenge> challenge(self_ptr self, const auth_request& r);
 /// Registers a node that proved the cluster secret.
 caf::result<node_welcome> register_node(self_ptr self, const node_hello& h);
-/// Not every node registered in time: the run ends.
+/// The registration wait passed: it goes on while nodes make progress, then the run starts
+/// with the nodes present (min_nodes) or ends saying who is missing.
 void registration_overdue(self_ptr self);
 /// A node asks to leave after the current round.
 void node_leaves(self_ptr self);
@@ -87,13 +88,17 @@ bool release_if_leaving(self_ptr self, int rank);
 bool node_lost(self_ptr self, int rank, const std::string& why);
 /// A node's actor went down.
 void node_down(self_ptr self, const caf::down_msg& d);
-/// Loses every live node silent for longer than the heartbeat time-out; leaves out the jobs
-/// whose views are overdue.
+/// A node's heartbeat: attributed, and its gap recorded (its loss bound learns from it).
+void heartbeat_from(self_ptr self);
+
+/// Loses every live node silent for longer than its loss bound (actors/liveness.hpp), not
+/// counting time the scheduler itself ran late; leaves out the jobs whose views are overdue.
 void check_heartbeats(self_ptr self);
 /// The cluster of live nodes; a change invalidates the last plan and the jobs' last types.
 void refresh_live_cluster(scheduler_state& st);
-/// Loses the nodes that have not reported round `round` by its deadline; false when the run
-/// ended.
+/// Loses the nodes that have not reported round `round` by its deadline (a late node still
+/// heartbeating gets up to two more report graces first); false when the round must still
+/// wait or the run ended.
 bool lose_late_nodes(self_ptr self, std::int64_t round);
 
 // ---- rounds (scheduler_rounds.cpp) ----------------------------------------------------------

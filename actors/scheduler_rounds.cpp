@@ -180,6 +180,7 @@ void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
               << " s: " << st.expected_starts << " parts on " << st.live_ranks.size() << " nodes\n";
   self->delayed_send(self, seconds(cfg.round_length), round_tick_atom::value, st.round);
   st.round_deadline = cfg.round_length + cfg.report_grace + program_grace;
+  st.late_waits = 0;
   self->delayed_send(self, seconds(st.round_deadline), round_deadline_atom::value, st.round);
 }
 

@@ -25,6 +25,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/job_life.hpp"
+#include "actors/liveness.hpp"
 #include "actors/protocol.hpp"
 #include "actors/run_rates.hpp"
 #include "runtime/core/cluster_config.hpp"
@@ -55,12 +56,16 @@ struct scheduler_config {
   std::vector<std::string> known_kinds;  ///< trainable kinds every node can build
   double round_length = 1.0;             ///< seconds per round
   std::string checkpoint_dir;            ///< shared directory for job checkpoints
-  double register_timeout = 20;          ///< seconds for every node to register
-  double heartbeat_interval = 0.5;       ///< seconds between node heartbeats
-  double heartbeat_timeout = 5;          ///< a node silent this long is lost
-  double report_grace = 10;              ///< seconds past a round's length to report
-  double max_seconds = 0;                ///< give up after this long (0 = no limit)
-  bool verbose = false;                  ///< one line per round on stderr
+  double register_timeout = 20;          ///< seconds to wait for the first node and between nodes
+  /// With fewer nodes than the cluster file's registered when the registration time-out
+  /// passes, start anyway when at least this many did (0: every node is needed); the others
+  /// may join later.
+  int min_nodes = 0;
+  double heartbeat_interval = 0.5;  ///< seconds between node heartbeats
+  liveness_settings liveness;       ///< when a silent node is lost (actors/liveness.hpp)
+  double report_grace = 10;         ///< seconds past a round's length to report
+  double max_seconds = 0;           ///< give up after this long (0 = no limit)
+  bool verbose = false;             ///< one line per round on stderr
   /// A cluster that stays up (`tessera serve`): no end when no job is left; it ends on a
   /// stop request (stop_atom) after the round in flight.
   bool serve = false;
@@ -121,6 +126,7 @@ struct node_record {
   bool alive = false;                      ///< registered and not lost
   node_hello hello;                        ///< what it said at registration
   caf::actor_clock::time_point last_seen;  ///< latest message from it
+  heartbeat_gaps gaps;                     ///< its heartbeats' gaps: its loss bound
   bool leaving = false;                    ///< asked to leave after the current round
 };
 
@@ -134,6 +140,8 @@ struct scheduler_state {
   scheduler_config cfg;                      ///< settings
   caf::actor listener;                       ///< receives the run_summary
   caf::actor_clock::time_point t0;           ///< when the run started (every node registered)
+  caf::actor_clock::time_point created;      ///< when the scheduler started
+  double registration_seconds = -1;          ///< created -> the run started (-1 before)
   std::deque<job_entry> jobs;                ///< every job, in submission order
   std::map<std::int64_t, job_entry*> by_id;  ///< every job by id (deque: stable pointers)
   std::map<caf::actor_addr, job_entry*> by_job_actor;  ///< every job by its actor
@@ -145,20 +153,27 @@ struct scheduler_state {
   std::set<caf::actor_addr> fenced;            ///< actors of nodes declared lost
   challenge_book<caf::actor_addr> challenges;  ///< registrations under way
   bool run_started = false;                    ///< every node registered; rounds may run
-  std::int64_t round = -1;                     ///< current round, -1 before the first
-  std::set<int> pending;                       ///< ranks yet to report the current round
-  int expected_starts = 0;                     ///< copies of the current round
-  int started = 0;                             ///< copy_started received this round
-  double round_t0 = 0;                         ///< when the current round began (s)
-  double round_deadline = 0;                   ///< seconds after round_t0 every report is due
-  std::uint64_t job_set_version = 0;           ///< bumped on arrivals, completions, failures
-  std::vector<int> live_ranks;                 ///< rank of each live-cluster server
-  cluster live;                                ///< the cluster of live nodes
-  std::uint64_t live_generation = 0;           ///< bumped when the live cluster changes
-  round_plan last_plan;                        ///< previous plan (live-cluster indices)
-  bool have_last = false;                      ///< last_plan is valid for `live`
-  std::vector<std::int32_t> failed_ranks;      ///< lost nodes
-  std::vector<double> dispatch_latency;        ///< per round, seconds
+  /// The last sign of registration progress (a challenge answered, a node accepted): the
+  /// registration time-out counts from it, so a slow start that keeps moving is waited for.
+  caf::actor_clock::time_point registration_progress;
+  caf::actor_clock::time_point last_scan;  ///< the heartbeat scan's previous run
+  bool scanned = false;                    ///< last_scan is set
+  double stalled = 0;       ///< seconds the scheduler's own scans ran late, not held against nodes
+  int late_waits = 0;       ///< deadline extensions granted this round to late but live nodes
+  std::int64_t round = -1;  ///< current round, -1 before the first
+  std::set<int> pending;    ///< ranks yet to report the current round
+  int expected_starts = 0;  ///< copies of the current round
+  int started = 0;          ///< copy_started received this round
+  double round_t0 = 0;      ///< when the current round began (s)
+  double round_deadline = 0;                ///< seconds after round_t0 every report is due
+  std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
+  std::vector<int> live_ranks;              ///< rank of each live-cluster server
+  cluster live;                             ///< the cluster of live nodes
+  std::uint64_t live_generation = 0;        ///< bumped when the live cluster changes
+  round_plan last_plan;                     ///< previous plan (live-cluster indices)
+  bool have_last = false;                   ///< last_plan is valid for `live`
+  std::vector<std::int32_t> failed_ranks;   ///< lost nodes
+  std::vector<double> dispatch_latency;     ///< per round, seconds
   std::vector<round_record> round_records;  ///< per round, as runtime/core/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
   std::int64_t dropped = 0;                 ///< messages from actors not live nodes

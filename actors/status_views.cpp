@@ -17,7 +17,8 @@ client_view client_view_of(const scheduler_state& st) {
                      st.failed_ranks,
                      st.recent_rounds,
                      st.plan_histogram,
-                     st.dispatch_histogram};
+                     st.dispatch_histogram,
+                     st.cfg.liveness};
 }
 
 namespace {
@@ -59,7 +60,7 @@ std::string node_state(const client_view& st, std::size_t rank) {
 
 }  // namespace
 
-std::vector<node_status> node_statuses(const client_view& st) {
+std::vector<node_status> node_statuses(const client_view& st, caf::actor_clock::time_point now) {
   std::vector<node_status> out;
   for (std::size_t r = 0; r < st.nodes.size(); ++r) {
     const auto& srv = st.cl.servers[r];
@@ -72,6 +73,10 @@ std::vector<node_status> node_statuses(const client_view& st) {
     n.host = st.nodes[r].hello.host;
     n.pid = st.nodes[r].hello.pid;
     n.state = node_state(st, r);
+    if (st.nodes[r].alive) {
+      n.silence = std::chrono::duration<double>(now - st.nodes[r].last_seen).count();
+      n.loss_bound = st.nodes[r].gaps.bound(st.liveness);
+    }
     out.push_back(std::move(n));
   }
   for (const auto& e : st.jobs)

@@ -34,6 +34,7 @@ struct client_view {
   const std::deque<round_status>& recent_rounds;    ///< the last rounds
   const latency_histogram& plan_seconds;            ///< planning time of each round
   const latency_histogram& dispatch_seconds;        ///< orders out -> every copy running
+  const liveness_settings& liveness;                ///< when a silent node is lost
 };
 
 /// The client view of the scheduler's state `st`.
@@ -43,8 +44,9 @@ client_view client_view_of(const scheduler_state& st);
 /// with `placements`, each job's parts in its recent rounds.
 std::vector<job_status> job_statuses(const client_view& v, std::int64_t id, bool placements);
 
-/// Every node of the cluster file, by rank, with its parts in the current round.
-std::vector<node_status> node_statuses(const client_view& v);
+/// Every node of the cluster file, by rank, with its parts in the current round and, for a
+/// live one, its silence at `now` against its loss bound.
+std::vector<node_status> node_statuses(const client_view& v, caf::actor_clock::time_point now);
 
 /// The last `limit` rounds (at most those kept), oldest first.
 std::vector<round_status> round_statuses(const client_view& v, std::int32_t limit);

@@ -14,8 +14,13 @@
 /// node's answer: the scheduler's handling rate while the middleman deserialises in parallel,
 /// so an upper bound on what a round can use.
 ///
-/// Usage: bench_actor_dispatch_bench [TESSERA [TESSERA_FAULTY]] (default: the build's; without
-/// tessera_faulty, i.e. tests not built, the throughput run is skipped).
+/// Registration (run 1): seconds from the scheduler's start until every node had registered
+/// (the summary's registration_seconds), and the scheduler's own lateness it did not hold
+/// against its nodes (scheduler_stalled_seconds).
+///
+/// Usage: bench_actor_dispatch_bench [--nodes 4,8,16] [--no-flood] [TESSERA [TESSERA_FAULTY]]
+/// (default: the build's; without tessera_faulty, i.e. tests not built, or with --no-flood,
+/// the throughput run is skipped).
 
 #include <algorithm>
 #include <cstdio>
@@ -56,13 +61,54 @@ double flood_rate(const std::filesystem::path& dir, int nodes, double& messages)
 
 }  // namespace
 
+/// Node counts from "4,8,16"; empty on a malformed list.
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const int n = std::stoi(item, &used);
+      if (used != item.size() || n < 1 || n > 1024) return {};
+      out.push_back(n);
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
-  const std::string binary = argc > 1 ? argv[1] : TESSERA_BINARY;
+  std::vector<std::string> positional;
+  std::vector<int> counts = {4, 8, 16};
+  bool no_flood = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: bench_actor_dispatch_bench [--nodes 4,8,16] [--no-flood] [TESSERA "
+                   "[TESSERA_FAULTY]]\n";
+      return 0;
+    }
+    if (a == "--no-flood") {
+      no_flood = true;
+    } else if (a == "--nodes" && i + 1 < argc) {
+      counts = parse_counts(argv[++i]);
+      if (counts.empty()) {
+        std::cerr << "actor_dispatch_bench: --nodes: expected counts in [1, 1024] such as 4,8,16\n";
+        return 2;
+      }
+    } else {
+      positional.push_back(a);
+    }
+  }
+  const std::string binary = positional.size() > 0 ? positional[0] : TESSERA_BINARY;
 #ifdef TESSERA_FAULTY_BINARY
-  const std::string faulty = argc > 2 ? argv[2] : TESSERA_FAULTY_BINARY;
+  std::string faulty = positional.size() > 1 ? positional[1] : TESSERA_FAULTY_BINARY;
 #else
-  const std::string faulty = argc > 2 ? argv[2] : "";
+  std::string faulty = positional.size() > 1 ? positional[1] : "";
 #endif
+  if (no_flood) faulty.clear();
   const int rounds = 20;
   const double round_length = 0.3;
   const long flood = 10000;
@@ -70,7 +116,7 @@ int main(int argc, char** argv) {
                    ("tessera_dispatch_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir / "ckpt");
   int rc = 0;
-  for (int n : {4, 8, 16}) {
+  for (int n : counts) {
     std::ostringstream cl, jobs;
     cl << "[cluster]\nname = \"bench\"\n[[cluster.server]]\ngpu_type = \"v100\"\ngpus = 1\n"
        << "count = " << n << "\n";
@@ -126,6 +172,9 @@ int main(int argc, char** argv) {
     line["flood_messages"] = fm;
     line["scheduler_msgs_per_s"] = rate;
     line["run_messages"] = s["messages"];
+    line["registration_s"] = s["registration_seconds"];
+    line["scheduler_stalled_s"] = s["scheduler_stalled_seconds"];
+    line["dispatch_latency_ms_p99"] = 1000 * percentile(lat, 0.99);
     line["target_met_50ms"] = 1000 * std::max(first, percentile(lat, 0.95)) < 50;
     std::cout << line.dump() << std::endl;
   }

@@ -61,8 +61,8 @@ void add_options(po::options_description& d, run_options& o) {
       "policy-arg", po::value(&o.policy_args)->composing(),
       "policy option key=value (repeatable; value a number, or true/false)")(
       "round-length", po::value(&s.round_length)->default_value(s.serve ? 30.0 : 1.0),
-      s.serve ? "seconds per round: a program job starts its process afresh every round, so "
-                "a standing cluster's rounds leave it tens of seconds to train"
+      s.serve ? "seconds per round: a standing cluster's rounds are long, so placements change "
+                "rarely and a program's process stays warm across them"
               : "seconds per round")(
       "local", po::value(&o.local)->default_value(0),
       "start this many node processes here (fork/exec), no mpirun needed")(
@@ -77,13 +77,21 @@ void add_options(po::options_description& d, run_options& o) {
       "timeline", po::value(&s.timeline_file),
       "write who ran where in each round (JSON Lines, runtime/core/timeline.hpp) to this file")(
       "connect-timeout", po::value(&s.connect_timeout)->default_value(20.0),
-      "seconds for nodes to reach the scheduler and register")(
-      "timeout", po::value(&s.timeout)->default_value(600.0),
-      "give up when the run has not ended after this many seconds")(
+      "seconds to wait for nodes to register, counted from the last node that made progress "
+      "(a slow start that keeps moving is waited for)")(
+      "min-nodes", po::value(&s.min_nodes)->default_value(0),
+      "when the registration wait ends with nodes missing, start with those present if at "
+      "least this many (0: every node of the cluster file is needed); the others may join "
+      "later")("timeout", po::value(&s.timeout)->default_value(600.0),
+               "give up when the run has not ended after this many seconds")(
       "heartbeat-interval", po::value(&s.heartbeat_interval)->default_value(0.25),
       "seconds between heartbeats (node -> scheduler, and CAF's own)")(
       "heartbeat-timeout", po::value(&s.heartbeat_timeout)->default_value(3.0),
-      "seconds of silence after which a node is lost")(
+      "seconds of silence a node is always allowed: the floor of its loss bound, which grows "
+      "with the spread of its heartbeats' gaps on a busy host")(
+      "heartbeat-ceiling", po::value(&s.heartbeat_ceiling)->default_value(0.0),
+      "seconds of silence after which a node is always lost, however uneven its heartbeats "
+      "(0: ten times --heartbeat-timeout, at least 20 s)")(
       "secret-file", po::value(&s.secret_file),
       "the cluster secret: the scheduler writes it to this new file (mode 0600) for nodes "
       "that join later; a joining node reads it")(
@@ -137,12 +145,18 @@ status check_numbers(const run_options& o) {
                      b::max_heartbeat, "seconds"),
         check_option("--heartbeat-timeout", s.heartbeat_timeout, b::min_heartbeat,
                      b::max_heartbeat_timeout, "seconds"),
+        check_option("--heartbeat-ceiling", s.heartbeat_ceiling, 0, b::max_heartbeat_timeout,
+                     "seconds, 0 for the default"),
         check_option("--local", o.local, 0, b::max_local_nodes, "node processes"),
+        check_option("--min-nodes", s.min_nodes, 0, b::max_local_nodes, "node processes"),
         check_option("--port", s.port, 0, 65535, "a TCP port, 0 for any free one")})
     if (!st) return st;
   if (!(s.heartbeat_timeout > s.heartbeat_interval))
     return error{error_kind::invalid_input,
                  "--heartbeat-timeout must be above --heartbeat-interval"};
+  if (s.heartbeat_ceiling > 0 && s.heartbeat_ceiling < s.heartbeat_timeout)
+    return error{error_kind::invalid_input,
+                 "--heartbeat-ceiling must be 0 or at least --heartbeat-timeout"};
   return {};
 }
 

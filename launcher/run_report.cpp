@@ -87,6 +87,8 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
   j["dropped"] = s.dropped;
   j["refused"] = s.refused;
   j["joins"] = s.joins;
+  j["registration_seconds"] = s.registration_seconds;
+  j["scheduler_stalled_seconds"] = s.stalled_seconds;
   j["checkpoint_dir"] = o.checkpoint_dir;
   j["checkpoint_fallbacks"] = s.checkpoint_fallbacks;
   j["restarts_from_scratch"] = s.restarts_from_scratch;

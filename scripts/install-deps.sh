@@ -12,7 +12,8 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       python3-venv python3-pip python3-setuptools   # the Python client in a venv (PEP 668)
       clang-16 libfuzzer-16-dev    # clang-16 and libFuzzer: the fuzz targets (fuzz/)
       clang-format-14 clang-tidy-14   # scripts/check_format.sh (.clang-format), .clang-tidy
-      chromium)   # headless, for the dashboard's browser test (tests/dashboard)
+      chromium    # headless, for the dashboard's browser test (tests/dashboard)
+      stress-ng)  # scripts/test_under_load.sh: the suite beside a CPU hog
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

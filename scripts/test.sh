@@ -16,6 +16,16 @@ phase() {
   "$@"
   echo "== suite: $name took $((SECONDS - start)) s (suite so far $((SECONDS - suite_start)) s)"
 }
+# Every wait in a test is a hang guard multiplied by TESSERA_TEST_TIME_SCALE (tests/support.hpp,
+# tests/timescale.py): when not given, the host's load per core at the start (1 to 8), doubled
+# for the sanitizer build's tests.
+if [ -z "${TESSERA_TEST_TIME_SCALE:-}" ]; then
+  TESSERA_TEST_TIME_SCALE=$(awk -v n="$(nproc)" \
+    '{ s = $1 / n; if (s < 1) s = 1; if (s > 8) s = 8; printf "%.1f", s }' /proc/loadavg)
+fi
+export TESSERA_TEST_TIME_SCALE
+asan_scale=$(awk -v s="$TESSERA_TEST_TIME_SCALE" 'BEGIN { printf "%.1f", 2 * s }')
+echo "== suite: time scale $TESSERA_TEST_TIME_SCALE (ASan tests $asan_scale)"
 phase install-deps bash scripts/install-deps.sh
 phase shape python3 scripts/check_shape.py   # layering, function and file sizes, folder shares
 phase format bash scripts/check_format.sh     # .clang-format, applied to every C++ source
@@ -23,7 +33,7 @@ phase build bash scripts/build.sh
 phase tests ctest --preset default -j"$(nproc)"
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != "1" ]; then
   PRESET=asan phase asan-build bash scripts/build.sh
-  phase asan-tests ctest --preset asan -j"$(nproc)"
+  phase asan-tests env TESSERA_TEST_TIME_SCALE="$asan_scale" ctest --preset asan -j"$(nproc)"
 fi
 if [ "${TESSERA_SKIP_FUZZ:-0}" != "1" ]; then
   phase fuzz-build bash -c 'cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j"$(nproc)"'

@@ -225,6 +225,17 @@ inline std::string config_file(const std::string& name) {
   return std::string(TESSERA_CONFIG_DIR) + "/" + name;
 }
 
+/// The factor every wait of a test is multiplied by: TESSERA_TEST_TIME_SCALE (at least 1;
+/// scripts/test.sh raises it under the sanitizers and on a loaded host). Tests wait on events
+/// with bounds; a bound is a hang guard, never the assertion.
+inline double time_scale() {
+  const char* v = std::getenv("TESSERA_TEST_TIME_SCALE");
+  if (!v || !*v) return 1;
+  char* end = nullptr;
+  const double f = std::strtod(v, &end);
+  return (end && *end == 0 && f >= 1 && f <= 100) ? f : 1;
+}
+
 /// True when `s` contains `part`.
 inline bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

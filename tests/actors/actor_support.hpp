@@ -122,7 +122,7 @@ inline scheduler_config make_sched_config(
   sc.checkpoint_dir = ckpt_dir;
   sc.register_timeout = 5;
   sc.heartbeat_interval = 0.1;
-  sc.heartbeat_timeout = 1.0;
+  sc.liveness = liveness_for(1.0);
   sc.report_grace = 2;
   sc.max_seconds = 60;
   sc.secret = test_secret();

@@ -38,8 +38,12 @@ TEST_CASE("job, node, round and cluster documents carry docs/api.md's fields", "
   n.rank = 1;
   n.state = "alive";
   n.assignment = {{7, 3, 0, 1, 2}};
+  n.silence = 0.25;
+  n.loss_bound = 3.5;
   const auto nj = to_json(n);
   CHECK(nj["assignment"][0]["job"] == 3);
+  CHECK(nj["silence"] == 0.25);
+  CHECK(nj["loss_bound"] == 3.5);
   CHECK_FALSE(nj["assignment"][0].contains("round"));
 
   cluster_status c;

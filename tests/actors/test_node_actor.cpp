@@ -81,9 +81,10 @@ TEST_CASE("a node's speed factor throttles its steps", "[actors][node]") {
     INFO("speed " << speed << " steps " << slot.steps << " wall " << wall);
     CHECK(slot.error.empty());
     CHECK(started_at == 0);
-    CHECK(slot.steps <= expect);
-    CHECK(slot.steps >= expect - 2);  // scheduling jitter on a loaded host
-    CHECK(wall <= 0.6 + 0.2);
+    CHECK(slot.steps <= expect);  // the throttle: never faster than its speed allows
+    // A busy host loses steps to scheduling: the slack grows with the suite's time scale.
+    CHECK(slot.steps >= expect - 2 * tessera::test::time_scale());
+    CHECK(wall <= 0.6 + 0.2 * tessera::test::time_scale());
     CHECK(slot.checkpointed);
     CHECK(slot.ema_throughput == Approx(50.0 * speed).epsilon(0.2));
   }

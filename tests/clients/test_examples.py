@@ -17,8 +17,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
 
 from fake_node import FakeNode  # noqa: E402
+from timescale import scaled  # noqa: E402
 
 try:
     import numpy as np
@@ -69,10 +71,11 @@ class ExampleTest(unittest.TestCase):
             sock = os.path.join(self.dir, "lease.sock")
             node = FakeNode(sock, script).start()
             env.update(TESSERA_LEASE=sock, TESSERA_LEASE_TOKEN=node.token)
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=scaled(120))
         self.assertEqual(done.returncode, 0, done.stderr)
         if node is not None:
-            self.assertTrue(node.join(10))
+            self.assertTrue(node.join(scaled(10)))
             self.assertIsNone(node.protocol_error)
         return done.stdout, node
 
@@ -183,7 +186,7 @@ class TestPytorchExample(ExampleTest):
                                     TESSERA_LEASE=sock, TESSERA_LEASE_TOKEN=nodes[-1].token)))
         try:
             for p in procs:
-                _, err = p.communicate(timeout=60)  # without agree: a hung all-reduce
+                _, err = p.communicate(timeout=scaled(60))  # without agree: a hung all-reduce
                 self.assertEqual(p.returncode, 0, err)
         finally:
             for p in procs:
@@ -191,7 +194,7 @@ class TestPytorchExample(ExampleTest):
                     p.kill()
                     p.wait()
         for node in nodes:
-            self.assertTrue(node.join(10))
+            self.assertTrue(node.join(scaled(10)))
             final = [m for _, m in node.received if m["op"] == "report" and m.get("final")]
             self.assertEqual([m["steps"] for m in final], [25])
         self.assertEqual(torch.load(os.path.join(ckpt, "model.pt"))["step"], 25)

@@ -19,6 +19,8 @@ from html.parser import HTMLParser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from timescale import scaled  # noqa: E402
 
 import fake_api  # noqa: E402
 from fake_api import FakeApi  # noqa: E402
@@ -92,7 +94,7 @@ def chromium(url, api, out_dir, *extra):
            *QUIET,
            "--virtual-time-budget=5000", f"--user-data-dir={out_dir}/profile",
            f"--proxy-server=http://127.0.0.1:{api.port}", "--window-size=1280,900", *extra, url]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=90)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=scaled(90))
     if r.returncode != 0:
         raise AssertionError(f"chromium exited {r.returncode}: {r.stderr[-2000:]}")
     return r.stdout

@@ -17,6 +17,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from timescale import scaled  # noqa: E402
 
 from test_dashboard import CHROMIUM, QUIET, Dom  # noqa: E402
 
@@ -80,7 +82,7 @@ def main():
 
 
 def check(serve, state, d, shot):
-    deadline = time.time() + 60
+    deadline = time.time() + scaled(60)
     while not os.path.exists(f"{state}/address") and time.time() < deadline:
         time.sleep(0.2)
     address = open(f"{state}/address").read().split()[0]
@@ -100,7 +102,7 @@ def check(serve, state, d, shot):
               *QUIET, f"--user-data-dir={d}/profile", "--window-size=1280,900",
               "--virtual-time-budget=3000", "--run-all-compositor-stages-before-draw"]
     dom_text = subprocess.run([*common, "--dump-dom", url], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=120).stdout
+                              stderr=subprocess.PIPE, text=True, timeout=scaled(120)).stdout
     jobs = api(address, token, "/v1/jobs")["jobs"]
     nodes = api(address, token, "/v1/nodes")["nodes"]
     dom = Dom(dom_text)
@@ -127,7 +129,7 @@ def check(serve, state, d, shot):
         failures.append("no timeline cell")
     if shot:
         subprocess.run([*common, f"--screenshot={shot}", url], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=120)
+                       stderr=subprocess.PIPE, timeout=scaled(120))
     subprocess.run([serve.args[0], "shutdown", "--state-dir", state], check=True,
                    stdout=subprocess.PIPE)
     code = serve.wait(60)

@@ -14,6 +14,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timescale import scaled  # noqa: E402
+
 
 def sweep(binary, out):
     return (f"{binary} sweep --policies max_min_fairness,max_min_fairness_perf --rates 5,6 "
@@ -31,7 +34,7 @@ def main():
         try:
             subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "150", "-y", "10",
                             sweep(binary, f"{d}/tty") + "; sleep 30"], check=True)
-            deadline = time.time() + 40
+            deadline = time.time() + scaled(40)
             while time.time() < deadline:
                 seen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
                                       stdout=subprocess.PIPE, text=True).stdout

@@ -173,6 +173,8 @@ TEST_CASE("cli run: numbers out of bounds and one job's bad setting stop the run
       {base + ok + " --heartbeat-interval nan", "--heartbeat-interval: expected a number"},
       {base + ok + " --timeout inf", "--timeout: expected a number in [1, 604800]"},
       {base + ok + " --connect-timeout 1e-300", "--connect-timeout: expected a number"},
+      {base + ok + " --heartbeat-ceiling 1", "--heartbeat-ceiling must be 0 or at least"},
+      {base + ok + " --min-nodes -1", "--min-nodes: expected a number in [0, 1024]"},
       {base + ok + " --policy-arg efficiency_stage=nan",
        "--policy-arg: field 'efficiency_stage': expected a finite number"},
       {base + huge, huge + ":3: field 'total_steps': expected a positive number of steps, at "

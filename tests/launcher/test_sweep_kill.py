@@ -11,6 +11,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timescale import scaled  # noqa: E402
+
 
 def sweep(binary, out):
     return [binary, "sweep", "--policies", "fifo,max_min_fairness_perf", "--rates", "3,6,9",
@@ -27,7 +30,7 @@ def main():
         cells = len(want.splitlines()) - 1
         assert cells == 12, want
         p = subprocess.Popen(sweep(binary, cut))
-        deadline = time.time() + 30
+        deadline = time.time() + scaled(30)
         done = 0
         while time.time() < deadline and p.poll() is None:
             done = len([f for f in os.listdir(f"{cut}/cells")] if os.path.isdir(f"{cut}/cells")

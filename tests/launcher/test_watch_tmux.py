@@ -14,6 +14,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timescale import scaled  # noqa: E402
+
 CLUSTER = """[cluster]
 name = "watch"
 [[cluster.server]]
@@ -47,7 +50,7 @@ def main():
                                   "--round-length", "1"], stdout=log, stderr=subprocess.STDOUT)
         session = f"tessera-watch-{os.getpid()}"
         try:
-            deadline = time.time() + 60
+            deadline = time.time() + scaled(60)
             while not os.path.exists(f"{state}/address") and time.time() < deadline:
                 time.sleep(0.2)
             subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "110", "-y", "24",

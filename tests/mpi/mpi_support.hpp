@@ -107,9 +107,11 @@ class background {
   background(const background&) = delete;
   background& operator=(const background&) = delete;
 
-  /// Its exit code, waiting at most `seconds` (-1 and the group killed when it did not end).
+  /// Its exit code, waiting at most `seconds` x time_scale() (-1 and the group killed when it
+  /// did not end).
   int wait(double seconds) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds * time_scale());
     while (std::chrono::steady_clock::now() < until) {
       int st = 0;
       if (::waitpid(pid_, &st, WNOHANG) == pid_) {
@@ -125,10 +127,12 @@ class background {
   }
   /// What it printed so far.
   std::string output() const { return file_contents(out_); }
-  /// The first match of `re`'s group 1 in its output, waiting at most `seconds` ("" if none).
+  /// The first match of `re`'s group 1 in its output, waiting at most `seconds` x time_scale()
+  /// ("" if none).
   std::string await(const std::string& re, double seconds) const {
     const std::regex r(re);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds * time_scale());
     while (std::chrono::steady_clock::now() < until) {
       std::smatch m;
       const std::string text = output();

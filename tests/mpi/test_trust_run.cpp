@@ -47,6 +47,14 @@ struct local_run {
     return binary + " --join 127.0.0.1:" + port + " --server " + server + " --cluster " + cluster +
            " --secret-file " + secret_file + " --heartbeat-timeout 1.5 --connect-timeout 5";
   }
+  /// The pid of node `rank`'s process once the rounds are under way (2 s after the start).
+  pid_t running_node(int rank) const {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const pid_t pid =
+        find_process("--rank " + std::to_string(rank) + " --scheduler 127.0.0.1:" + port);
+    REQUIRE(pid > 0);
+    return pid;
+  }
   std::string cluster, jobs_file, secret, summary;
   background proc;
   std::string port;
@@ -163,11 +171,10 @@ TEST_CASE("(j) a node killed, then restarted with tessera node --join, gets work
           "[mpi][j][join]") {
   scratch_dir dir("j");
   local_run run(dir, 3, 3, 400);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  const pid_t node2 = find_process("--rank 2 --scheduler 127.0.0.1:" + run.port);
-  REQUIRE(node2 > 0);
+  const pid_t node2 = run.running_node(2);
   ::kill(node2, SIGKILL);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // declared lost after 1.5 s
+  // Its socket closes with it: lost at once (the join waits for that, or it would be refused).
+  CHECK_FALSE(run.proc.await("node rank 2 \\([^)]*\\) (lost)", 30).empty());
   background joiner(run.join_command("node-2", run.secret), dir.file("join.out"));
   CHECK(joiner.wait(60) == 0);
   INFO(joiner.output());
@@ -187,9 +194,7 @@ TEST_CASE(
     "[mpi][k][drain]") {
   scratch_dir dir("k");
   local_run run(dir, 3, 3, 250);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  const pid_t node1 = find_process("--rank 1 --scheduler 127.0.0.1:" + run.port);
-  REQUIRE(node1 > 0);
+  const pid_t node1 = run.running_node(1);
   ::kill(node1, SIGTERM);
   REQUIRE(run.proc.wait(60) == 0);
   const auto out = run.proc.output();
@@ -209,17 +214,37 @@ TEST_CASE(
     "[mpi][l][fence]") {
   scratch_dir dir("l");
   local_run run(dir, 3, 3, 300);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  const pid_t node2 = find_process("--rank 2 --scheduler 127.0.0.1:" + run.port);
-  REQUIRE(node2 > 0);
+  const pid_t node2 = run.running_node(2);
   ::kill(node2, SIGSTOP);
-  std::this_thread::sleep_for(std::chrono::seconds(4));  // > 1.5 s heartbeat time-out
+  // Stopped until the scheduler declares it lost: past its bound (at least the 1.5 s floor,
+  // at most the 20 s ceiling), whatever the host's load made of that bound.
+  const auto why = run.proc.await("node rank 2 \\([^)]*\\) lost: ([^;]*);", 40);
   ::kill(node2, SIGCONT);
+  INFO(run.proc.output());
+  CHECK_FALSE(why.empty());
   REQUIRE(run.proc.wait(60) == 0);
   const auto sum = load_json(run.summary);
   check_all_finished(sum);
   check_bitwise(sum);  // resumed from checkpoints: bit for bit an uninterrupted run
   CHECK(sum["failed_ranks"] == json::array({2}));
+}
+
+TEST_CASE("(l2) a node stopped for less than its loss bound is not lost: the run waits for it",
+          "[mpi][l][starved]") {
+  scratch_dir dir("l2");
+  local_run run(dir, 3, 3, 300);
+  const pid_t node2 = run.running_node(2);
+  // Half the 1.5 s floor, the least any bound can be: a starved node, not a dead one.
+  ::kill(node2, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(750));
+  ::kill(node2, SIGCONT);
+  REQUIRE(run.proc.wait(60) == 0);
+  INFO(run.proc.output());
+  const auto sum = load_json(run.summary);
+  check_all_finished(sum);
+  check_bitwise(sum);
+  CHECK(sum["failed_ranks"].empty());
+  CHECK_THAT(run.proc.output(), !Catch::Contains("lost:"));
 }
 
 namespace {
