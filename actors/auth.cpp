@@ -100,6 +100,12 @@ result<secret_key> read_secret_file(const std::string& path) {
     return error{error_kind::invalid_input,
                  path + ": the secret file may be read or written by others; chmod 600 it"};
   }
+  if (sb.st_uid != ::geteuid()) {  // another user's secret would let that user in
+    ::close(fd);
+    return error{error_kind::invalid_input,
+                 path + ": the secret file is owned by uid " + std::to_string(sb.st_uid) +
+                     ", not by this user (uid " + std::to_string(::geteuid()) + ")"};
+  }
   std::string text = read_bounded(fd, 4 * secret_bytes);
   ::close(fd);
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))

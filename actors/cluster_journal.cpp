@@ -1,6 +1,9 @@
 #include "actors/cluster_journal.hpp"
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
 #include <iostream>
 
 namespace tessera::actors {
@@ -34,6 +37,12 @@ void cluster_journal::note(std::string record) {
 }
 
 result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume) {
+  struct stat sb {};
+  if (resume && ::lstat(path.c_str(), &sb) != 0 && errno == ENOENT)
+    return error{error_kind::invalid_input,
+                 "--resume: " + path +
+                     " does not exist, so there is nothing to resume (a mistyped --state-dir?); "
+                     "drop --resume to start a fresh cluster"};
   auto opened = journal::open(path);
   if (!opened) return opened.err();
   if (opened->damage) std::cerr << "tessera: " << opened->damage->message << '\n';

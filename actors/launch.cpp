@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -157,10 +159,12 @@ int run_node(caf::actor_system& sys, const node_config& nc, const caf::actor& sc
   waiter->monitor(node);
   int code = ok;
   bool down = false, drain_sent = false;
+  // No limit (infinity): the node ends with its cluster (a shutdown, or its connection gone).
+  const bool bounded = std::isfinite(limit);
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                         std::chrono::duration<double>(limit));
-  while (!down && std::chrono::steady_clock::now() < until) {
+                         std::chrono::duration<double>(bounded ? limit : 0));
+  while (!down && (!bounded || std::chrono::steady_clock::now() < until)) {
     if (drain_requested && !drain_sent) {
       std::cerr << "tessera: node rank " << nc.rank << " drains: it leaves after this round\n";
       caf::anon_send(node, leave_atom::value);
@@ -481,7 +485,12 @@ int connect_and_run_node(const run_settings& s, const run_inputs& in, int rank,
   }
   auto nc = make_node_config(s, in, rank, kinds, setup, key);
   nc.agg = std::move(agg);
-  return run_node(sys, nc, *sched, s.timeout + s.connect_timeout + 30);
+  // A node of a served cluster, or one that joined a running cluster, lives as long as that
+  // cluster: the scheduler shuts it down, or its connection goes. A batch run's own nodes keep
+  // a safety net past the run's time-out.
+  const double limit = s.serve || s.joined ? std::numeric_limits<double>::infinity()
+                                           : s.timeout + s.connect_timeout + 30;
+  return run_node(sys, nc, *sched, limit);
 }
 
 }  // namespace tessera::actors::launch

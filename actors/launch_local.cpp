@@ -3,11 +3,14 @@
 /// and starts the other node processes itself (fork/exec), handing them the cluster secret in
 /// a private directory; each of them runs run_node_process.
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -35,29 +38,113 @@ using launch::run_inputs;
 using launch::run_rank0;
 using launch::run_secret;
 
-/// Starts node processes 1 .. n-1 of a local run with the command lines `start_node` gives.
+/// Starts node process `rank` of a local run with the command line `start_node` gives; its
+/// pid, or -1 (after printing why).
+pid_t spawn_node(const node_command& start_node, int rank, int port,
+                 const std::string& secret_file) {
+  std::vector<std::string> a = start_node(rank, port, secret_file);
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    std::perror("tessera: exec");
+    ::_exit(127);
+  }
+  if (pid < 0) std::perror("tessera: fork");
+  return pid;
+}
+
+/// Starts node processes 1 .. n-1 of a local run (pids[r - 1] is rank r's).
 std::vector<pid_t> spawn_children(const node_command& start_node, int n, int port,
                                   const std::string& secret_file) {
   std::vector<pid_t> pids;
   for (int r = 1; r < n; ++r) {
-    std::vector<std::string> a = start_node(r, port, secret_file);
-    std::vector<char*> argv;
-    for (auto& s : a) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execv(argv[0], argv.data());
-      std::perror("tessera: exec");
-      ::_exit(127);
-    }
-    if (pid < 0) {
-      std::perror("tessera: fork");
-      break;
-    }
+    const pid_t pid = spawn_node(start_node, r, port, secret_file);
+    if (pid < 0) break;
     pids.push_back(pid);
   }
   return pids;
 }
+
+/// Under `serve --local`: keeps node processes 1 .. n-1 running for as long as the cluster.
+/// One that dies (a signal, or a non-zero exit: it was lost or fenced) is started again and
+/// registers anew, as `tessera node --join` would; the back-off doubles from 1 s to 30 s while
+/// it keeps dying within a minute of its start. One that exits 0 left on purpose (drained, or
+/// shut down with the cluster) and stays down.
+class node_keeper {
+ public:
+  node_keeper(const node_command& start_node, int port, std::string secret_file,
+              std::vector<pid_t>& pids)
+      : start_(start_node),
+        port_(port),
+        secret_(std::move(secret_file)),
+        pids_(pids),
+        ranks_(pids.size()),
+        thread_([this] { run(); }) {}
+  ~node_keeper() {
+    stop_ = true;
+    thread_.join();
+  }
+  node_keeper(const node_keeper&) = delete;
+  node_keeper& operator=(const node_keeper&) = delete;
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct rank_life {
+    clock::time_point started = clock::now();
+    clock::time_point restart_at{};
+    double backoff = 1;
+    bool waiting = false;  ///< dead, to be started at restart_at
+  };
+
+  void run() {
+    while (!stop_) {
+      for (std::size_t i = 0; i < pids_.size() && !stop_; ++i) watch(i);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  /// Rank i + 1: notices its death, and starts it again when its back-off is over.
+  void watch(std::size_t i) {
+    auto& life = ranks_[i];
+    const int rank = static_cast<int>(i) + 1;
+    if (life.waiting) {
+      if (clock::now() < life.restart_at) return;
+      const pid_t pid = spawn_node(start_, rank, port_, secret_);
+      if (pid < 0) {
+        life.restart_at = clock::now() + std::chrono::seconds(30);
+        return;
+      }
+      pids_[i] = pid;
+      life = rank_life{clock::now(), {}, life.backoff, false};
+      return;
+    }
+    int status = 0;
+    if (pids_[i] <= 0 || ::waitpid(pids_[i], &status, WNOHANG) != pids_[i]) return;
+    const pid_t dead = pids_[i];
+    pids_[i] = -1;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;  // it left on purpose
+    if (clock::now() - life.started > std::chrono::minutes(1)) life.backoff = 1;
+    const std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                                : "exit " + std::to_string(WEXITSTATUS(status));
+    std::cerr << "tessera: node rank " << rank << " (pid " << dead << ") ended (" << how
+              << "); starting it again in " << life.backoff << " s\n";
+    life.waiting = true;
+    life.restart_at =
+        clock::now() + std::chrono::milliseconds(static_cast<long>(life.backoff * 1000));
+    life.backoff = std::min(30.0, 2 * life.backoff);
+  }
+
+  const node_command& start_;
+  const int port_;
+  const std::string secret_;
+  std::vector<pid_t>& pids_;
+  std::vector<rank_life> ranks_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  ///< last: starts once the rest is set
+};
 
 /// Waits for the children to exit, killing those left after `grace` seconds. A child killed
 /// by a signal before (e.g. an injected fault) counts as exited.
@@ -141,15 +228,21 @@ int run_local(const run_settings& s, const train::trainable_registry& kinds,
     return failed;
   }
   std::vector<pid_t> children;
+  std::unique_ptr<node_keeper> keeper;  // serve: replaces the node processes that die
   const std::string bind = s.bind.empty() ? "127.0.0.1" : s.bind;
   const int code = run_rank0(
       s, *in, kinds, setup, sched_setup,
       [&](int port) {
         if (port == 0) return false;
         children = spawn_children(start_node, s.local, port, secret_path);
-        return static_cast<int>(children.size()) == s.local - 1;
+        const bool all = static_cast<int>(children.size()) == s.local - 1;
+        if (all && s.serve)
+          keeper = std::make_unique<node_keeper>(start_node, port, secret_path, children);
+        return all;
       },
       *key, bind);
+  keeper.reset();  // no restarts while the cluster ends
+  children.erase(std::remove(children.begin(), children.end(), pid_t{-1}), children.end());
   reap(children, 10);
   return code;
 }

@@ -66,6 +66,7 @@ struct run_settings {
   double connect_timeout = 20;
   /// Start with the nodes registered when the wait ends, if at least this many (0: all).
   int min_nodes = 0;
+  bool joined = false;               ///< this node process joined a running cluster (--join)
   double timeout = 600;              ///< the run gives up when it has not ended by then (s)
   double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
   /// Seconds of silence a node is always allowed: the floor of its adaptive loss bound

@@ -1,6 +1,8 @@
 #include "actors/service.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -17,36 +19,73 @@ namespace tessera::actors {
 
 namespace {
 
-/// Writes `text` to `path` with mode `mode` atomically (a temporary file, then a rename).
-status write_atomically(const std::string& path, const std::string& text, mode_t mode) {
-  const std::string tmp = path + ".tmp";
-  std::error_code ec;
-  std::filesystem::remove(tmp, ec);
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return error{error_kind::io, tmp + ": cannot write: " + std::strerror(errno)};
-    f << text;
-    if (!f.flush()) return error{error_kind::io, tmp + ": cannot write: " + std::strerror(errno)};
+/// True for an address only this host can reach.
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+/// Writes `text` to `path` with mode `mode` atomically: a new temporary file beside it
+/// (mkstemp: O_EXCL, a name no one can guess, so no planted file or link is written through),
+/// then a rename, which replaces whatever `path` was (a link too) without following it.
+status write_file_atomically(const std::string& path, const std::string& text, mode_t mode) {
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return error{error_kind::io, path + ": cannot write: " + std::strerror(errno)};
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  ::fchmod(fd, mode) == 0;
+  const int err = errno;
+  if (::close(fd) != 0 || !ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = ok ? errno : err;
+    ::unlink(tmp.c_str());
+    return error{error_kind::io, path + ": cannot write: " + std::strerror(e)};
   }
-  if (::chmod(tmp.c_str(), mode) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return error{error_kind::io, path + ": cannot write: " + std::strerror(errno)};
   return {};
+}
+
+namespace {
+
+/// Why `state_dir` (lstat's `sb`) cannot be trusted, or "": it must be a real directory (not a
+/// link), owned by this process's effective user, and writable by no one else. Otherwise
+/// another local user could plant a token (and run jobs as this user) or links that make this
+/// user write where they choose.
+std::string distrust_of(const std::string& state_dir, const struct stat& sb) {
+  const std::string name = "--state-dir " + state_dir;
+  if (S_ISLNK(sb.st_mode)) return name + " is a symbolic link; give the directory itself";
+  if (!S_ISDIR(sb.st_mode)) return name + " is not a directory";
+  if (sb.st_uid != ::geteuid())
+    return name + " is owned by uid " + std::to_string(sb.st_uid) + ", not by this user (uid " +
+           std::to_string(::geteuid()) + "); use a directory of your own";
+  if ((sb.st_mode & 022) != 0)
+    return name + " may be written by others (mode " + std::to_string((sb.st_mode >> 6) & 7) +
+           std::to_string((sb.st_mode >> 3) & 7) + std::to_string(sb.st_mode & 7) +
+           "); chmod 700 it";
+  return "";
 }
 
 }  // namespace
 
 status prepare_state_dir(const std::string& state_dir) {
   if (state_dir.empty()) return error{error_kind::invalid_input, "no --state-dir given"};
-  std::error_code ec;
-  if (!std::filesystem::exists(state_dir, ec)) {
-    std::filesystem::create_directories(state_dir, ec);
-    if (ec)
+  struct stat sb {};
+  if (::lstat(state_dir.c_str(), &sb) != 0) {
+    if (errno != ENOENT)
       return error{error_kind::invalid_input,
-                   "--state-dir " + state_dir + ": cannot create it: " + ec.message()};
-    ::chmod(state_dir.c_str(), 0700);
+                   "--state-dir " + state_dir + ": " + std::strerror(errno)};
+    // The parents as any directory; the state directory itself 0700 from its first moment.
+    std::error_code ec;
+    const auto parent = std::filesystem::path(state_dir).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec || (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST))
+      return error{error_kind::invalid_input, "--state-dir " + state_dir + ": cannot create it: " +
+                                                  (ec ? ec.message() : std::strerror(errno))};
+    if (::lstat(state_dir.c_str(), &sb) != 0)
+      return error{error_kind::invalid_input,
+                   "--state-dir " + state_dir + ": " + std::strerror(errno)};
   }
-  if (!std::filesystem::is_directory(state_dir, ec))
-    return error{error_kind::invalid_input, "--state-dir " + state_dir + " is not a directory"};
+  if (auto why = distrust_of(state_dir, sb); !why.empty())
+    return error{error_kind::invalid_input, why};
   return {};
 }
 
@@ -95,10 +134,17 @@ result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::acto
   svc->http_ = std::move(*server);
   svc->counted_->store(svc->http_.get());
   const std::string address = svc->http_->address();
-  if (auto w = write_atomically(s.state_dir + "/address", address + "\n", 0644); !w) return w.err();
+  if (auto w = write_file_atomically(s.state_dir + "/address", address + "\n", 0644); !w)
+    return w.err();
+  // The token is never printed: logs are read by more people than the state directory.
   if (!s.quiet)
     std::cerr << "tessera: control API on http://" << address << " (token in " << s.state_dir
-              << "/token)\ntessera: dashboard: http://" << address << "/#token=" << *token << "\n";
+              << "/token)\ntessera: dashboard: http://" << address << "/#token=$(cat "
+              << s.state_dir << "/token)\n";
+  if (!is_loopback_host(where->host))
+    std::cerr << "tessera: warning: the control API listens on " << where->host
+              << ", beyond this host: anyone who reaches it and holds the token can run "
+                 "programs as this user; put TLS and a firewall in front of it\n";
   return svc;
 }
 

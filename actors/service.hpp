@@ -11,6 +11,8 @@
 ///            it, so --listen HOST:0 works)
 ///   journal  (runtime/service/journal.hpp) accepted submissions and state changes
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -59,7 +61,12 @@ class service {
 /// another's file); an error when others may read it or it holds no token.
 result<std::string> state_dir_token(const std::string& state_dir);
 
-/// The state directory, created with mode 0700 when missing; an error naming it otherwise.
+/// Writes `text` to `path` with mode `mode` atomically, through no planted file or link: a
+/// new temporary file of an unguessable name beside it, then a rename over `path`.
+status write_file_atomically(const std::string& path, const std::string& text, mode_t mode);
+
+/// The state directory, created with mode 0700 when missing; an error naming it when it is a
+/// link, not a directory, owned by another user or writable by others.
 status prepare_state_dir(const std::string& state_dir);
 
 }  // namespace tessera::actors

@@ -133,9 +133,11 @@ int parse_client(const std::vector<std::string>& args, po::options_description& 
   return -1;
 }
 
+/// A field of a server's answer as text to print: what a program wrote (its stderr's tail in
+/// `failure`) may hold terminal escapes, so control characters are shown escaped.
 std::string text_of(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return "-";
-  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  return printable(j[key].is_string() ? j[key].get<std::string>() : j[key].dump());
 }
 
 void print_jobs(const nlohmann::json& jobs) {

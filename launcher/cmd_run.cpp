@@ -348,6 +348,7 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
     if (!rank) return report(rank.err());
     auto p = parse_scheduler("--join", o.join, *rank);
     if (!p) return report(p.err());
+    o.s.joined = true;
     return actors::run_node_process(o.s, *p, kinds, setup);
   }
   if (o.rank >= 0) {

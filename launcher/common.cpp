@@ -149,4 +149,25 @@ result<copy_efficiency> parse_copy_efficiency(const std::string& text) {
   return ce;
 }
 
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  char hex[8];
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // C1 controls in UTF-8 (U+0080..U+009F: 0xC2 0x80..0x9F) act as escapes on some terminals.
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned char>(text[++i]));
+      out += hex;
+    } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 }  // namespace tessera::cli

@@ -58,6 +58,11 @@ inline constexpr double max_local_nodes = 1024;
 /// [lo, hi]. The error names the option, the range, `unit` ("seconds") and the value.
 status check_option(const char* option, double value, double lo, double hi, const char* unit = "");
 
+/// `text` safe to print on a terminal: control characters (C0 but newline and tab, DEL, and
+/// C1 in UTF-8) shown as \xHH / \uHHHH, so a program's output cannot move the cursor, set the
+/// title or hide text.
+std::string printable(const std::string& text);
+
 /// Prints "tessera: <message>" to stderr and returns the exit code for the error's kind.
 int report(const error& e);
 

@@ -118,7 +118,7 @@ replacement write_replacement(const std::string& path, const std::vector<std::st
                               const journal_options& opt, const replace_steps& steps) {
   const std::string tmp = path + compact_suffix;
   replacement out;
-  fd_guard fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  fd_guard fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)};
   if (fd.fd < 0) {
     out.st = io_error(path, "cannot create '" + tmp + "'", errno);
     return out;
@@ -207,7 +207,7 @@ struct journal::state {
 
 status journal::state::lock() {
   const std::string lock_path = path + lock_suffix;
-  lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (lock_fd < 0) return io_error(path, "cannot open the lock file '" + lock_path + "'", errno);
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
@@ -233,7 +233,7 @@ status journal::state::create() {
 }
 
 status journal::state::read_back(opened_journal& out) {
-  fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);  // never through a link
   if (fd < 0) return io_error(path, "cannot open the journal", errno);
   struct stat sb {};
   if (::fstat(fd, &sb) != 0) return io_error(path, "cannot stat the journal", errno);

@@ -33,7 +33,8 @@ struct served {
     proc = std::make_unique<background>(
         cmd + " --cluster " + cl + " --state-dir " + state + " --round-length 0.5 " + extra,
         dir.str() + "/serve.out");
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(30 * time_scale());
     while (std::chrono::steady_clock::now() < until && address.empty()) {
       std::ifstream a(state + "/address"), t(state + "/token");
       a >> address;
@@ -294,4 +295,34 @@ TEST_CASE(
   }
   CHECK(ids.size() == 5);
   check_bitwise(sum);
+}
+
+TEST_CASE("serve: a served cluster's nodes live as long as the cluster, past any batch time-out",
+          "[serve][lifetime]") {
+  // A batch run's node gives up --timeout + --connect-timeout + 30 s after it starts (36 s
+  // here); a served node must not: before the fix both nodes quit at 36 s and rank 0 ran alone.
+  served s("serve_lifetime", {1.0, 1.0}, "--timeout 1 --connect-timeout 5");
+  std::this_thread::sleep_for(std::chrono::seconds(40));
+  const auto nodes = s.get("/v1/nodes")["nodes"];
+  REQUIRE(nodes.size() == 2);
+  for (const auto& n : nodes) CHECK(n["state"] == "alive");
+  CHECK_THAT(s.proc->output(), !Catch::Contains("gave up"));
+}
+
+TEST_CASE("serve: a --local node process that dies is started again and rejoins",
+          "[serve][keeper]") {
+  // fork/exec: an MPI world cannot take a new rank (there a new node joins with `tessera node
+  // --join`); the fork launcher's processes are this process's children, started again.
+  served s("serve_keeper", {1.0, 1.0, 1.0}, "--launcher fork");
+  const pid_t pid = find_process("--rank 2 --scheduler 127.0.0.1:");
+  REQUIRE(pid > 0);
+  ::kill(pid, SIGKILL);
+  CHECK_FALSE(s.proc->await("node rank 2 \\(pid [0-9]+\\) ended \\((signal 9)\\)", 30).empty());
+  CHECK_FALSE(s.proc->await("node rank 2 \\([^)]*\\) (joined)", 60).empty());
+  const pid_t again = find_process("--rank 2 --scheduler 127.0.0.1:");
+  CHECK(again > 0);
+  CHECK(again != pid);
+  const auto nodes = s.get("/v1/nodes")["nodes"];
+  REQUIRE(nodes.size() == 3);
+  CHECK(nodes[2]["state"] == "alive");
 }

@@ -305,6 +305,11 @@ void connection::write(response r, bool keep) {
     res_.set(bhttp::field::content_type, r.content_type);
   for (const auto& [name, value] : r.headers)
     if (allowed_extra_header(name, value)) res_.insert(name, value);
+  // No page of this server may be framed by another (clickjacking the dashboard), and no
+  // answer is sniffed into another content type.
+  res_.set("Content-Security-Policy", "frame-ancestors 'none'");
+  res_.set(bhttp::field::x_frame_options, "DENY");
+  res_.set("X-Content-Type-Options", "nosniff");
   res_.body() = std::move(r.body);
   res_.keep_alive(keep);
   if (keep) res_.set(bhttp::field::connection, "keep-alive");  // for HTTP/1.0 clients

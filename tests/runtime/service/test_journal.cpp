@@ -737,3 +737,20 @@ TEST_CASE("a process killed at random times while compacting leaves the old or t
   INFO("old " << saw_a << ", new " << saw_b);
   CHECK(saw_a + saw_b == 16);
 }
+
+TEST_CASE("a journal, its lock or its temporary file planted as a link is never written through",
+          "[journal][state]") {
+  scratch_dir dir("journal_links");
+  const std::string victim = dir.write("victim", "keep\n");
+  const std::string path = dir.file("journal");
+  // The journal itself a link: refused, the target untouched.
+  REQUIRE(::symlink(victim.c_str(), path.c_str()) == 0);
+  const auto e = open_error(path);
+  CHECK(has(e.message, "cannot open the journal"));
+  CHECK(file_contents(victim) == "keep\n");
+  ::unlink(path.c_str());
+  // Its lock file a link: refused before anything is written.
+  REQUIRE(::symlink(victim.c_str(), (path + ".lock").c_str()) == 0);
+  open_error(path);
+  CHECK(file_contents(victim) == "keep\n");
+}

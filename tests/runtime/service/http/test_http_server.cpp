@@ -468,3 +468,19 @@ TEST_CASE("server: open refuses a missing token or handler and a taken port", "[
   CHECK(taken.err().message ==
         "cannot listen on 127.0.0.1:" + std::to_string(srv->port()) + ": Address already in use");
 }
+
+TEST_CASE("server: every answer forbids framing and content sniffing", "[http]") {
+  auto srv = open_server(echo_handler);
+  raw_conn raw(srv->port());
+  raw.send("GET /v1/jobs HTTP/1.1\r\nAuthorization: Bearer " + http_token + "\r\n\r\n");
+  const auto ok = raw.read_response();
+  CHECK(status_of(ok) == 200);
+  CHECK_THAT(ok, Catch::Contains("Content-Security-Policy: frame-ancestors 'none'"));
+  CHECK_THAT(ok, Catch::Contains("X-Frame-Options: DENY"));
+  CHECK_THAT(ok, Catch::Contains("X-Content-Type-Options: nosniff"));
+  raw_conn refused(srv->port());  // an error answer too
+  refused.send("GET /v1/jobs HTTP/1.1\r\n\r\n");
+  const auto no = refused.read_response();
+  CHECK(status_of(no) == 401);
+  CHECK_THAT(no, Catch::Contains("frame-ancestors 'none'"));
+}
