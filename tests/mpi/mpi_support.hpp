@@ -33,6 +33,12 @@ inline std::string mpirun(int np, bool recovery = false,
          (recovery ? " --enable-recovery" : "") + " " + binary;
 }
 
+/// ` --timeout S` for a run that must end within `seconds` on an idle host: a hang guard,
+/// scaled by the suite's time scale (a busy host makes programs start and step slower).
+inline std::string run_timeout(double seconds) {
+  return " --timeout " + std::to_string(static_cast<int>(seconds * time_scale() + 0.5));
+}
+
 /// One one-GPU server per speed, each of its own GPU type.
 inline std::string cluster_toml(const std::vector<double>& speeds) {
   static const char* types[] = {"v100", "p100", "k80", "t4", "a100", "h100"};

@@ -35,7 +35,7 @@ json run_on_three(scratch_dir& dir, const std::string& jf, const std::string& po
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.5, 0.25}));
   auto o = run_shell(mpirun(3) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
                      " --round-length " + round_length + " --checkpoint-dir " + dir.file("ckpt") +
-                     " --json " + dir.file("sum.json") + " --timeout 85");
+                     " --json " + dir.file("sum.json") + run_timeout(85));
   INFO(o.out);
   REQUIRE(o.code == 0);
   if (out) *out = o.out;
@@ -67,7 +67,7 @@ TEST_CASE("(t) misbehaving programs fail their own job, and leave no process beh
   const auto jf = dir.write("jobs.toml", jobs);
   auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 3 --cluster " + cl + " --jobs " +
                      jf + " --policy fifo --round-length 1.2 --checkpoint-dir " + dir.file("ckpt") +
-                     " --json " + dir.file("sum.json") + " --timeout 80");
+                     " --json " + dir.file("sum.json") + run_timeout(80));
   INFO(o.out);
   CHECK(o.code == 1);  // some jobs failed: the run says so
   const auto sum = load_json(dir.file("sum.json"));
@@ -317,7 +317,7 @@ TEST_CASE("(x) a PyTorch copy of two processes trains with DDP, on one node or s
     auto o =
         run_shell(mpirun(np) + " --cluster " + cl + " --jobs " + jf + " --policy " + policy +
                   " --round-length 3 --checkpoint-dir " + dir.file("ckpt" + std::to_string(np)) +
-                  " --json " + sum_file + " --timeout 60");
+                  " --json " + sum_file + run_timeout(60));
     INFO(o.out);
     REQUIRE(o.code == 0);
     const auto sum = load_json(sum_file);
@@ -346,7 +346,7 @@ TEST_CASE("(y) the C++ example program, preempted and resumed, ends bitwise equa
   const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 0.25}));
   auto o = run_shell(std::string(TESSERA_BINARY) + " run --local 2 --cluster " + cl + " --jobs " +
                      jf + " --round-length 0.3 --checkpoint-dir " + dir.file("ckpt") + " --json " +
-                     dir.file("sum.json") + " --timeout 60");
+                     dir.file("sum.json") + run_timeout(60));
   INFO(o.out);
   REQUIRE(o.code == 0);
   const auto sum = load_json(dir.file("sum.json"));

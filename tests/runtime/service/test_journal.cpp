@@ -749,6 +749,7 @@ TEST_CASE("a journal, its lock or its temporary file planted as a link is never 
   CHECK(has(e.message, "cannot open the journal"));
   CHECK(file_contents(victim) == "keep\n");
   ::unlink(path.c_str());
+  ::unlink((path + ".lock").c_str());  // made by the open above
   // Its lock file a link: refused before anything is written.
   REQUIRE(::symlink(victim.c_str(), (path + ".lock").c_str()) == 0);
   open_error(path);
