@@ -82,15 +82,16 @@ void send_hello(self_ptr self, const nonce_pair& n) {
           });
 }
 
-/// Registering: the auth exchange (actors/auth.hpp), then the hello.
-caf::behavior registering(self_ptr self) {
+/// Asks the scheduler for its challenge, then sends the hello. On a busy host the exchange's
+/// first request can go unanswered (seen at load 40 with 64 nodes: one request timed out while
+/// 63 nodes registered in under a second), so a request unanswered within 5 s is sent again,
+/// with a fresh nonce, until `until`; a refusal or any other error ends the node at once.
+void ask_challenge(self_ptr self, caf::actor_clock::time_point until) {
   auto nonce = random_bytes(nonce_bytes);
-  if (!nonce) {
-    fail(self, run_errc::unauthenticated, nonce.err().message);
-    return {};
-  }
-  const auto& cfg = self->state.cfg;
-  self->request(self->state.scheduler, seconds(cfg.register_timeout), auth_request{*nonce})
+  if (!nonce) return fail(self, run_errc::unauthenticated, nonce.err().message);
+  const auto left = std::chrono::duration_cast<caf::timespan>(until - self->clock().now());
+  const auto wait = std::max(caf::timespan{0}, std::min<caf::timespan>(left, seconds(5)));
+  self->request(self->state.scheduler, wait, auth_request{*nonce})
       .then(
           [=](const auth_challenge& c) {
             const nonce_pair n{*nonce, c.nonce};
@@ -102,9 +103,20 @@ caf::behavior registering(self_ptr self) {
             send_hello(self, n);
           },
           [=](caf::error& e) {
+            if (e == caf::sec::request_timeout && self->clock().now() < until) {
+              ++self->state.registration_retries;
+              std::cerr << "tessera: node rank " << self->state.cfg.rank
+                        << ": no answer to its registration within 5 s; asking again\n";
+              return ask_challenge(self, until);
+            }
             fail(self, run_errc::unauthenticated,
                  "could not open its registration: " + describe(self->system(), e));
           });
+}
+
+/// Registering: the auth exchange (actors/auth.hpp), then the hello.
+caf::behavior registering(self_ptr self) {
+  ask_challenge(self, self->clock().now() + seconds(self->state.cfg.register_timeout));
   return {
       [=](shutdown_atom, std::int32_t) { self->quit(); },
       [=](leave_atom) { self->quit(); },

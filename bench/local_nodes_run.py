@@ -48,8 +48,13 @@ def one_run(tessera, nodes, d, i):
                     dispatch_ms_p99=round(1000 * percentile(lat, 0.99), 2),
                     failed_ranks=s["failed_ranks"],
                     scheduler_stalled_s=round(s["scheduler_stalled_seconds"], 3))
-    else:
-        line["error"] = open(log).read()[-2000:]
+        if not s["ok"]:
+            line["error"] = s["error"]
+    if line.get("ok") is not True:
+        kept = f"/tmp/local_nodes_run.{os.getpid()}.{i}.log"
+        with open(kept, "w") as k:
+            k.write(open(log).read())
+        line["log"] = kept
     return line
 
 
