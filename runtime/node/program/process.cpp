@@ -54,6 +54,12 @@ std::vector<char*> c_strings(std::vector<std::string>& xs) {
   if (devnull >= 0) ::dup2(devnull, 0);
   ::dup2(out_w, 1);
   ::dup2(err_w, 2);
+  // Nothing of the node's but the three standard streams reaches the program: a descriptor
+  // opened without O_CLOEXEC (by CAF, Asio, MPI) would otherwise let an orphaned program hold
+  // the API's port or the lease socket after the node died. close-on-exec, not closed: the
+  // exec failure report must stay open until exec.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   // Signals the node ignores or blocks must not carry over into the program.
   sigset_t none;
   sigemptyset(&none);

@@ -1,6 +1,9 @@
 // A user's program process: its environment, its output, its exit, its whole process group.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -122,4 +125,22 @@ TEST_CASE("a killed program says which signal", "[program][process]") {
   std::ostringstream out, err;
   run_out(*p, out, err);
   CHECK(p->describe_exit().rfind("was killed by signal 9", 0) == 0);
+}
+
+TEST_CASE("a program inherits no descriptor of the node but its standard streams",
+          "[program][process]") {
+  // A descriptor the node opened without O_CLOEXEC (as CAF's and Asio's sockets are).
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int leaked = ::fcntl(devnull, F_DUPFD, 77);
+  ::close(devnull);
+  REQUIRE(leaked >= 77);
+  REQUIRE((::fcntl(leaked, F_GETFD) & FD_CLOEXEC) == 0);
+  const std::string fd = std::to_string(leaked);
+  auto p = child_process::start(
+      shell("if [ -e /proc/$$/fd/" + fd + " ]; then echo open; else echo closed; fi"));
+  REQUIRE(p);
+  std::ostringstream out, err;
+  run_out(*p, out, err);
+  ::close(leaked);
+  CHECK(out.str() == "closed\n");
 }
