@@ -104,7 +104,6 @@ void ask_challenge(self_ptr self, caf::actor_clock::time_point until) {
           },
           [=](caf::error& e) {
             if (e == caf::sec::request_timeout && self->clock().now() < until) {
-              ++self->state.registration_retries;
               std::cerr << "tessera: node rank " << self->state.cfg.rank
                         << ": no answer to its registration within 5 s; asking again\n";
               return ask_challenge(self, until);

@@ -87,14 +87,13 @@ struct node_config {
 struct node_state {
   /// Stops and joins every worker.
   ~node_state();
-  node_config cfg;                  ///< settings
-  scheduler_node_api scheduler;     ///< registration, round_done
-  bool registered = false;          ///< welcome received
-  int registration_retries = 0;     ///< challenge requests sent again after going unanswered
-  double heartbeat_interval = 0.5;  ///< from the welcome
-  std::int64_t heartbeat_seq = 0;   ///< next heartbeat number
-  std::int64_t round = -1;          ///< current round
-  int pending = 0;                  ///< copies of `round` not done
+  node_config cfg;                                      ///< settings
+  scheduler_node_api scheduler;                         ///< registration, round_done
+  bool registered = false;                              ///< welcome received
+  double heartbeat_interval = 0.5;                      ///< from the welcome
+  std::int64_t heartbeat_seq = 0;                       ///< next heartbeat number
+  std::int64_t round = -1;                              ///< current round
+  int pending = 0;                                      ///< copies of `round` not done
   std::map<copy_id, std::shared_ptr<copy_slot>> slots;  ///< by job copy
   /// Threads letting go of programs parked on a warm lease that no order continued (each is
   /// told `exit` and reaped off the actor's thread), with a flag each sets when done; the
