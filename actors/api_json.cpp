@@ -116,6 +116,14 @@ ojson to_json(const cluster_status& c) {
   o["steps_total"] = c.steps_total;
   o["throughput"] = c.throughput;
   o["shutting_down"] = c.shutting_down;
+  if (const auto& j = c.journal; j.present)
+    o["journal"] = {{"writable", j.writable},
+                    {"error", j.error},
+                    {"held_records", j.held_records},
+                    {"write_errors", j.write_errors},
+                    {"paused_rounds", j.paused_rounds},
+                    {"records", j.records},
+                    {"bytes", j.bytes}};
   return o;
 }
 
@@ -148,6 +156,20 @@ std::string metrics_text(const cluster_status& c,
     << "# HELP tessera_throughput_steps_per_second Steps per second over running jobs.\n"
     << "# TYPE tessera_throughput_steps_per_second gauge\n"
     << "tessera_throughput_steps_per_second " << number(c.throughput) << '\n';
+  if (const auto& j = c.journal; j.present)
+    o << "# HELP tessera_journal_writable 1 while the journal's writes succeed, else 0.\n"
+      << "# TYPE tessera_journal_writable gauge\ntessera_journal_writable " << (j.writable ? 1 : 0)
+      << "\n# HELP tessera_journal_write_errors_total Journal batches the disk refused.\n"
+      << "# TYPE tessera_journal_write_errors_total counter\ntessera_journal_write_errors_total "
+      << j.write_errors
+      << "\n# HELP tessera_journal_held_records State changes waiting for the disk.\n"
+      << "# TYPE tessera_journal_held_records gauge\ntessera_journal_held_records "
+      << j.held_records
+      << "\n# HELP tessera_journal_paused_rounds_total Rounds the jobs waited for the journal.\n"
+      << "# TYPE tessera_journal_paused_rounds_total counter\n"
+      << "tessera_journal_paused_rounds_total " << j.paused_rounds
+      << "\n# HELP tessera_journal_bytes Bytes of the journal file.\n"
+      << "# TYPE tessera_journal_bytes gauge\ntessera_journal_bytes " << j.bytes << '\n';
   o << "# HELP tessera_api_requests_total API requests answered, by method and code.\n"
     << "# TYPE tessera_api_requests_total counter\n";
   for (const auto& r : requests)

@@ -101,6 +101,11 @@ std::vector<std::string> stray_files(const std::string& dir, const std::vector<s
   return out;
 }
 
+std::vector<std::string> unpinned(std::vector<std::string> paths, const checkpoint_pin& pinned) {
+  if (pinned) paths.erase(std::remove_if(paths.begin(), paths.end(), pinned), paths.end());
+  return paths;
+}
+
 std::string remove_files(const std::vector<std::string>& paths) {
   std::string failed;
   for (const auto& p : paths)
@@ -154,7 +159,7 @@ bool note_start(job_checkpoints& jc, std::int64_t job, state_source source,
 
 void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file& f,
                     std::ostream& log) {
-  const auto failed = remove_files(jc.book.confirm(f));
+  const auto failed = remove_files(unpinned(jc.book.confirm(f), jc.pinned));
   if (!failed.empty())
     log << "tessera: job " << job << ": cannot remove an old checkpoint (" << failed
         << "); it is retried each round\n";
@@ -190,7 +195,7 @@ bool before_round(run_checkpoints& rc, std::int64_t round,
       log << "tessera: checkpoint directory " << rc.dir << " takes writes again; the jobs resume\n";
   }
   // Stray files of interrupted or refused writes; a failure is retried next round.
-  remove_files(stray_files(rc.dir, list_directory(rc.dir), books));
+  remove_files(unpinned(stray_files(rc.dir, list_directory(rc.dir), books), rc.pinned));
   return rc.health.paused();
 }
 

@@ -81,11 +81,19 @@ class checkpoint_book {
   std::uint64_t epoch_ = 0;
 };
 
+/// True while something durable names checkpoint file `path` (a served cluster's journal: a
+/// resume would look for it), so it is not removed yet; a later round's sweep removes it once
+/// nothing does. Empty: nothing pins files.
+using checkpoint_pin = std::function<bool(const std::string& path)>;
+
 /// The names among `names` (entries of the checkpoint directory) to remove: checkpoint files
 /// of a job in `books` that its book does not keep, and temporary files of interrupted writes
 /// of those jobs' checkpoints or fences. Files of other jobs and other names are left alone.
 std::vector<std::string> stray_files(const std::string& dir, const std::vector<std::string>& names,
                                      const std::map<std::int64_t, const checkpoint_book*>& books);
+
+/// `paths` without those `pinned` holds (all of them when it is empty).
+std::vector<std::string> unpinned(std::vector<std::string> paths, const checkpoint_pin& pinned);
 
 /// Removes `paths` (a path already gone is fine). Returns what failed, "" when nothing did.
 std::string remove_files(const std::vector<std::string>& paths);
@@ -116,6 +124,7 @@ class checkpoint_dir_health {
 /// The checkpoint side of one job as the scheduler tracks it.
 struct job_checkpoints {
   checkpoint_book book;                    ///< its confirmed files and epoch
+  checkpoint_pin pinned{};                 ///< files not to remove yet
   std::int32_t fallbacks = 0;              ///< starts from the fallback: the newest was unusable
   std::int32_t restarts_from_scratch = 0;  ///< starts at step 0: no file was usable
   std::int32_t write_failures = 0;         ///< rounds whose checkpoint could not be written
@@ -129,6 +138,7 @@ struct run_checkpoints {
   /// Fault injection for tests (scheduler_hooks): asked at each probe after `round`; a
   /// non-zero errno fails the probe as the system would.
   std::function<int(std::int64_t round)> probe_errno;
+  checkpoint_pin pinned{};  ///< stray files not to remove yet
 };
 
 /// A copy of job `job` started from `source`, having found `bad_files` unusable (`why`). On a
@@ -140,7 +150,7 @@ bool note_start(job_checkpoints& jc, std::int64_t job, state_source source,
                 std::ostream& log);
 
 /// Job `job`'s checkpoint `f` is on disk (checkpoint_done): kept, and the file no longer kept
-/// removed.
+/// removed unless pinned (the round sweep of before_round removes it later).
 void note_confirmed(job_checkpoints& jc, std::int64_t job, const checkpoint_file& f,
                     std::ostream& log);
 
@@ -161,7 +171,7 @@ void fence_job(job_checkpoints& jc, const run_checkpoints& rc, std::int64_t job,
 
 /// Before planning the round after `round`: while the directory is paused, probes it and
 /// resumes the jobs when it takes a file again (logged once); removes the stray files of the
-/// jobs in `books`. Returns true when the jobs must still wait.
+/// jobs in `books` that nothing pins. Returns true when the jobs must still wait.
 bool before_round(run_checkpoints& rc, std::int64_t round,
                   const std::map<std::int64_t, const checkpoint_book*>& books, std::ostream& log);
 

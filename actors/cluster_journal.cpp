@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <iostream>
 
@@ -16,24 +16,59 @@ void cluster_journal::submitted(const std::vector<run_job>& jobs,
 }
 
 void cluster_journal::state_changed(std::int64_t id, job_state s, std::int64_t step,
-                                    std::int64_t round) {
-  note(state_record(id, s, step, round));
+                                    std::int64_t round, double at, const job_history* ended) {
+  note(state_record(id, s, step, round, at, ended));
 }
 
 void cluster_journal::cancel_requested(std::int64_t id) { note(cancel_record(id)); }
 
-void cluster_journal::checkpointed(std::int64_t id, const checkpoint_file& f) {
-  note(checkpoint_record(id, f));
+void cluster_journal::checkpointed(std::int64_t id, const checkpoint_file& f, double at) {
+  if (f.path.empty()) return note(checkpoint_record(id, f, at));  // a program's own step
+  note(checkpoint_record(id, f, at), [this, id, path = f.path] { on_disk(id, path); });
 }
 
-void cluster_journal::note(std::string record) {
-  static std::atomic<bool> told{false};
-  auto tell = [](const status& s) {
-    if (!s && !told.exchange(true))
-      std::cerr << "tessera: the journal takes no more records (" << s.err().message
-                << "); a resume would miss the changes from now on\n";
+std::string cluster_journal::trouble() const {
+  if (auto h = file_->health(); !h) return h.err().message;
+  return file_->trouble();
+}
+
+bool cluster_journal::names(const std::string& path) const {
+  std::lock_guard<std::mutex> lk(named_m);
+  for (const auto& [id, paths] : named_)
+    if (std::find(paths.begin(), paths.end(), path) != paths.end()) return true;
+  return false;
+}
+
+void cluster_journal::named_at_open(const std::vector<restored_job>& jobs) {
+  for (const auto& j : jobs)
+    for (const auto& f : j.checkpoints)
+      if (!f.path.empty()) on_disk(j.spec.spec.id, f.path);
+}
+
+void cluster_journal::on_disk(std::int64_t id, const std::string& path) {
+  std::lock_guard<std::mutex> lk(named_m);
+  auto& paths = named_[id];
+  paths.push_back(path);
+  if (paths.size() > 2) paths.erase(paths.begin());  // replay keeps the last two
+}
+
+void cluster_journal::note(std::string record, std::function<void()> on_disk) {
+  auto done = [this, on_disk = std::move(on_disk)](const status& s) {
+    if (!s) {
+      std::cerr << "tessera: a journal record is lost (" << s.err().message
+                << "); a resume would miss that change\n";
+      return;
+    }
+    if (in_trouble_.exchange(false))
+      std::cerr << "tessera: the journal writes again; the rounds go on\n";
+    if (on_disk) on_disk();
   };
-  if (auto st = file_->append(std::move(record), tell); !st) tell(st);
+  if (auto st = file_->append(std::move(record), done, journal_delivery::wait_for_disk); !st)
+    done(st);
+  else if (!file_->trouble().empty() && !in_trouble_.exchange(true))
+    std::cerr << "tessera: the journal cannot write (" << file_->trouble()
+              << "); state changes are held in memory until it can, submissions are refused "
+                 "and no round starts\n";
 }
 
 result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume) {
@@ -59,6 +94,7 @@ result<opened_cluster_journal> open_cluster_journal(const std::string& path, boo
     if (auto st = opened->file->compact_sync(compacted_records(out.restored)); !st) return st.err();
   }
   out.log = std::make_shared<cluster_journal>(std::move(opened->file));
+  out.log->named_at_open(out.restored.jobs);
   return out;
 }
 

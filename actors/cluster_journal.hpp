@@ -9,8 +9,16 @@
 /// and checkpoints are written the same way but nobody waits for them: group commit puts
 /// them in the next batch, and a crash before it loses at most the changes of that moment,
 /// which a resume redoes (a job resumes from the checkpoint the journal names).
+/// When the disk refuses a write (full), submissions are refused at once (the client gets
+/// 503 and may retry) and state changes are held in memory and written, in order, when the
+/// disk takes them again; meanwhile writable() is false, and the scheduler starts no round
+/// of work (the jobs wait, as for a checkpoint directory that takes no writes), and the
+/// checkpoint files the journal names are kept (names()), so a resume finds them.
 
+#include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,19 +34,34 @@ class cluster_journal {
 
   /// Writes an accepted submission; `done` gets "" once it is on disk, else the error.
   void submitted(const std::vector<run_job>& jobs, std::function<void(std::string)> done);
-  /// A job's life changed.
-  void state_changed(std::int64_t id, job_state s, std::int64_t step, std::int64_t round);
+  /// A job's life changed at cluster time `at`; `ended` for a job that ended.
+  void state_changed(std::int64_t id, job_state s, std::int64_t step, std::int64_t round, double at,
+                     const job_history* ended);
   /// A client cancelled a job (it takes effect at the round boundary).
   void cancel_requested(std::int64_t id);
   /// The scheduler confirmed a job's checkpoint.
-  void checkpointed(std::int64_t id, const checkpoint_file& f);
-  /// Counters (records, fsyncs) for the metrics.
+  void checkpointed(std::int64_t id, const checkpoint_file& f, double at);
+  /// Counters (records, fsyncs, write errors, held records) for the metrics.
   journal_stats stats() const { return file_->stats(); }
+  /// True while writes succeed (and the journal has not failed for good).
+  bool writable() const { return file_->trouble().empty() && file_->health(); }
+  /// Why not, "" when writable.
+  std::string trouble() const;
+  /// True when a checkpoint record on disk names `path` (one of a job's last two): a resume
+  /// would look for that file, so it must not be removed.
+  bool names(const std::string& path) const;
+  /// Jobs' checkpoints as a resume read them back (what names() starts from).
+  void named_at_open(const std::vector<restored_job>& jobs);
 
  private:
-  /// Appends `record` without waiting; a failure is logged once.
-  void note(std::string record);
+  /// Appends `record` without waiting; held while the disk refuses it; a loss is logged.
+  void note(std::string record, std::function<void()> on_disk = {});
+  /// A checkpoint record of job `id` naming `path` is on disk.
+  void on_disk(std::int64_t id, const std::string& path);
   std::unique_ptr<journal> file_;
+  mutable std::mutex named_m;                               // guards named_
+  std::map<std::int64_t, std::vector<std::string>> named_;  // per job, the last two paths
+  std::atomic<bool> in_trouble_{false};                     // a refusal was logged
 };
 
 /// What `tessera serve` starts from: the journal at `path` opened (created when missing) and

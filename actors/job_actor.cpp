@@ -6,6 +6,28 @@
 
 namespace tessera::actors {
 
+namespace {
+
+/// An ended job back from a journal shows what it ended with.
+void restore_history(job_data& j, const job_history& h) {
+  j.first_start = h.first_start;
+  j.finish = h.finish;
+  j.step = h.steps;
+  j.run_time = h.run_time;
+  j.gpu_seconds = h.gpu_seconds;
+  j.loss = h.loss;
+  j.accuracy = h.accuracy;
+  j.restarts = h.restarts;
+  j.lost_rounds = h.lost_rounds;
+  j.rounds = h.rounds;
+  j.max_copies = h.max_copies;
+  j.program_failures = h.program_failures;
+  j.reached_target = h.reached_target;
+  j.failure = h.failure;
+}
+
+}  // namespace
+
 job_data make_job_data(const job_config& cfg) {
   job_data j;
   j.spec = cfg.spec;
@@ -14,6 +36,7 @@ job_data make_job_data(const job_config& cfg) {
   j.busy.assign(ranks, 0.0);
   j.throughput.assign(ranks, 0.0);
   j.ckpt.book = checkpoint_book(cfg.epoch_base);
+  j.ckpt.pinned = cfg.pinned;
   if (const auto& r = cfg.restored) {
     // Back from a journal: as it was, but a job that was running comes back preempted (no
     // round of the new cluster has placed it yet).
@@ -22,6 +45,7 @@ job_data make_job_data(const job_config& cfg) {
     for (const auto& f : r->checkpoints)
       if (!f.path.empty()) note_confirmed(j.ckpt, j.spec.spec.id, f, std::cerr);
     j.life = r->life == job_state::running ? job_state::preempted : r->life;
+    if (r->ended) restore_history(j, *r->ended);
   }
   return j;
 }

@@ -66,6 +66,7 @@ struct job_config {
   /// A resume's record of the job (actors/journal_records.hpp): its state, step, confirmed
   /// checkpoints and a cancel that was waiting. None for a new job.
   std::optional<restored_job> restored;
+  checkpoint_pin pinned;  ///< checkpoint files not to remove yet (the journal names them)
 };
 
 /// What a job actor knows of its job.

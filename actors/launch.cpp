@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -286,6 +287,7 @@ std::unique_ptr<service> open_api(caf::actor_system& sys, const caf::actor& sche
   service_settings ss;
   ss.state_dir = o.state_dir;
   if (!o.listen.empty()) ss.listen = o.listen;
+  ss.allow_hosts = o.allow_hosts;
   ss.known_kinds = kinds.kinds();
   ss.check = [&kinds](const run_job& j) { return kinds.check(j.kind, j.seed, j.config); };
   auto svc = service::open(sys, sched, ss);
@@ -306,6 +308,9 @@ std::unique_ptr<service> open_api(caf::actor_system& sys, const caf::actor& sche
 /// A served cluster's journal (STATE_DIR/journal) for the scheduler, with the jobs a resume
 /// brings back; false after printing why it cannot be opened.
 bool attach_journal(const run_settings& o, scheduler_config& sc) {
+  // A file-size limit (ulimit -f) fails a journal write with EFBIG, which the journal retries
+  // like a full disk, instead of killing the cluster with SIGXFSZ (programs get it back).
+  ::signal(SIGXFSZ, SIG_IGN);
   if (auto st = prepare_state_dir(o.state_dir); !st) {
     std::cerr << "tessera: " << st.err().message << '\n';
     return false;
@@ -327,11 +332,16 @@ bool attach_journal(const run_settings& o, scheduler_config& sc) {
   }
   sc.restored = std::move(opened->restored.jobs);
   sc.first_round = opened->restored.last_round + 1;
+  sc.clock_base = opened->restored.clock;
   if (o.resume) {
     int open = 0;
     for (const auto& r : sc.restored) open += is_final(r.life) ? 0 : 1;
     std::cerr << "tessera: resumed " << sc.restored.size() << " jobs from " << o.state_dir
-              << "/journal (" << open << " not ended), from round " << sc.first_round << '\n';
+              << "/journal (" << open << " not ended), from round " << sc.first_round
+              << " at cluster time " << std::fixed << std::setprecision(1) << sc.clock_base
+              << " s\n";
+    for (const auto& why : opened->restored.failed_at_replay)
+      std::cerr << "tessera: resume: " << why << '\n';
   }
   return true;
 }

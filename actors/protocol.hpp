@@ -356,6 +356,18 @@ struct round_status {
 
 /// The cluster as the control API shows it (docs/api.md, "cluster"), with the counters the
 /// metrics scrape needs.
+/// A served cluster's journal as clients see it (docs/api.md, "cluster").
+struct journal_health {
+  bool present = false;            ///< the cluster keeps one (`tessera serve`)
+  bool writable = true;            ///< writes succeed
+  std::string error;               ///< why not ("" when they do)
+  std::int64_t held_records = 0;   ///< state changes waiting for the disk
+  std::int64_t write_errors = 0;   ///< batches the disk refused since the start
+  std::int64_t paused_rounds = 0;  ///< rounds the jobs waited for it
+  std::int64_t records = 0;        ///< records in the file
+  std::int64_t bytes = 0;          ///< bytes of the file
+};
+
 struct cluster_status {
   std::string policy;
   std::int64_t round = -1;
@@ -370,6 +382,7 @@ struct cluster_status {
   std::int64_t steps_total = 0;        ///< confirmed steps over all jobs
   double throughput = 0;               ///< steps/s over running jobs
   bool shutting_down = false;
+  journal_health journal;  ///< its journal (present only under `tessera serve`)
 };
 
 /// Client queries, each `(atom, args...)`:

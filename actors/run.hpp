@@ -94,6 +94,7 @@ struct run_settings {
   std::string state_dir;
   /// HOST:PORT of the control API; "" = no API (a `tessera run` without --listen).
   std::string listen;
+  std::vector<std::string> allow_hosts;  ///< DNS names the API answers to (--allow-host)
   /// A served cluster carries on with the jobs of its state directory's journal (the same
   /// cluster file); without it a journal holding jobs is refused.
   bool resume = false;

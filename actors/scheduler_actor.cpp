@@ -38,7 +38,7 @@ scheduler_node_api::behavior_type from_nodes(self_ptr self) {
 scheduler_job_api::behavior_type from_jobs(self_ptr self) {
   return {
       [=](job_snapshot& snap) {
-        if (auto* e = job_sender(self)) take_snapshot(self->state, *e, std::move(snap));
+        if (auto* e = job_sender(self)) take_snapshot(self, *e, std::move(snap));
       },
       [=](const rate_sample& r) {
         if (job_sender(self))
@@ -184,13 +184,15 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   st.nodes.resize(st.cfg.cl.servers.size());
   st.rates = std::make_shared<run_rates>(st.cfg.cl, st.cfg.colocation);
   st.round = st.cfg.first_round - 1;
-  for (const auto& r : st.cfg.restored) add_job(self, r.spec, &r);
+  st.ckpts.dir = st.cfg.checkpoint_dir;
+  st.ckpts.probe_errno = st.cfg.hooks.checkpoint_probe_errno;
+  if (auto log = st.cfg.log)  // what the journal names, a resume looks for: kept until it does not
+    st.ckpts.pinned = [log](const std::string& path) { return log->names(path); };
+  for (const auto& r : st.cfg.restored) add_job(self, r.spec, &r);  // job actors get the pin
   for (const auto& rj : st.cfg.jobs) add_job(self, rj);
   if (st.cfg.log) st.journal_relay = journal_relay(self);
   self->set_default_handler(unhandled);
   self->set_down_handler([=](caf::down_msg& d) { node_down(self, d); });
-  st.ckpts.dir = st.cfg.checkpoint_dir;
-  st.ckpts.probe_errno = st.cfg.hooks.checkpoint_probe_errno;
   // Built once: a behaviour of this many handlers costs tens of microseconds to build, and
   // the scheduler changes phase two or three times a round.
   st.phases = {idle(self), starting(self), running(self), draining(self)};

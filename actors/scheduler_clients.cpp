@@ -13,18 +13,23 @@ namespace tessera::actors::sched {
 namespace {
 
 /// Writes to the journal what changed between a job's snapshots: its state, a cancel, a newer
-/// confirmed checkpoint (a program's step, which has no file of ours).
-void journal_changes(scheduler_state& st, const job_snapshot& was, const job_snapshot& now) {
+/// confirmed checkpoint (a program's step, which has no file of ours); `at` is cluster time.
+void journal_changes(scheduler_state& st, const job_snapshot& was, const job_snapshot& now,
+                     double at) {
   auto& log = *st.cfg.log;
-  if (now.life != was.life) log.state_changed(now.id, now.life, now.step, st.round);
+  if (now.life != was.life) {
+    const auto ended = history_of(now.status);
+    log.state_changed(now.id, now.life, now.step, st.round, at,
+                      is_final(now.life) ? &ended : nullptr);
+  }
   if (now.status.state == "cancelling" && was.status.state != "cancelling")
     log.cancel_requested(now.id);
   const auto* newer = now.book.resume();
   const auto* older = was.book.resume();
   if (newer && (!older || newer->path != older->path))
-    log.checkpointed(now.id, *newer);
+    log.checkpointed(now.id, *newer, at);
   else if (!newer && now.step != was.step)
-    log.checkpointed(now.id, {"", st.round, now.step});
+    log.checkpointed(now.id, {"", st.round, now.step}, at);
 }
 
 /// Why a client's job cannot be accepted ("" when it can): the scheduler's own checks, for
@@ -79,9 +84,10 @@ job_entry* job_sender(self_ptr self) {
 
 /// Keeps a job's latest snapshot; a job that ended changes the job set. What changed goes to
 /// a served cluster's journal (not for a job's first snapshot: its submission says it).
-void take_snapshot(scheduler_state& st, job_entry& e, job_snapshot&& snap, bool journal) {
+void take_snapshot(self_ptr self, job_entry& e, job_snapshot&& snap, bool journal) {
+  auto& st = self->state;
   if (!e.ended() && is_final(snap.life)) ++st.job_set_version;
-  if (journal && st.cfg.log) journal_changes(st, e.latest, snap);
+  if (journal && st.cfg.log) journal_changes(st, e.latest, snap, elapsed(self));
   e.latest = std::move(snap);
 }
 
@@ -100,7 +106,8 @@ void add_job(self_ptr self, const run_job& rj, const restored_job* restored) {
   jc.checkpoint_dir = st.cfg.checkpoint_dir;
   jc.epoch_base = st.cfg.epoch_base;
   if (restored) jc.restored = *restored;
-  take_snapshot(st, e, snapshot_of(make_job_data(jc)), false);
+  jc.pinned = st.ckpts.pinned;
+  take_snapshot(self, e, snapshot_of(make_job_data(jc)), false);
   e.handle = caf::actor_cast<job_scheduler_api>(
       self->spawn(job_actor, std::move(jc), caf::actor_cast<caf::actor>(self)));
   st.by_id[rj.spec.id] = &e;
@@ -135,10 +142,13 @@ caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& s
       return make_run_error(run_errc::bad_job,
                             which + "job id " + std::to_string(rj.spec.id) + " is taken");
     if (!rj.id_given) {
-      while (find_job(s, next) || taken.count(next)) ++next;
-      rj.spec.id = next++;
+      next = free_job_id(next, [&](std::int64_t id) { return find_job(s, id) || taken.count(id); });
+      if (next < 0) return make_run_error(run_errc::bad_job, which + "no job id is free");
+      rj.spec.id = next;
+      taken.insert(next++);
     }
-    if (s.run_started) rj.spec.arrival += elapsed(self);  // before the start: from the start
+    // Arrivals are in cluster time; before the start, from the start (a resume's clock).
+    rj.spec.arrival += s.run_started ? elapsed(self) : s.cfg.clock_base;
     rj.id_given = true;
     accepted.push_back(std::move(rj));
   }

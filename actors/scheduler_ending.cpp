@@ -100,7 +100,7 @@ caf::behavior ending(self_ptr self, end_ptr end) {
           if (!end->answered[i]) final_missing(self, end, i, "no answer within the job time-out");
       },
       [=](job_snapshot& snap) {
-        if (auto* e = job_sender(self)) take_snapshot(self->state, *e, std::move(snap));
+        if (auto* e = job_sender(self)) take_snapshot(self, *e, std::move(snap));
       },
       [=](journal_ack_atom, std::uint64_t ticket, const std::string& err) {
         on_synced(self, ticket, err);

@@ -152,8 +152,9 @@ caf::error refuse(self_ptr self, const caf::error& why, bool fatal) {
 void start_run(self_ptr self) {
   auto& st = self->state;
   st.run_started = true;
-  st.t0 = self->clock().now();
-  st.registration_seconds = seconds_between(st.created, st.t0);
+  const auto now = self->clock().now();
+  st.registration_seconds = seconds_between(st.created, now);
+  st.t0 = now - seconds(st.cfg.clock_base);  // elapsed() is cluster time
   self->send(self, hb_check_atom::value);
   self->send(self, arrival_atom::value);
   self->become(self->state.phases.idle);

@@ -55,7 +55,7 @@ job_entry* find_job(scheduler_state& st, std::int64_t id);
 /// The job whose actor sent the current message, or null (dropped, counted).
 job_entry* job_sender(self_ptr self);
 /// Keeps a job's latest snapshot (journaling what changed unless `journal` is false).
-void take_snapshot(scheduler_state& st, job_entry& e, job_snapshot&& snap, bool journal = true);
+void take_snapshot(self_ptr self, job_entry& e, job_snapshot&& snap, bool journal = true);
 /// Adds a job: its job actor, its entry, its place in the arrival queue.
 void add_job(self_ptr self, const run_job& rj, const restored_job* restored = nullptr);
 /// A client's new jobs: checked, given ids, queued for admission; all or none.

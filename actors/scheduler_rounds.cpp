@@ -115,6 +115,22 @@ bool checkpoints_wait(scheduler_state& st) {
   return before_round(st.ckpts, st.round, checkpoint_books(st), std::cerr);
 }
 
+/// Whether the jobs wait for the journal this round: a served cluster starts no work whose
+/// state it could not record (actors/cluster_journal.hpp). Logged when it starts and ends.
+bool journal_waits(scheduler_state& st) {
+  const auto& log = st.cfg.log;
+  if (!log || log->writable()) {
+    if (std::exchange(st.journal_waiting, false))
+      std::cerr << "tessera: round " << st.round + 1 << ": the journal writes again; jobs run\n";
+    return false;
+  }
+  ++st.journal_paused_rounds;
+  if (!std::exchange(st.journal_waiting, true))
+    std::cerr << "tessera: round " << st.round + 1 << ": the jobs wait: the journal cannot record "
+              << "their state (" << log->trouble() << ")\n";
+  return true;
+}
+
 /// The plan of the round being started, from the views of the jobs that answered; an error
 /// when the policy fails.
 result<planned_round> plan_now(scheduler_state& st, const std::vector<const job_entry*>& planned,
@@ -207,7 +223,8 @@ void plan_and_dispatch(self_ptr self) {
     return;
   }
   refresh_live_cluster(st);
-  const bool wait = checkpoints_wait(st);
+  const bool ckpt_wait = checkpoints_wait(st);  // both asked: each logs its own
+  const bool wait = journal_waits(st) || ckpt_wait;
   auto plan = plan_now(st, planned, wait);
   if (!plan) return finish(self, false, "policy " + st.cfg.pol->name() + ": " + plan.err().message);
   auto orders = orders_of(st, plan->plan, planned);
@@ -238,7 +255,7 @@ void plan_and_dispatch(self_ptr self) {
 void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
   auto& st = self->state;
   ++st.messages;
-  take_snapshot(st, e, std::move(snap));
+  take_snapshot(self, e, std::move(snap));
   auto& start = st.starting;
   if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
   if (--start.left == 0) plan_and_dispatch(self);

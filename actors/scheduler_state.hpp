@@ -75,6 +75,9 @@ struct scheduler_config {
   /// Jobs a resume brings back from the journal (with their states and checkpoints).
   std::vector<restored_job> restored;
   std::int64_t first_round = 0;  ///< the first round's number (a resume goes on counting)
+  /// Cluster time at the start (s): a resume's clock goes on from the journal's newest
+  /// record, so times before and after it compare (actors/journal_records.hpp).
+  double clock_base = 0;
   /// The nodes have aggregators (the MPI launch, or one process with the local backend): they
   /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
   /// copy_limit = 1 and a spread copy runs on one node.
@@ -183,12 +186,14 @@ struct scheduler_state {
   std::deque<round_status> recent_rounds;   ///< the last rounds, for clients (status_views)
   /// Submissions waiting for their journal record to reach the disk, by ticket.
   std::map<std::uint64_t, std::pair<std::vector<run_job>, caf::response_promise>> unsynced;
-  std::uint64_t next_ticket = 0;         ///< the next submission's ticket
-  caf::actor journal_relay;              ///< brings the journal's acknowledgements back
-  latency_histogram plan_histogram;      ///< seconds to plan and lay out each round
-  latency_histogram dispatch_histogram;  ///< seconds from orders to every copy running
-  std::shared_ptr<run_rates> rates;      ///< per-server throughput model with measurements
-  run_checkpoints ckpts;                 ///< the checkpoint directory and its health
+  std::uint64_t next_ticket = 0;           ///< the next submission's ticket
+  caf::actor journal_relay;                ///< brings the journal's acknowledgements back
+  latency_histogram plan_histogram;        ///< seconds to plan and lay out each round
+  latency_histogram dispatch_histogram;    ///< seconds from orders to every copy running
+  std::shared_ptr<run_rates> rates;        ///< per-server throughput model with measurements
+  run_checkpoints ckpts;                   ///< the checkpoint directory and its health
+  bool journal_waiting = false;            ///< the jobs wait: the journal cannot write
+  std::int64_t journal_paused_rounds = 0;  ///< rounds the jobs waited for the journal
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs
 };
 

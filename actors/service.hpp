@@ -33,6 +33,8 @@ struct service_settings {
   std::vector<std::string> known_kinds;  ///< trainable kinds submissions may name
   run_job_check check;                   ///< the trainables' checks of a job's config
   bool quiet = false;                    ///< no "listening" lines
+  /// DNS names the API answers to besides localhost, this host's name and IP addresses.
+  std::vector<std::string> allow_hosts;
 };
 
 /// The service of one scheduler process; closing it (destructor) stops the HTTP server.

@@ -18,7 +18,9 @@ client_view client_view_of(const scheduler_state& st) {
                      st.recent_rounds,
                      st.plan_histogram,
                      st.dispatch_histogram,
-                     st.cfg.liveness};
+                     st.cfg.liveness,
+                     st.cfg.log.get(),
+                     st.journal_paused_rounds};
 }
 
 namespace {
@@ -119,6 +121,17 @@ cluster_status cluster_of(const client_view& st, double now) {
   c.rounds_total = st.round + 1;
   c.round_seconds = st.plan_seconds;
   c.dispatch_seconds = st.dispatch_seconds;
+  if (st.log) {
+    const auto stats = st.log->stats();
+    c.journal.present = true;
+    c.journal.error = st.log->trouble();
+    c.journal.writable = c.journal.error.empty();
+    c.journal.held_records = static_cast<std::int64_t>(stats.held_records);
+    c.journal.write_errors = static_cast<std::int64_t>(stats.write_errors);
+    c.journal.records = static_cast<std::int64_t>(stats.file_records);
+    c.journal.bytes = static_cast<std::int64_t>(stats.file_bytes);
+    c.journal.paused_rounds = st.journal_paused_rounds;
+  }
   return c;
 }
 

@@ -35,6 +35,8 @@ struct client_view {
   const latency_histogram& plan_seconds;            ///< planning time of each round
   const latency_histogram& dispatch_seconds;        ///< orders out -> every copy running
   const liveness_settings& liveness;                ///< when a silent node is lost
+  const cluster_journal* log;                       ///< a served cluster's journal, or null
+  std::int64_t journal_paused_rounds;               ///< rounds the jobs waited for it
 };
 
 /// The client view of the scheduler's state `st`.

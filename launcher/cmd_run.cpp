@@ -104,6 +104,10 @@ void add_options(po::options_description& d, run_options& o) {
       "listen", po::value(&s.listen),
       "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
       "STATE_DIR/address; run: no API unless given)")(
+      "allow-host", po::value(&s.allow_hosts)->composing(),
+      "a DNS name clients reach the control API by (repeatable); requests naming another host "
+      "are refused 421 (DNS rebinding); localhost, this host's name and IP addresses always "
+      "pass")(
       "resume", po::bool_switch(&s.resume),
       "serve: carry on with the jobs of STATE_DIR/journal (after the scheduler's process was "
       "killed): queued and running jobs resume from their last checkpoints")(

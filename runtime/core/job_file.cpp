@@ -98,9 +98,9 @@ result<std::map<std::string, std::string>> read_env(const std::string& path, con
 }
 
 /// The keys of a program job (kind "program"); relative workdirs are taken from `base_dir`
-/// (the job file's directory).
+/// (the job file's directory) and must exist when `check_workdir` is set.
 result<program_spec> read_program(const std::string& path, const std::string& base_dir,
-                                  const toml::table& t, table_reader& r) {
+                                  bool check_workdir, const toml::table& t, table_reader& r) {
   for (const char* key : trainable_keys)
     if (t.get(key))
       return input_error(
@@ -125,7 +125,7 @@ result<program_spec> read_program(const std::string& path, const std::string& ba
   std::error_code ec;
   const fs::path base = fs::absolute(fs::path(base_dir), ec);
   const fs::path dir = workdir ? base / fs::path(*workdir) : base;
-  if (!fs::is_directory(dir, ec))
+  if (check_workdir && !fs::is_directory(dir, ec))
     return input_error(path, r.line("workdir"), "workdir",
                        "no such directory: " + dir.lexically_normal().string());
   auto normal = dir.lexically_normal();
@@ -164,7 +164,7 @@ result<std::map<std::string, double>> read_config(const std::string& path, const
 /// The run-only keys of one [[job]] table. When `known_kinds` is given, a kind outside it is
 /// an error listing them.
 result<run_extras> read_run_extras(const std::string& path, const std::string& base_dir,
-                                   const toml::table& t, table_reader& r,
+                                   bool check_workdir, const toml::table& t, table_reader& r,
                                    const std::vector<std::string>* known_kinds) {
   const auto kind = r.str("kind", true);
   const auto seed = r.integer("seed", false, 0, LLONG_MAX, "a non-negative integer");
@@ -192,7 +192,7 @@ result<run_extras> read_run_extras(const std::string& path, const std::string& b
   ex.step_time = step_time;
   ex.config_line = r.table_line();
   if (ex.kind == program_kind) {
-    auto program = read_program(path, base_dir, t, r);
+    auto program = read_program(path, base_dir, check_workdir, t, r);
     if (!program) return program.err();
     ex.program = std::move(*program);
     return ex;
@@ -289,6 +289,8 @@ struct job_set_origin {
   /// The table has no line numbers (it was converted from JSON): messages name the job by
   /// its index instead, as `name, job[i]`.
   bool indexed = false;
+  /// A program's workdir must exist (false for jobs accepted before: see parse_recorded_jobs).
+  bool check_workdirs = true;
 };
 
 /// Reads a job set's root table. With `extras` (a run's job set), the run keys are accepted,
@@ -324,7 +326,7 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
                     "id", "acceptable_gpus", "max_copies"});
     run_extras ex;
     if (extras) {
-      auto read = read_run_extras(label, origin.base_dir, t, r, known_kinds);
+      auto read = read_run_extras(label, origin.base_dir, origin.check_workdirs, t, r, known_kinds);
       if (!read) return read.err();
       ex = std::move(*read);
     }
@@ -414,15 +416,18 @@ result<std::vector<run_job>> load_run_jobs(const std::string& path,
   return make_run_jobs(std::move(*jobs), std::move(extras), origin, check);
 }
 
-result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
-                                            const std::string& name, const std::string& base_dir,
-                                            const std::vector<std::string>* known_kinds,
-                                            const run_job_check& check) {
+namespace {
+
+/// Reads a run's job set from text (parse_run_jobs, parse_recorded_jobs).
+result<std::vector<run_job>> parse_jobs_text(std::string_view text, job_text_format format,
+                                             const job_set_origin& origin,
+                                             const std::vector<std::string>* known_kinds,
+                                             const run_job_check& check) {
+  const std::string& name = origin.name;
   try {
     if (text.size() > limits::toml_file.max_bytes)
       return input_error(name, 0, "",
                          "larger than " + std::to_string(limits::toml_file.max_bytes) + " bytes");
-    job_set_origin origin{name, base_dir, format == job_text_format::json};
     auto root = format == job_text_format::json ? detail::toml_from_json(text, name)
                                                 : detail::parse_toml_text(text, name);
     if (!root) return root.err();
@@ -433,6 +438,30 @@ result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_form
   } catch (const std::exception& e) {
     return error{error_kind::internal, name + ": " + e.what()};
   }
+}
+
+}  // namespace
+
+result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_format format,
+                                            const std::string& name, const std::string& base_dir,
+                                            const std::vector<std::string>* known_kinds,
+                                            const run_job_check& check) {
+  return parse_jobs_text(text, format,
+                         job_set_origin{name, base_dir, format == job_text_format::json},
+                         known_kinds, check);
+}
+
+std::int64_t free_job_id(std::int64_t from, const std::function<bool(std::int64_t)>& taken) {
+  const std::int64_t last = limits::max_job_id;
+  std::int64_t id = from < 0 || from > last ? 0 : from;
+  for (std::int64_t tried = 0; tried <= last; ++tried, id = id == last ? 0 : id + 1)
+    if (!taken(id)) return id;
+  return -1;
+}
+
+result<std::vector<run_job>> parse_recorded_jobs(std::string_view json, const std::string& name) {
+  return parse_jobs_text(json, job_text_format::json, job_set_origin{name, "/", true, false},
+                         nullptr, {});
 }
 
 }  // namespace tessera

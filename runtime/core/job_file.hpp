@@ -123,4 +123,15 @@ result<std::vector<run_job>> parse_run_jobs(std::string_view text, job_text_form
                                             const std::vector<std::string>* known_kinds = nullptr,
                                             const run_job_check& check = {});
 
+/// The id a job without one gets: the smallest id from `from` on that `taken` refuses,
+/// wrapping to 0 past limits::max_job_id (so an id a user gave near the limit never pushes
+/// the automatic ones out of range); -1 when every id is taken.
+std::int64_t free_job_id(std::int64_t from, const std::function<bool(std::int64_t)>& taken);
+
+/// Reads back a job set this program wrote (JSON, as parse_run_jobs reads it) for jobs it
+/// accepted before: the same keys and bounds, but the file system is not consulted, since a
+/// program's workdir may be gone by now (a finished job's, deleted by its user) and that must
+/// not make the record unreadable. Its caller decides what a missing workdir means.
+result<std::vector<run_job>> parse_recorded_jobs(std::string_view json, const std::string& name);
+
 }  // namespace tessera

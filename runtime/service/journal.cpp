@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <utility>
 
 #include "runtime/core/crc32.hpp"
+#include "runtime/core/detail/text.hpp"
 
 namespace tessera {
 
@@ -160,6 +162,7 @@ struct request {
   std::string bytes;                                   ///< the record's bytes
   std::optional<std::vector<std::string>> compaction;  ///< the records to compact to
   journal_callback done;
+  journal_delivery delivery = journal_delivery::fail_fast;  ///< when the disk refuses it
 };
 
 }  // namespace
@@ -180,18 +183,21 @@ struct journal::state {
   std::uint64_t end = 0;  // its size (the writer thread's once it runs)
   std::thread writer;
 
-  mutable std::mutex m;  // guards queue, stopping, failure
+  mutable std::mutex m;  // guards queue, pending_bytes, stopping, failure, trouble_now
   std::condition_variable wake;
   std::deque<request> queue;
+  std::size_t pending_bytes = 0;  // bytes of records accepted and not yet written or failed
   bool stopping = false;
   status failure;
+  std::string trouble_now;  // why the disk refused the last batch; "" once one is written
+  bool dirty_tail = false;  // the writer's: a refused batch's bytes may lie past `end`
 
   std::mutex close_m;  // serialises close()
   bool closed = false;
   status close_result;
 
   std::atomic<std::uint64_t> records{0}, bytes{0}, fsyncs{0}, compactions{0};
-  std::atomic<std::uint64_t> file_records{0}, file_bytes{0};
+  std::atomic<std::uint64_t> file_records{0}, file_bytes{0}, write_errors{0};
 
   status lock();
   status read_back(opened_journal& out);
@@ -200,6 +206,7 @@ struct journal::state {
   void run();
   std::vector<request> next_batch();
   void write_batch(std::vector<request>& batch);
+  void refused(std::vector<request>& batch, const error& e);
   void compact_now(request& r);
   void fail(std::vector<request>& batch, const error& e);
   bool on_writer() const { return writer.get_id() == std::this_thread::get_id(); }
@@ -261,6 +268,17 @@ status journal::state::enqueue(request r) {
     if (!failure)
       return error{failure.err().kind,
                    "refused: the journal failed earlier: " + failure.err().message};
+    if (!trouble_now.empty() && !r.compaction) {
+      if (r.delivery == journal_delivery::fail_fast)
+        return error{error_kind::io, "not accepted now: the journal cannot write (" + trouble_now +
+                                         "); retried every " +
+                                         detail::format_shortest(opt.retry_seconds) + " s"};
+      if (pending_bytes + r.bytes.size() > opt.max_held_bytes)
+        return error{error_kind::io, "not accepted: the journal cannot write (" + trouble_now +
+                                         ") and already holds " + std::to_string(pending_bytes) +
+                                         " bytes for the disk"};
+    }
+    pending_bytes += r.bytes.size();
     queue.push_back(std::move(r));
   }
   wake.notify_one();
@@ -299,6 +317,7 @@ std::vector<request> journal::state::next_batch() {
 void journal::state::fail(std::vector<request>& batch, const error& e) {
   {
     std::lock_guard<std::mutex> lk(m);
+    for (const auto& r : batch) pending_bytes -= r.bytes.size();
     if (failure) failure = error{e.kind, e.message + " (the journal refuses further appends)"};
   }
   for (auto& r : batch) r.done(e);
@@ -312,6 +331,11 @@ void journal::state::write_batch(std::vector<request>& batch) {
           }();
       !h)
     return fail(batch, error{h.err().kind, "not written: " + h.err().message});
+  if (dirty_tail && ::ftruncate(fd, static_cast<off_t>(end)) != 0)
+    return refused(
+        batch,
+        io_error(path, "cannot cut a refused batch off at byte " + std::to_string(end), errno));
+  dirty_tail = false;
   std::string buf;
   std::size_t size = 0;
   for (const auto& r : batch) size += r.bytes.size();
@@ -320,13 +344,18 @@ void journal::state::write_batch(std::vector<request>& batch) {
   int err = injected(opt, journal_step::append_write);
   if (err == 0) err = pwrite_all(fd, buf.data(), buf.size(), end);
   if (err != 0)
-    return fail(batch, io_error(path,
-                                "cannot write " + std::to_string(buf.size()) + " bytes at offset " +
-                                    std::to_string(end),
-                                err));
+    return refused(batch, io_error(path,
+                                   "cannot write " + std::to_string(buf.size()) +
+                                       " bytes at offset " + std::to_string(end),
+                                   err));
   err = injected(opt, journal_step::append_sync);
   if (err == 0 && ::fdatasync(fd) != 0) err = errno;
-  if (err != 0) return fail(batch, io_error(path, "fdatasync failed", err));
+  if (err != 0) return refused(batch, io_error(path, "fdatasync failed", err));
+  {
+    std::lock_guard<std::mutex> lk(m);
+    trouble_now.clear();
+    pending_bytes -= buf.size();
+  }
   end += buf.size();
   fsyncs.fetch_add(1);
   records.fetch_add(batch.size());
@@ -334,6 +363,28 @@ void journal::state::write_batch(std::vector<request>& batch) {
   file_records.fetch_add(batch.size());
   file_bytes.store(end);
   for (auto& r : batch) r.done(status{});
+}
+
+void journal::state::refused(std::vector<request>& batch, const error& e) {
+  write_errors.fetch_add(1);
+  // No byte of the refused batch may be read back: its fail-fast records were refused.
+  dirty_tail = ::ftruncate(fd, static_cast<off_t>(end)) != 0;
+  std::vector<request> told, kept;
+  for (auto& r : batch)
+    (r.delivery == journal_delivery::wait_for_disk ? kept : told).push_back(std::move(r));
+  bool closing = false;
+  {
+    std::lock_guard<std::mutex> lk(m);
+    trouble_now = e.message;
+    closing = stopping;
+    for (const auto& r : told) pending_bytes -= r.bytes.size();
+    if (!closing)
+      for (auto it = kept.rbegin(); it != kept.rend(); ++it) queue.push_front(std::move(*it));
+  }
+  for (auto& r : told) r.done(e);
+  if (closing) return fail(kept, e);  // close() tried once more: what is held is lost
+  std::unique_lock<std::mutex> lk(m);
+  wake.wait_for(lk, std::chrono::duration<double>(opt.retry_seconds), [&] { return stopping; });
 }
 
 void journal::state::compact_now(request& r) {
@@ -388,7 +439,7 @@ result<opened_journal> journal::open(const std::string& path, const journal_opti
   return out;
 }
 
-status journal::append(std::string payload, journal_callback done) {
+status journal::append(std::string payload, journal_callback done, journal_delivery delivery) {
   if (payload.size() > journal_max_payload)
     return error{error_kind::invalid_input, s_->path + ": a journal record holds at most " +
                                                 std::to_string(journal_max_payload) +
@@ -397,6 +448,7 @@ status journal::append(std::string payload, journal_callback done) {
   request r;
   r.bytes = encode_journal_record(payload);
   r.done = std::move(done);
+  r.delivery = delivery;
   return s_->enqueue(std::move(r));
 }
 
@@ -454,8 +506,18 @@ status journal::health() const {
   return s_->failure;
 }
 
+std::string journal::trouble() const {
+  std::lock_guard<std::mutex> lk(s_->m);
+  return s_->trouble_now;
+}
+
 journal_stats journal::stats() const {
   journal_stats out;
+  {
+    std::lock_guard<std::mutex> lk(s_->m);
+    out.held_records = s_->trouble_now.empty() ? 0 : s_->queue.size();  // the retry's included
+  }
+  out.write_errors = s_->write_errors.load();
   out.records = s_->records.load();
   out.bytes = s_->bytes.load();
   out.fsyncs = s_->fsyncs.load();

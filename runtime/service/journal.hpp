@@ -43,12 +43,19 @@
 /// then calls each record's callback, in append order, on the writer thread. A caller that
 /// must never block (a CAF actor) uses append(); append_sync() waits for the callback.
 /// Failures:
-/// - A write or sync error fails every record of that batch and every record queued behind
-///   it: each callback gets an io error naming the path and the system's reason. The journal
-///   is then failed for good (health()): append() and compact() refuse, because after a failed
-///   fsync nothing says which bytes reached the disk. Reopen to go on: a record whose append
-///   failed may or may not be read back (its bytes may have reached the disk), as after a
-///   crash; a caller that told its client "failed" must tolerate finding it.
+/// - A write or sync error of a batch (a full disk above all) is not final. The writer cuts
+///   the file back to the end of the last synced batch, so no byte of the failed batch can be
+///   read back, and the journal is in trouble (trouble() says why) until a write succeeds:
+///   records appended with journal_delivery::fail_fast (a submission a client waits for)
+///   get the error at once and are never written; records appended with wait_for_disk (a
+///   state change) are held in memory, in order, and written by a retry every
+///   journal_options::retry_seconds, their callbacks called then. While in trouble, append()
+///   refuses fail_fast records at once, and any record once the held bytes pass
+///   journal_options::max_held_bytes. The writer holds the bytes it retries, so a failed
+///   fsync (after which the kernel may have dropped dirty pages) costs a rewrite, not data.
+/// - A close() while in trouble tries once more, then fails what is still held; a failed
+///   compaction after its rename fails the journal for good (health()): append() and
+///   compact() refuse from then on.
 /// - append() refuses at once, without calling the callback, a payload over
 ///   journal_max_payload, a closed journal and a failed one.
 ///
@@ -97,6 +104,12 @@ enum class journal_step {
   compact_sync_dir,  ///< fsync of the directory after the rename
 };
 
+/// What an appended record does when the disk refuses its batch (see the file comment).
+enum class journal_delivery {
+  fail_fast,      ///< its callback gets the error at once; it is never written
+  wait_for_disk,  ///< held, in order, until a retry writes it
+};
+
 /// How a journal is opened and written.
 struct journal_options {
   /// Open a journal with a corrupt record followed by valid ones by dropping everything from
@@ -106,6 +119,10 @@ struct journal_options {
   /// Bytes the writer puts in one batch (one write, one fdatasync) at most; a single larger
   /// record is a batch of its own.
   std::size_t max_batch_bytes = std::size_t{8} << 20;
+  /// Seconds between retries of a batch the disk refused.
+  double retry_seconds = 1.0;
+  /// Bytes of wait_for_disk records held while in trouble at most; beyond, append() refuses.
+  std::size_t max_held_bytes = std::size_t{64} << 20;
   /// Tests only: called before each step (on the thread doing it); a non-zero errno value
   /// fails the step as if the system had returned it.
   std::function<int(journal_step)> inject_errno;
@@ -146,6 +163,8 @@ struct journal_stats {
   std::uint64_t compactions = 0;   ///< compactions completed since open
   std::uint64_t file_records = 0;  ///< records in the file now (read back + appended)
   std::uint64_t file_bytes = 0;    ///< bytes of the file now
+  std::uint64_t write_errors = 0;  ///< batches the disk refused (each retry counts)
+  std::uint64_t held_records = 0;  ///< records waiting for the disk now
 };
 
 /// Called once per append (or compaction) on the writer thread: ok once the record is on
@@ -170,8 +189,10 @@ class journal {
   journal& operator=(const journal&) = delete;
 
   /// Queues `payload`; `done` is called once it is synced or failed. An error instead (and
-  /// `done` never called) for a payload over journal_max_payload, a closed or failed journal.
-  status append(std::string payload, journal_callback done);
+  /// `done` never called) for a payload over journal_max_payload, a closed or failed journal,
+  /// and while in trouble as the file comment says.
+  status append(std::string payload, journal_callback done,
+                journal_delivery delivery = journal_delivery::fail_fast);
 
   /// append() and waits for its callback; the outcome.
   status append_sync(std::string payload);
@@ -190,6 +211,9 @@ class journal {
 
   /// Ok, or the error that failed the journal (it then refuses appends).
   status health() const;
+
+  /// "" while writes succeed; else why the last batch was refused (until a retry succeeds).
+  std::string trouble() const;
 
   /// The counters now.
   journal_stats stats() const;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/journal_records.hpp"
 #include "runtime/service/journal.hpp"
 #include "tests/support.hpp"
@@ -63,7 +65,7 @@ TEST_CASE("journal records replay to the jobs, states, cancels and checkpoints w
   CHECK(a.spec.spec.scale_factor == 2);
   CHECK(a.spec.spec.total_steps == 400);
   CHECK(a.spec.spec.priority_weight == 2.5);
-  CHECK(a.spec.spec.arrival == 0);  // back at once
+  CHECK(a.spec.spec.arrival == 33);  // in cluster time, which a resume goes on counting
   CHECK(a.spec.seed == 9);
   CHECK(a.spec.step_time == 0.02);
   CHECK(a.spec.target_loss == 0.3);
@@ -124,4 +126,132 @@ TEST_CASE("a journal cut inside its last record replays every record before it",
   auto c = replay_journal(j->records);
   REQUIRE(c);
   CHECK(c->jobs[0].life == job_state::running);  // never half-applied: not finished
+}
+
+namespace {
+
+job_history finished_history() {
+  job_history h;
+  h.first_start = 12.5;
+  h.finish = 80.25;
+  h.steps = 400;
+  h.run_time = 60;
+  h.gpu_seconds = 120;
+  h.loss = 0.125;
+  h.accuracy = 0.9375;
+  h.restarts = 2;
+  h.lost_rounds = 1;
+  h.rounds = 30;
+  h.max_copies = 2;
+  h.program_failures = 1;
+  h.reached_target = true;
+  return h;
+}
+
+void check_same(const job_history& a, const job_history& b) {
+  CHECK(a.first_start == b.first_start);
+  CHECK(a.finish == b.finish);
+  CHECK(a.steps == b.steps);
+  CHECK(a.run_time == b.run_time);
+  CHECK(a.gpu_seconds == b.gpu_seconds);
+  CHECK(a.loss == b.loss);
+  CHECK(a.accuracy == b.accuracy);
+  CHECK(a.restarts == b.restarts);
+  CHECK(a.lost_rounds == b.lost_rounds);
+  CHECK(a.rounds == b.rounds);
+  CHECK(a.max_copies == b.max_copies);
+  CHECK(a.program_failures == b.program_failures);
+  CHECK(a.reached_target == b.reached_target);
+  CHECK(a.failure == b.failure);
+}
+
+}  // namespace
+
+TEST_CASE("an ended job comes back with what it ended with, through a compaction too",
+          "[journal][serve][resume]") {
+  // Before: a resumed cluster showed a finished job with JCT -1, loss 0 and no restarts.
+  const auto h = finished_history();
+  std::vector<std::string> recs = {submit_record(sample_jobs()),
+                                   state_record(4, job_state::running, 0, 0, 20.0),
+                                   state_record(4, job_state::finished, 400, 7, 80.25, &h),
+                                   checkpoint_record(7, {"", 8, 12}, 91.5)};
+  auto c = replay_journal(recs);
+  REQUIRE(c);
+  CHECK(c->clock == 91.5);  // the newest "at": the resumed clock goes on from it
+  REQUIRE(c->jobs[0].ended);
+  check_same(*c->jobs[0].ended, h);
+  CHECK_FALSE(c->jobs[1].ended);
+  auto again = replay_journal(compacted_records(*c));
+  REQUIRE(again);
+  CHECK(again->clock == 91.5);
+  CHECK(again->jobs[0].life == job_state::finished);
+  CHECK(again->jobs[0].spec.spec.arrival == 33);
+  REQUIRE(again->jobs[0].ended);
+  check_same(*again->jobs[0].ended, h);
+}
+
+TEST_CASE("an ended job's later state records do not bring it back", "[journal][serve][resume]") {
+  const auto h = finished_history();
+  auto c = replay_journal({submit_record(sample_jobs()),
+                           state_record(4, job_state::finished, 400, 7, 80, &h),
+                           state_record(4, job_state::running, 400, 8, 81)});
+  REQUIRE(c);
+  CHECK(c->jobs[0].life == job_state::finished);
+}
+
+TEST_CASE(
+    "replay does not look for an ended program's workdir, and an open one without it fails alone",
+    "[journal][serve][resume]") {
+  // Before: `serve --resume` exited 1 for every job once one finished job's workdir was gone.
+  tessera::test::scratch_dir dir("journal_workdir");
+  auto jobs = sample_jobs();
+  const std::string gone = dir.file("gone");
+  std::filesystem::create_directories(gone);
+  jobs[1].program.workdir = gone;
+  run_job open_program = jobs[1];
+  open_program.spec.id = 8;
+  jobs.push_back(open_program);
+  const auto h = finished_history();
+  const std::vector<std::string> recs = {submit_record(jobs),
+                                         state_record(7, job_state::finished, 30, 2, 10, &h)};
+  std::filesystem::remove(gone);
+  auto c = replay_journal(recs);
+  REQUIRE(c);
+  REQUIRE(c->jobs.size() == 3);
+  CHECK(c->jobs[0].life == job_state::queued);    // not a program: untouched
+  CHECK(c->jobs[1].life == job_state::finished);  // ended: its workdir is not asked for
+  CHECK(c->jobs[1].ended->loss == h.loss);
+  CHECK(c->jobs[2].life == job_state::failed);  // open: cannot run without it
+  REQUIRE(c->jobs[2].ended);
+  CHECK_THAT(c->jobs[2].ended->failure,
+             Catch::Contains(gone) && Catch::Contains("no longer exists"));
+  REQUIRE(c->failed_at_replay.size() == 1);
+  CHECK_THAT(c->failed_at_replay[0], Catch::StartsWith("job 8: "));
+}
+
+TEST_CASE("a submitted job that no longer reads back comes back failed, the others as they were",
+          "[journal][serve][resume]") {
+  // An earlier version gave job 2^53 + 1 automatically; today's reader refuses that id. Before:
+  // the whole journal was refused, so `serve --resume` exited 1 for every job.
+  auto rec = nlohmann::json::parse(submit_record(sample_jobs()));
+  auto bad = rec["jobs"]["job"][0];
+  bad["id"] = (std::int64_t{1} << 53) + 1;
+  rec["jobs"]["job"].push_back(bad);
+  auto c = replay_journal({rec.dump(), state_record(4, job_state::running, 0, 1, 5)});
+  REQUIRE(c);
+  REQUIRE(c->jobs.size() == 3);
+  CHECK(c->jobs[0].life == job_state::running);
+  CHECK(c->jobs[1].spec.is_program());
+  const auto& b = c->jobs[2];
+  CHECK(b.spec.spec.id == (std::int64_t{1} << 53) + 1);
+  CHECK(b.life == job_state::failed);
+  REQUIRE(b.ended);
+  CHECK_THAT(b.ended->failure, Catch::Contains("no longer reads back") && Catch::Contains("id"));
+  REQUIRE(c->failed_at_replay.size() == 1);
+  // Compacted, it keeps its record as written and fails again with the same reason.
+  auto again = replay_journal(compacted_records(*c));
+  REQUIRE(again);
+  REQUIRE(again->jobs.size() == 3);
+  CHECK(again->jobs[2].life == job_state::failed);
+  CHECK(again->jobs[2].ended->failure == b.ended->failure);
 }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/input_limits.hpp"
 #include "actor_support.hpp"
 #include "runtime/core/timeline.hpp"
 #include "runtime/node/train/checkpoint.hpp"
@@ -271,6 +272,14 @@ TEST_CASE("jobs can be submitted and cancelled while the run goes on", "[actors]
   d.spec.total_steps = 100000;  // would take 1000 s; cancelled below
   const std::int64_t long_id = submit(d);
   REQUIRE(long_id == 2);
+  // A user's id at the bound: the next automatic id is the smallest free one, not the bound
+  // plus one (which no journal replay reads back).
+  d.spec.total_steps = 10;
+  d.id_given = true;
+  d.spec.id = limits::max_job_id;
+  CHECK(submit(d) == limits::max_job_id);
+  d.id_given = false;
+  CHECK(submit(d) == 3);
   auto cancel = [&](std::int64_t id) {
     auto out = cancel_outcome::unknown;
     client->request(sched, std::chrono::seconds(5), cancel_job{id})
@@ -282,12 +291,14 @@ TEST_CASE("jobs can be submitted and cancelled while the run goes on", "[actors]
   auto sum = await_summary(listener, 30);
   INFO(sum.error);
   REQUIRE(sum.ok);
-  REQUIRE(sum.jobs.size() == 3);
+  REQUIRE(sum.jobs.size() == 5);
   CHECK(sum.jobs[0].finished);
   CHECK(sum.jobs[1].finished);
   CHECK(sum.jobs[1].steps == 10);
   CHECK(sum.jobs[2].canceled);
   CHECK_FALSE(sum.jobs[2].finished);
+  CHECK(sum.jobs[3].finished);
+  CHECK(sum.jobs[4].finished);
 }
 
 namespace {

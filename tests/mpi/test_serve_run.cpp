@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -225,6 +226,7 @@ TEST_CASE(
   const std::string common = " --cluster " + cl + " --state-dir " + state +
                              " --round-length 0.5 --checkpoint-dir " + dir.file("ckpt");
   std::set<std::int64_t> ended_before;
+  std::map<std::int64_t, json> ended_as;  // as the API showed them before the kill
   {
     background first(
         mpirun(3, false, std::string(TESSERA_BINARY) + " serve") + common + " --jobs " + jobs,
@@ -254,7 +256,10 @@ TEST_CASE(
     REQUIRE(rank0 > 0);
     REQUIRE(::kill(rank0, SIGKILL) == 0);
     for (const auto& j : list)
-      if (j["state"] == "finished") ended_before.insert(j["id"].get<std::int64_t>());
+      if (j["state"] == "finished") {
+        ended_before.insert(j["id"].get<std::int64_t>());
+        ended_as[j["id"].get<std::int64_t>()] = j;
+      }
     first.wait(60);
     INFO(first.output());
     REQUIRE_FALSE(ended_before.empty());
@@ -290,8 +295,15 @@ TEST_CASE(
     ids.insert(j["id"].get<std::int64_t>());
     CHECK(j["state"] == "finished");
     CHECK(j["steps"] == 300);
-    // A job that had ended before the kill never ran again.
-    if (ended_before.count(j["id"].get<std::int64_t>())) CHECK(j["rounds"] == 0);
+    // A job that had ended before the kill never ran again, and keeps what it ended with
+    // (before: JCT -1, loss 0 after a resume).
+    if (auto was = ended_as.find(j["id"].get<std::int64_t>()); was != ended_as.end()) {
+      CHECK(j["jct"].get<double>() == Approx(was->second["jct"].get<double>()));
+      CHECK(j["jct"].get<double>() > 0);
+      CHECK(j["finish"].get<double>() == Approx(was->second["finish"].get<double>()));
+      CHECK(j["loss"].get<double>() == Approx(was->second["loss"].get<double>()));
+      CHECK(j["rounds"] == was->second["rounds"]);
+    }
   }
   CHECK(ids.size() == 5);
   check_bitwise(sum);

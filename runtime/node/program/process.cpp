@@ -65,6 +65,7 @@ std::vector<char*> c_strings(std::vector<std::string>& xs) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
+  ::signal(SIGXFSZ, SIG_DFL);
   int err = 0;
   if (workdir[0] != '\0' && ::chdir(workdir) != 0) err = errno;
   if (err == 0) {

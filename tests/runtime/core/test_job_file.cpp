@@ -3,9 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/core/input_limits.hpp"
 #include "runtime/core/job_file.hpp"
 #include "tests/support.hpp"
 
@@ -148,4 +151,29 @@ TEST_CASE("a simulation's job set still rejects run keys", "[job_file][run]") {
   auto r = load_jobs(p);
   REQUIRE_FALSE(r);
   CHECK(r.err().message.find("field 'kind': unknown key") != std::string::npos);
+}
+
+TEST_CASE("automatic job ids stay within the id bound, wrapping to the smallest free id",
+          "[job_file][ids]") {
+  // Before: a user's id of 2^53 made the next automatic id 2^53 + 1, which no reader takes back.
+  const std::int64_t last = limits::max_job_id;
+  std::set<std::int64_t> taken{0, 1, 3, last};
+  auto is_taken = [&](std::int64_t id) { return taken.count(id) > 0; };
+  CHECK(free_job_id(0, is_taken) == 2);
+  CHECK(free_job_id(4, is_taken) == 4);
+  CHECK(free_job_id(last, is_taken) == 2);      // past the bound: from 0
+  CHECK(free_job_id(last + 1, is_taken) == 2);  // max(id) + 1 of a user's largest id
+  CHECK(free_job_id(last - 1, is_taken) == last - 1);
+  CHECK(free_job_id(-5, is_taken) == 2);
+  // Property: whatever is taken, the id given is free and in range.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    taken.clear();
+    for (int k = 0; k < 20; ++k) taken.insert(static_cast<std::int64_t>(rng() % 24));
+    const std::int64_t from = trial % 2 ? static_cast<std::int64_t>(rng() % 30) : last + trial;
+    const auto id = free_job_id(from, is_taken);
+    REQUIRE(id >= 0);
+    CHECK(id <= last);
+    CHECK_FALSE(is_taken(id));
+  }
 }

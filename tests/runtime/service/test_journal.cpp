@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
@@ -534,71 +536,176 @@ TEST_CASE("a journal that cannot be opened says why, naming the path", "[journal
   }
 }
 
+/// Waits until `pred` holds, for at most `seconds` (scaled); its last value.
+bool wait_until(const std::function<bool()>& pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(seconds * tessera::test::time_scale());
+  while (!pred() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return pred();
+}
+
 TEST_CASE(
-    "a write error fails the batch and every later append, and reopening reads what "
-    "was synced",
-    "[journal]") {
+    "a full disk: the refused batch is cut off, submissions are refused, state changes are held "
+    "and written once the disk takes them",
+    "[journal][full]") {
+  // Before: one write error failed the journal for good; every later record was refused
+  // until a restart (and the cluster went on without recording).
   const journal_case c("journal_write_error", 3, 100, 1);
   const auto& [dir, path, records, whole] = c;
   append_all(path, records);
   const auto size = std::filesystem::file_size(path);
+  journal_options opt;
+  opt.retry_seconds = 0.02;
+  auto j = open_ok(path, opt);
+  std::atomic<int> held_done{0};
+  status held_outcome;
   {
-    auto j = open_ok(path);
-    status first_failure, queued;
-    {
-      // A real EFBIG from the kernel: the file may not grow past its current size + 10.
-      file_size_limit limit(size + 10);
-      first_failure = j.file->append_sync(json_of_size(300, 1));
-      queued = j.file->append_sync("{}");
-    }
-    REQUIRE_FALSE(first_failure);
-    CHECK(first_failure.err().kind == error_kind::io);
-    CHECK(has(first_failure.err().message, path + ": cannot write 312 bytes at offset " +
-                                               std::to_string(size) + ": File too large"));
-    REQUIRE_FALSE(queued);
-    CHECK(has(queued.err().message, "failed earlier"));
-    REQUIRE_FALSE(j.file->health());
-    CHECK(has(j.file->health().err().message, "refuses further appends"));
-    CHECK_FALSE(j.file->close());  // close reports the failure too
-  }
-  auto back = open_ok(path);  // the 10 bytes written are a torn end
-  CHECK(back.records == records);
-  REQUIRE(back.damage);
-  CHECK(back.damage->offset == size);
+    // A real EFBIG from the kernel: the file may not grow past its size + 200, so 200 bytes
+    // of the 312-byte record land before the write fails.
+    file_size_limit limit(size + 200);
+    const status refused = j.file->append_sync(json_of_size(300, 1));
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().kind == error_kind::io);
+    CHECK(has(refused.err().message, path + ": cannot write 312 bytes at offset " +
+                                         std::to_string(size) + ": File too large"));
+    CHECK(std::filesystem::file_size(path) == size);  // its 200 bytes are cut off
+    CHECK(has(j.file->trouble(), "File too large"));
+    CHECK(j.file->health());  // not failed for good
+    // A submission is refused at once while the disk refuses writes.
+    const status submit = j.file->append("{}", [](const status&) { FAIL("never called"); });
+    REQUIRE_FALSE(submit);
+    CHECK(has(submit.err().message, "not accepted now: the journal cannot write"));
+    // A state change too large for the limit is held, retried, and not yet acknowledged.
+    REQUIRE(j.file->append(
+        json_of_size(300, 2),
+        [&](const status& st) {
+          held_outcome = st;
+          held_done.fetch_add(1);
+        },
+        journal_delivery::wait_for_disk));
+    CHECK(wait_until([&] { return j.file->stats().write_errors >= 3; }, 10));
+    CHECK(held_done.load() == 0);
+    CHECK(j.file->stats().held_records == 1);
+  }  // the disk takes writes again
+  REQUIRE(wait_until([&] { return held_done.load() == 1; }, 10));
+  CHECK(held_outcome);
+  CHECK(j.file->trouble().empty());
+  CHECK(j.file->stats().held_records == 0);
+  REQUIRE(j.file->append_sync("{\"after\":1}"));  // submissions are taken again
+  REQUIRE(j.file->close());
+  auto back = open_ok(path);
+  auto expected = records;
+  expected.push_back(json_of_size(300, 2));
+  expected.push_back("{\"after\":1}");
+  CHECK(back.records == expected);
+  CHECK_FALSE(back.damage);
 }
 
 TEST_CASE(
-    "an fsync error (injected) reaches every callback of the batch and the ones "
-    "queued behind it",
-    "[journal]") {
+    "failed fsyncs (injected): a batch's submissions fail and never read back, its state "
+    "changes are written in order by the retry",
+    "[journal][full]") {
   // A real fdatasync failure needs a failing device (dm-error, a yanked disk); the hook
-  // fails the call as if the kernel had returned EIO.
+  // fails the call as if the kernel had returned EIO. The batch's bytes did reach the file,
+  // so this also checks that they are cut off before the retry.
   scratch_dir dir("journal_fsync_error");
   const auto path = dir.file("journal");
   std::atomic<int> syncs{0};
   journal_options opt;
+  opt.retry_seconds = 0.01;
   opt.inject_errno = [&syncs](journal_step step) {
     if (step != journal_step::append_sync) return 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    return ++syncs == 2 ? EIO : 0;
+    const int n = ++syncs;
+    return n == 2 || n == 3 ? EIO : 0;
   };
   auto j = open_ok(path, opt);
   REQUIRE(j.file->append_sync("one"));
   std::mutex m;
-  std::vector<status> outcomes;
-  for (int i = 0; i < 20; ++i)
-    REQUIRE(j.file->append("r" + std::to_string(i), [&](const status& s) {
-      std::lock_guard<std::mutex> lk(m);
-      outcomes.push_back(s);
-    }));
-  REQUIRE(j.file->close().failed);
-  REQUIRE(outcomes.size() == 20);
-  for (const auto& s : outcomes) {
-    REQUIRE_FALSE(s);
-    CHECK(s.err().kind == error_kind::io);
-    CHECK(has(s.err().message, path + ": fdatasync failed: Input/output error"));
+  std::vector<std::pair<std::string, status>> outcomes;  // in callback order
+  std::vector<std::string> appended;                     // accepted, in append order
+  int refused_now = 0;                                   // submissions refused at append
+  for (int i = 0; i < 40; ++i) {
+    const bool submission = i % 2 == 0;
+    const std::string rec = (submission ? "s" : "w") + std::to_string(i);
+    auto st = j.file->append(
+        rec,
+        [&, rec](const status& s) {
+          std::lock_guard<std::mutex> lk(m);
+          outcomes.emplace_back(rec, s);
+        },
+        submission ? journal_delivery::fail_fast : journal_delivery::wait_for_disk);
+    if (st) {
+      appended.push_back(rec);
+    } else {
+      CHECK(submission);  // refused at once only while in trouble, and only a submission
+      ++refused_now;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
   }
-  CHECK_FALSE(j.file->append("late", [](const status&) {}));
+  // The retry after the second failure succeeds; a close before it would fail what is held.
+  REQUIRE(wait_until([&] { return syncs.load() >= 4 && j.file->trouble().empty(); }, 10));
+  REQUIRE(j.file->close());
+  REQUIRE(outcomes.size() == appended.size());
+  std::vector<std::string> expected{"one"};
+  int failed = 0;
+  for (const auto& rec : appended) {
+    const auto it = std::find_if(outcomes.begin(), outcomes.end(),
+                                 [&](const auto& o) { return o.first == rec; });
+    REQUIRE(it != outcomes.end());
+    if (rec[0] == 'w') CHECK(it->second);  // a state change is never lost
+    if (it->second) {
+      expected.push_back(rec);
+    } else {
+      ++failed;
+      CHECK(has(it->second.err().message, path + ": fdatasync failed: Input/output error"));
+    }
+  }
+  CHECK(failed + refused_now >= 1);  // in the failed batch, or refused while in trouble
+  CHECK(j.file->stats().write_errors == 2);
+  auto back = open_ok(path);
+  CHECK(back.records == expected);  // every acknowledged record, in order; no refused one
+  CHECK_FALSE(back.damage);
+}
+
+TEST_CASE("held records past the cap are refused, and a close in trouble fails what is held",
+          "[journal][full]") {
+  scratch_dir dir("journal_held_cap");
+  const auto path = dir.file("journal");
+  journal_options opt;
+  opt.retry_seconds = 0.01;
+  opt.max_held_bytes = 100;
+  std::atomic<bool> full{false};
+  opt.inject_errno = [&](journal_step step) {
+    return step == journal_step::append_write && full.load() ? ENOSPC : 0;
+  };
+  auto j = open_ok(path, opt);
+  REQUIRE(j.file->append_sync("kept"));
+  full = true;
+  std::atomic<int> failed{0};
+  auto count_failure = [&](const status& s) {
+    if (!s) failed.fetch_add(1);
+  };
+  REQUIRE(j.file->append("{\"held\":0}", count_failure, journal_delivery::wait_for_disk));
+  REQUIRE(wait_until([&] { return !j.file->trouble().empty(); }, 10));
+  CHECK(has(j.file->trouble(), "No space left on device"));
+  int accepted = 1;
+  status refused;
+  for (int i = 1; i < 20 && refused; ++i) {
+    refused = j.file->append("{\"held\":" + std::to_string(i) + "}", count_failure,
+                             journal_delivery::wait_for_disk);
+    if (refused) ++accepted;
+  }
+  REQUIRE_FALSE(refused);
+  CHECK(has(refused.err().message, "already holds"));
+  CHECK(accepted == 4);  // 22 bytes each (12 of header): 88 of the 100 held
+  const status closed = j.file->close();
+  REQUIRE_FALSE(closed);
+  CHECK(has(closed.err().message, "No space left on device"));
+  CHECK(failed.load() == accepted);
+  auto back = open_ok(path);
+  CHECK(back.records == std::vector<std::string>{"kept"});
 }
 
 TEST_CASE("compaction: the file becomes the given records, then what was appended after",
