@@ -125,8 +125,12 @@ result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::acto
     return s ? s->request_counts() : std::vector<http::request_count>{};
   };
   svc->api_ = spawn_api(sys, ac);
-  auto server = http::server::open(where->host, static_cast<std::uint16_t>(where->port),
-                                   http::limits{}, *token, api_handler(svc->api_));
+  http::limits lim;
+  lim.hosts = s.allow_hosts;  // and IP literals, which a rebound DNS name is not
+  for (const char* local : {"localhost", "localhost.localdomain"}) lim.hosts.push_back(local);
+  if (char name[256] = {0}; ::gethostname(name, sizeof name - 1) == 0) lim.hosts.push_back(name);
+  auto server = http::server::open(where->host, static_cast<std::uint16_t>(where->port), lim,
+                                   *token, api_handler(svc->api_));
   if (!server) {
     caf::anon_send_exit(svc->api_, caf::exit_reason::user_shutdown);
     return server.err();

@@ -1,5 +1,7 @@
 #include "runtime/service/http/message.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -118,6 +120,32 @@ std::optional<refusal> split_target(std::string_view target, std::string& path,
 
 std::string error_body(std::string_view message) {
   return "{\"error\": " + json_string(message) + "}";
+}
+
+bool host_allowed(std::string_view host, const std::vector<std::string>& names,
+                  std::uint16_t port) {
+  if (names.empty()) return true;
+  std::string_view name = host, port_text;
+  const auto colon = host.rfind(':');
+  const auto bracket = host.rfind(']');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    name = host.substr(0, colon);
+    port_text = host.substr(colon + 1);
+    if (port_text != std::to_string(port)) return false;
+  }
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']')
+    name = name.substr(1, name.size() - 2);
+  // An address literal names the server by itself: a rebinding attack needs a DNS name.
+  const std::string literal(name);
+  in6_addr any{};
+  if (::inet_pton(AF_INET, literal.c_str(), &any) == 1 ||
+      ::inet_pton(AF_INET6, literal.c_str(), &any) == 1)
+    return true;
+  for (std::string_view n : names) {
+    if (n.size() > 2 && n.front() == '[' && n.back() == ']') n = n.substr(1, n.size() - 2);
+    if (!name.empty() && equal_nocase(name, n)) return true;
+  }
+  return false;
 }
 
 bool equal_nocase(std::string_view a, std::string_view b) {

@@ -53,6 +53,11 @@ struct limits {
   /// Paths a GET of which is served without the bearer token (exact matches of
   /// request::path); such a request may carry no body.
   std::vector<std::string> public_paths{"/metrics", "/", "/dashboard"};
+  /// Host names a request's Host header may give besides IP address literals (compared
+  /// without case; its port, when given, must be the server's): another name is answered
+  /// 421, so a web page whose name an attacker rebinds to this address (DNS rebinding)
+  /// cannot read the public paths or try tokens. Empty: any Host.
+  std::vector<std::string> hosts;
 };
 
 /// An answer the server gives on its own (a limit, the token, malformed input): the status
@@ -71,6 +76,11 @@ std::optional<refusal> split_target(std::string_view target, std::string& path,
 /// The body of every error answer: {"error": "<message>"}. The message is escaped for JSON;
 /// bytes that are not UTF-8 become U+FFFD, so the body is valid JSON whatever it quotes.
 std::string error_body(std::string_view message);
+
+/// True when `host` (a Host header's value: name or [v6 address], then an optional ":port")
+/// is an IP address literal or names one of `names` (compared without case), and its port,
+/// when given, is `port`. Any host when `names` is empty.
+bool host_allowed(std::string_view host, const std::vector<std::string>& names, std::uint16_t port);
 
 /// ASCII equality without case (header names, "100-continue").
 bool equal_nocase(std::string_view a, std::string_view b);

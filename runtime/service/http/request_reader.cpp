@@ -20,6 +20,21 @@ struct request_reader::parser_box {
 
 namespace {
 
+/// A Host header as a message quotes it: at most 100 bytes, control bytes as '?'.
+std::string printable_host(std::string_view host) {
+  std::string out(host.substr(0, 100));
+  for (auto& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
+
+/// "a, b, c".
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 /// The answer to a parser error: 431 and 413 for the limits, 400 for the rest.
 refusal refusal_for(const boost::system::error_code& ec) {
   if (ec == beast_http::error::header_limit) return {431, "request header over the limit"};
@@ -138,7 +153,11 @@ request request_reader::take() {
 }
 
 std::optional<refusal> check_access(const request_reader& r, const limits& l,
-                                    std::string_view token) {
+                                    std::string_view token, std::uint16_t port) {
+  if (const auto host = r.head().header("Host"); !host_allowed(host, l.hosts, port))
+    return refusal{421, "Host '" + printable_host(host) +
+                            "' is not this server's name (a rebound DNS name?); use one of " +
+                            joined(l.hosts) + " or start serve with --allow-host NAME"};
   if (!is_public(r.head().method, r.head().path, l.public_paths))
     return check_token(r.authorization(), token);
   if (r.has_body()) return refusal{413, "a request without the token may not carry a body"};

@@ -83,8 +83,9 @@ class request_reader {
 
 /// The server's check of a request whose header is done (stage header_done), before any body
 /// byte is read: a public request (is_public) may carry no body (413), so clients without the
-/// token cannot make the server hold a body; any other needs the token (401).
+/// token cannot make the server hold a body; any other needs the token (401). First of all,
+/// the Host header must name the server (limits::hosts, its port `port`): 421 otherwise.
 std::optional<refusal> check_access(const request_reader& r, const limits& l,
-                                    std::string_view token);
+                                    std::string_view token, std::uint16_t port);
 
 }  // namespace tessera::http

@@ -228,7 +228,8 @@ void connection::read_more() {
 void connection::process(std::string_view bytes) {
   auto st = reader_.feed(bytes);
   if (st == request_reader::stage::header_done) {
-    if (auto no = check_access(reader_, core_.lim, core_.token)) return send_refusal(*no);
+    if (auto no = check_access(reader_, core_.lim, core_.token, core_.port))
+      return send_refusal(*no);
     if (reader_.expects_continue()) {
       // Interim answer, written before any more is read; then the body.
       asio::async_write(stream_, asio::buffer(continue_line),

@@ -196,7 +196,7 @@ TEST_CASE("check_access: a public request without a body, any other with the tok
   auto access = [&](const std::string& head) {
     request_reader r(l);
     REQUIRE(r.feed(head) == stage::header_done);
-    return check_access(r, l, "tok");
+    return check_access(r, l, "tok", 8080);
   };
   CHECK_FALSE(access("GET /metrics HTTP/1.1\r\n\r\n"));
   CHECK_FALSE(access("GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
@@ -207,4 +207,37 @@ TEST_CASE("check_access: a public request without a body, any other with the tok
   CHECK(access("GET /v1/jobs HTTP/1.1\r\n\r\n")->status == 401);
   CHECK(access("GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\n")->status == 413);
   CHECK(access("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")->status == 413);
+}
+
+TEST_CASE("the Host header must name the server: DNS rebinding gets 421", "[http][host]") {
+  // Before: any Host was served, so a page at a name rebound to 127.0.0.1 could read
+  // /metrics and the dashboard from the user's browser and try tokens.
+  limits l;
+  l.hosts = {"localhost", "tessera.example.org"};
+  auto access = [&](const std::string& host) {
+    request_reader r(l);
+    const std::string head = "GET /metrics HTTP/1.1\r\n" +
+                             (host.empty() ? std::string() : "Host: " + host + "\r\n") + "\r\n";
+    REQUIRE(r.feed(head) == stage::header_done);
+    return check_access(r, l, "tok", 8080);
+  };
+  CHECK_FALSE(access("localhost:8080"));
+  CHECK_FALSE(access("LOCALHOST:8080"));
+  CHECK_FALSE(access("localhost"));  // no port: the name decides
+  CHECK_FALSE(access("tessera.example.org:8080"));
+  CHECK_FALSE(access("127.0.0.1:8080"));  // address literals name the server by themselves
+  CHECK_FALSE(access("[::1]:8080"));
+  CHECK_FALSE(access("10.1.2.3:8080"));
+  const auto rebound = access("attacker.example.com:8080");
+  REQUIRE(rebound);
+  CHECK(rebound->status == 421);
+  CHECK_THAT(rebound->message,
+             Catch::Contains("attacker.example.com") && Catch::Contains("--allow-host"));
+  REQUIRE(access("localhost:9999"));  // another port: not this server
+  CHECK(access("localhost:9999")->status == 421);
+  REQUIRE(access(""));  // HTTP/1.1 requires Host
+  CHECK(access("localhost.attacker.com:8080")->status == 421);
+  CHECK(access("127.0.0.1.attacker.com:8080")->status == 421);
+  l.hosts.clear();  // no list: any host (the HTTP server's own default)
+  CHECK_FALSE(access("attacker.example.com:8080"));
 }
