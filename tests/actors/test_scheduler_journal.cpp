@@ -106,7 +106,8 @@ TEST_CASE("a journal that cannot write: rounds wait, the API says why, nothing i
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     full = true;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(2.0 * tessera::test::time_scale());
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(2.0 * tessera::test::time_scale());
     while (std::chrono::steady_clock::now() < until) {
       files_ok = files_ok && named_files_exist(path, missing);
       auto c = cluster_now();
