@@ -1,9 +1,11 @@
 #include "actors/api.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "actors/api_json.hpp"
 #include "actors/protocol.hpp"
@@ -32,7 +34,8 @@ struct cached_answer {
 /// The API actor's state.
 struct api_state {
   api_config cfg;
-  std::map<std::string, cached_answer> cache;            ///< by target
+  std::map<std::string, cached_answer> cache;            ///< by cache_key
+  std::size_t cached_bytes = 0;                          ///< bodies in `cache`
   std::map<std::string, std::vector<reply_fn>> waiting;  ///< GETs waiting for the scheduler
 };
 
@@ -96,15 +99,23 @@ void submit(api_ptr self, const api_call& c) {
   auto jobs = parse_run_jobs(c.req.body, body_format(c.req), "request body", base, &st.known_kinds,
                              st.check);
   if (!jobs) return reply_error(c, 400, jobs.err().message);
+  if (jobs->size() > st.max_jobs_per_submission)
+    return reply_error(c, 413,
+                       "a submission holds at most " + std::to_string(st.max_jobs_per_submission) +
+                           " jobs, this one " + std::to_string(jobs->size()) +
+                           ": submit them in batches");
   self->request(st.scheduler, st.timeout, submit_job{std::move(*jobs)})
       .then(
           [=](std::vector<std::int64_t>& ids) {
             reply_json(c, 201, ojson{{"ids", ids}}.dump());
           },
           [=](caf::error& e) {
-            const bool refused = e.category() == run_error_category &&
-                                 e.code() == static_cast<std::uint8_t>(run_errc::bad_job);
-            reply_error(c, refused ? 400 : 503, describe(self->system(), e));
+            const auto code = e.category() == run_error_category ? e.code() : 0;
+            reply_error(c,
+                        code == static_cast<std::uint8_t>(run_errc::bad_job)    ? 400
+                        : code == static_cast<std::uint8_t>(run_errc::too_many) ? 429
+                                                                                : 503,
+                        describe(self->system(), e));
           });
 }
 
@@ -231,17 +242,40 @@ void route(api_ptr self, const api_call& c) {
   reply_error(c, 404, "no such resource: " + m + " " + p);
 }
 
+/// Keeps `a` under `key`, first dropping the answers past their time and, while the bodies
+/// would pass cache_bytes, the oldest.
+void keep_answer(api_state& st, const std::string& key, cached_answer a) {
+  const auto now = std::chrono::steady_clock::now();
+  auto drop = [&st](std::map<std::string, cached_answer>::iterator it) {
+    st.cached_bytes -= it->second.body.size();
+    return st.cache.erase(it);
+  };
+  if (auto it = st.cache.find(key); it != st.cache.end()) drop(it);
+  for (auto it = st.cache.begin(); it != st.cache.end();)
+    it = now - it->second.at >= st.cfg.cache_ttl ? drop(it) : std::next(it);
+  while (!st.cache.empty() && st.cached_bytes + a.body.size() > st.cfg.cache_bytes)
+    drop(std::min_element(st.cache.begin(), st.cache.end(),
+                          [](const auto& x, const auto& y) { return x.second.at < y.second.at; }));
+  if (a.body.size() > st.cfg.cache_bytes) return;
+  st.cached_bytes += a.body.size();
+  st.cache.emplace(key, std::move(a));
+}
+
 /// GETs are answered from an answer of the last cache_ttl when there is one, and the same
 /// GET arriving while the scheduler works on it waits for that answer: however many clients
 /// poll, the scheduler sees a few queries per second (docs/benchmarks/service.md, "Control
 /// API of tessera serve").
 void route_cached(api_ptr self, const api_call& c) {
   auto& st = self->state;
-  if (c.req.method != "GET") st.cache.clear();  // a submission or cancel: answers change
+  if (auto why = query_refusal(c.req); !why.empty()) return reply_error(c, 400, why);
+  if (c.req.method != "GET") {  // a submission or cancel: answers change
+    st.cache.clear();
+    st.cached_bytes = 0;
+  }
   if (c.req.method != "GET" || st.cfg.cache_ttl.count() <= 0 || c.req.path == "/" ||
       c.req.path == "/dashboard")
     return route(self, c);
-  const std::string key = c.req.target;
+  const std::string key = cache_key(c.req);
   const auto now = std::chrono::steady_clock::now();
   if (auto it = st.cache.find(key); it != st.cache.end() && now - it->second.at < st.cfg.cache_ttl)
     return c.answer(it->second.status, it->second.type, it->second.body);
@@ -251,8 +285,8 @@ void route_cached(api_ptr self, const api_call& c) {
   api_call first{
       c.req, [self, key](int status, const std::string& type, const std::string& body) {
         auto& s = self->state;
-        if (status == 200 && s.cache.size() < 1024)
-          s.cache[key] = cached_answer{std::chrono::steady_clock::now(), status, type, body};
+        if (status == 200)
+          keep_answer(s, key, cached_answer{std::chrono::steady_clock::now(), status, type, body});
         auto waiters = std::move(s.waiting[key]);
         s.waiting.erase(key);
         for (auto& w : waiters) w(status, type, body);
@@ -278,6 +312,24 @@ http::handler api_handler(caf::actor api) {
     };
     caf::anon_send(api, api_call{std::move(req), std::move(reply)});
   };
+}
+
+std::string query_refusal(const http::request& r) {
+  static const std::map<std::string, std::set<std::string>> reads = {
+      {"GET /v1/jobs", {"state"}}, {"POST /v1/jobs", {"base_dir"}}, {"GET /v1/rounds", {"limit"}}};
+  const auto it = reads.find(r.method + " " + r.path);
+  for (const auto& [name, value] : r.query)
+    if (it == reads.end() || !it->second.count(name))
+      return "query '" + name + "': " + r.method + " " + r.path + " takes " +
+             (it == reads.end() ? std::string("no query parameters")
+                                : "only '" + *it->second.begin() + "'");
+  return "";
+}
+
+std::string cache_key(const http::request& r) {
+  std::string key = r.method + " " + r.path;
+  for (const auto& [name, value] : r.query) key += "\n" + name + "=" + value;  // sorted by name
+  return key;
 }
 
 }  // namespace tessera::actors

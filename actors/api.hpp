@@ -35,7 +35,19 @@ struct api_config {
   /// A GET's answer is reused this long (0: never), so polling clients do not load the
   /// scheduler; the dashboard polls once a second.
   std::chrono::milliseconds cache_ttl{250};
+  /// Bytes of cached answers at most (older ones are dropped first).
+  std::size_t cache_bytes = std::size_t{32} << 20;
+  /// Jobs one submission may hold (413 beyond: submit in batches).
+  std::size_t max_jobs_per_submission = 10000;
 };
+
+/// Why a request's query is refused ("" when it is not): each route reads a few parameters
+/// (GET /v1/jobs: state; POST /v1/jobs: base_dir; GET /v1/rounds: limit) and any other is an
+/// error, so no query string can multiply the answers the GET cache keeps.
+std::string query_refusal(const http::request& r);
+
+/// The GET cache's key of a request that passed query_refusal: its path and its parameters.
+std::string cache_key(const http::request& r);
 
 /// Spawns the API actor.
 caf::actor spawn_api(caf::actor_system& sys, api_config cfg);

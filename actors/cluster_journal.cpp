@@ -71,14 +71,18 @@ void cluster_journal::note(std::string record, std::function<void()> on_disk) {
                  "and no round starts\n";
 }
 
-result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume) {
+result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume,
+                                                    bool repair) {
   struct stat sb {};
   if (resume && ::lstat(path.c_str(), &sb) != 0 && errno == ENOENT)
     return error{error_kind::invalid_input,
                  "--resume: " + path +
                      " does not exist, so there is nothing to resume (a mistyped --state-dir?); "
                      "drop --resume to start a fresh cluster"};
-  auto opened = journal::open(path);
+  journal_options opt;
+  opt.drop_corrupt = repair;
+  opt.repair = "serve --resume --repair-journal";
+  auto opened = journal::open(path, opt);
   if (!opened) return opened.err();
   if (opened->damage) std::cerr << "tessera: " << opened->damage->message << '\n';
   opened_cluster_journal out;

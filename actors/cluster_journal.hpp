@@ -72,6 +72,9 @@ struct opened_cluster_journal {
   std::shared_ptr<cluster_journal> log;
   restored_cluster restored;
 };
-result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume);
+/// With `repair`, damage the journal's reader would refuse (a corrupt record, the last one
+/// included) is dropped with everything after it, reported on stderr: an operator's choice.
+result<opened_cluster_journal> open_cluster_journal(const std::string& path, bool resume,
+                                                    bool repair = false);
 
 }  // namespace tessera::actors

@@ -129,6 +129,7 @@ scheduler_config make_scheduler_config(const run_settings& o, const run_inputs& 
   sc.heartbeat_interval = o.heartbeat_interval;
   sc.liveness = liveness_for(o.heartbeat_timeout, o.heartbeat_ceiling);
   sc.min_nodes = o.min_nodes;
+  sc.max_open_jobs = static_cast<std::size_t>(o.max_open_jobs);
   sc.report_grace = std::max(5.0, 2 * o.heartbeat_timeout);
   sc.max_seconds = o.serve ? 0 : o.timeout;
   sc.serve = o.serve;
@@ -315,7 +316,7 @@ bool attach_journal(const run_settings& o, scheduler_config& sc) {
     std::cerr << "tessera: " << st.err().message << '\n';
     return false;
   }
-  auto opened = open_cluster_journal(o.state_dir + "/journal", o.resume);
+  auto opened = open_cluster_journal(o.state_dir + "/journal", o.resume, o.repair_journal);
   if (!opened) {
     std::cerr << "tessera: " << opened.err().message << '\n';
     return false;

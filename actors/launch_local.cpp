@@ -3,6 +3,7 @@
 /// and starts the other node processes itself (fork/exec), handing them the cluster secret in
 /// a private directory; each of them runs run_node_process.
 
+#include <sys/prctl.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -46,8 +47,15 @@ pid_t spawn_node(const node_command& start_node, int rank, int port,
   std::vector<char*> argv;
   for (auto& s : a) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // A node process ends with the process that started it (SIGTERM: it drains): after a
+    // rank 0 killed by SIGKILL, a served node that never gives up would otherwise retry a
+    // scheduler that is gone for ever. Forked from threads that live as long as rank 0 does
+    // (the signal follows the forking thread).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(0);
     ::execv(argv[0], argv.data());
     std::perror("tessera: exec");
     ::_exit(127);

@@ -222,8 +222,10 @@ bool program_run::start() {
     t.lease = std::make_shared<program::lease_slot>(
         terms_for(i), single ? std::optional<clock_type::time_point>(deadline_) : std::nullopt,
         min_lease_seconds());
-    ctx_.leases->add(t.token, t.lease);
     program::process_spec spec;
+    spec.mark = program::new_program_mark();
+    t.lease->bind_to_mark(spec.mark);  // the token works for this process and its own only
+    ctx_.leases->add(t.token, t.lease);
     spec.argv = o_.program.command;
     spec.workdir = o_.program.workdir;
     spec.env = program_environment(o_, i, ctx_, ctx_.leases->path());

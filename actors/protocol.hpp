@@ -554,6 +554,7 @@ enum class run_errc : std::uint8_t {
   fenced,                 ///< the node was declared lost
   bad_job,                ///< a submitted job is invalid (e.g. unknown kind)
   unavailable,            ///< the scheduler cannot take it now (its journal failed)
+  too_many,               ///< the scheduler holds as many open jobs as it may (429)
 };
 
 /// The caf::error category atom of run_errc.

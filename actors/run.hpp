@@ -66,6 +66,8 @@ struct run_settings {
   double connect_timeout = 20;
   /// Start with the nodes registered when the wait ends, if at least this many (0: all).
   int min_nodes = 0;
+  /// Jobs not ended a served cluster holds at most (submissions past it get 429).
+  double max_open_jobs = 100000;
   bool joined = false;               ///< this node process joined a running cluster (--join)
   double timeout = 600;              ///< the run gives up when it has not ended by then (s)
   double heartbeat_interval = 0.25;  ///< seconds between heartbeats (node's and CAF's)
@@ -95,6 +97,7 @@ struct run_settings {
   /// HOST:PORT of the control API; "" = no API (a `tessera run` without --listen).
   std::string listen;
   std::vector<std::string> allow_hosts;  ///< DNS names the API answers to (--allow-host)
+  bool repair_journal = false;  ///< serve --resume: drop a damaged journal end (--repair-journal)
   /// A served cluster carries on with the jobs of its state directory's journal (the same
   /// cluster file); without it a journal holding jobs is refused.
   bool resume = false;

@@ -161,12 +161,15 @@ caf::behavior draining(self_ptr self) {
 /// The relay that brings the journal's acknowledgements (from its writer thread) back to the
 /// scheduler as messages.
 caf::actor journal_relay(self_ptr self) {
+  // The scheduler goes in as an argument, not a capture: CAF 0.17 spawning a function with no
+  // arguments dereferences an empty tuple pointer (UBSan: reference binding to null).
   return self->spawn<caf::linked>(
-      [sched = caf::actor_cast<caf::actor>(self)](caf::event_based_actor* relay) -> caf::behavior {
+      [](caf::event_based_actor* relay, caf::actor sched) -> caf::behavior {
         return {[=](journal_ack_atom a, std::uint64_t ticket, std::string& err) {
           relay->send(sched, a, ticket, std::move(err));
         }};
-      });
+      },
+      caf::actor_cast<caf::actor>(self));
 }
 
 }  // namespace

@@ -86,7 +86,10 @@ job_entry* job_sender(self_ptr self) {
 /// a served cluster's journal (not for a job's first snapshot: its submission says it).
 void take_snapshot(self_ptr self, job_entry& e, job_snapshot&& snap, bool journal) {
   auto& st = self->state;
-  if (!e.ended() && is_final(snap.life)) ++st.job_set_version;
+  if (!e.ended() && is_final(snap.life)) {
+    ++st.job_set_version;
+    ++st.ended_jobs;
+  }
   if (journal && st.cfg.log) journal_changes(st, e.latest, snap, elapsed(self));
   e.latest = std::move(snap);
 }
@@ -131,6 +134,12 @@ caf::result<std::vector<std::int64_t>> submit(self_ptr self, const submit_job& s
   std::set<std::int64_t> waiting;
   for (const auto& [t, batch] : s.unsynced)
     for (const auto& rj : batch.first) waiting.insert(rj.spec.id);
+  const std::size_t open = s.jobs.size() - s.ended_jobs + waiting.size();
+  if (open + sj.jobs.size() > s.cfg.max_open_jobs)
+    return make_run_error(run_errc::too_many,
+                          "the cluster holds " + std::to_string(open) +
+                              " jobs not ended, at most " + std::to_string(s.cfg.max_open_jobs) +
+                              " (--max-open-jobs): submit again once some have ended");
   taken.insert(waiting.begin(), waiting.end());
   std::vector<run_job> accepted;
   for (std::size_t i = 0; i < sj.jobs.size(); ++i) {

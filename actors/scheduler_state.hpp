@@ -78,6 +78,9 @@ struct scheduler_config {
   /// Cluster time at the start (s): a resume's clock goes on from the journal's newest
   /// record, so times before and after it compare (actors/journal_records.hpp).
   double clock_base = 0;
+  /// Jobs not ended (queued, running, preempted, and submissions on their way to the
+  /// journal) the scheduler holds at most; a submission past it is refused (429).
+  std::size_t max_open_jobs = 100000;
   /// The nodes have aggregators (the MPI launch, or one process with the local backend): they
   /// can merge forked copies and step a copy spread over nodes. Without them the policy sees
   /// copy_limit = 1 and a spread copy runs on one node.
@@ -192,6 +195,7 @@ struct scheduler_state {
   latency_histogram dispatch_histogram;    ///< seconds from orders to every copy running
   std::shared_ptr<run_rates> rates;        ///< per-server throughput model with measurements
   run_checkpoints ckpts;                   ///< the checkpoint directory and its health
+  std::size_t ended_jobs = 0;              ///< jobs finished, failed or cancelled
   bool journal_waiting = false;            ///< the jobs wait: the journal cannot write
   std::int64_t journal_paused_rounds = 0;  ///< rounds the jobs waited for the journal
   static inline const char* name = "tessera.scheduler";  ///< actor name for logs

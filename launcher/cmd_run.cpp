@@ -82,8 +82,11 @@ void add_options(po::options_description& d, run_options& o) {
       "min-nodes", po::value(&s.min_nodes)->default_value(0),
       "when the registration wait ends with nodes missing, start with those present if at "
       "least this many (0: every node of the cluster file is needed); the others may join "
-      "later")("timeout", po::value(&s.timeout)->default_value(600.0),
-               "give up when the run has not ended after this many seconds")(
+      "later")("max-open-jobs", po::value(&s.max_open_jobs)->default_value(100000),
+               "serve: jobs not ended the cluster holds at most; a submission past it gets 429 "
+               "(one submission holds at most 10000 jobs, 413 beyond)")(
+      "timeout", po::value(&s.timeout)->default_value(600.0),
+      "give up when the run has not ended after this many seconds")(
       "heartbeat-interval", po::value(&s.heartbeat_interval)->default_value(0.25),
       "seconds between heartbeats (node -> scheduler, and CAF's own)")(
       "heartbeat-timeout", po::value(&s.heartbeat_timeout)->default_value(3.0),
@@ -104,6 +107,9 @@ void add_options(po::options_description& d, run_options& o) {
       "listen", po::value(&s.listen),
       "HOST:PORT of the control API (serve: default 127.0.0.1:0, any free port, written to "
       "STATE_DIR/address; run: no API unless given)")(
+      "repair-journal", po::bool_switch(&s.repair_journal),
+      "serve --resume: a journal whose end is damaged (a corrupt record) is opened by dropping "
+      "that record and everything after it, reported, instead of refused")(
       "allow-host", po::value(&s.allow_hosts)->composing(),
       "a DNS name clients reach the control API by (repeatable); requests naming another host "
       "are refused 421 (DNS rebinding); localhost, this host's name and IP addresses always "
@@ -153,6 +159,7 @@ status check_numbers(const run_options& o) {
                      "seconds, 0 for the default"),
         check_option("--local", o.local, 0, b::max_local_nodes, "node processes"),
         check_option("--min-nodes", s.min_nodes, 0, b::max_local_nodes, "node processes"),
+        check_option("--max-open-jobs", s.max_open_jobs, 1, 1e7, "jobs"),
         check_option("--port", s.port, 0, 65535, "a TCP port, 0 for any free one")})
     if (!st) return st;
   if (!(s.heartbeat_timeout > s.heartbeat_interval))
@@ -193,6 +200,8 @@ status finish_settings(run_options& o) {
                  "(--jobs would add the file's jobs again)"};
   if (s.resume && !s.serve)
     return error{error_kind::invalid_input, "--resume is an option of tessera serve"};
+  if (s.repair_journal && !s.resume)
+    return error{error_kind::invalid_input, "--repair-journal goes with serve --resume"};
   if (s.serve && s.state_dir.empty())
     return error{error_kind::invalid_input, "the option '--state-dir' is required but missing"};
   if (s.serve)

@@ -248,7 +248,7 @@ status journal::state::read_back(opened_journal& out) {
   std::string bytes;
   if (const int err = read_all(fd, static_cast<std::uint64_t>(sb.st_size), bytes); err != 0)
     return io_error(path, "cannot read the journal", err);
-  auto scan = scan_journal(bytes, path, opt.drop_corrupt);
+  auto scan = scan_journal(bytes, path, opt.drop_corrupt, opt.repair);
   if (!scan) return scan.err();
   end = scan->good_end;
   if (scan->damage) {

@@ -34,8 +34,11 @@
 ///   None of that batch was acknowledged, so drop_corrupt loses nothing acknowledged then.
 /// - A file header that is missing, cut, of another format or version, or fails its checksum:
 ///   "not a tessera journal" (never dropped; the file is created whole, so it cannot be torn).
-/// Note the last record of a file that was acknowledged and later damaged on disk reads as
-/// torn and is dropped with a report; nothing can tell it from a torn write.
+/// - The last record whole (its length reaches the file's end exactly) with a checksum that
+///   fails and a last byte that is not zero: damage, not a torn write (a torn write leaves the
+///   record cut, or its unwritten pages as zeros). Refused like corruption in the middle: it
+///   was acknowledged. A damaged header (magic, length) cannot be told from a torn one and
+///   reads as torn.
 ///
 /// Writing (group commit). append() encodes the record and queues it; the journal's writer
 /// thread writes every record queued since its last sync with one write and one fdatasync
@@ -116,6 +119,9 @@ struct journal_options {
   /// the corrupt record on (reported in journal_damage), instead of refusing (see the file
   /// comment). For an operator's `--force`.
   bool drop_corrupt = false;
+  /// What refusals name as the way to drop the damage (an operator's flag, e.g.
+  /// "--repair-journal").
+  std::string repair = "drop_corrupt";
   /// Bytes the writer puts in one batch (one write, one fdatasync) at most; a single larger
   /// record is a batch of its own.
   std::size_t max_batch_bytes = std::size_t{8} << 20;
@@ -147,7 +153,8 @@ struct journal_scan {
 /// messages. Errors (invalid_input, naming the path and byte offset): not a journal; a
 /// corrupt record followed by valid ones unless `drop_corrupt`.
 result<journal_scan> scan_journal(std::string_view bytes, const std::string& path,
-                                  bool drop_corrupt = false);
+                                  bool drop_corrupt = false,
+                                  const std::string& repair = "drop_corrupt");
 
 /// The file header bytes of this format version.
 std::string journal_file_header();

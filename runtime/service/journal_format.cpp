@@ -112,8 +112,21 @@ std::string encode_journal_record(std::string_view payload) {
   return r;
 }
 
+namespace {
+
+/// True when the bad record at `p` is whole, the last thing in the file, with a checksum that
+/// fails and a last byte that is not zero: it was written out entirely (a torn write leaves
+/// the record cut, or its unwritten pages as zeros), so it was acknowledged and later damaged.
+bool damaged_whole(std::string_view b, std::size_t p, const std::string& why) {
+  if (why.rfind("checksum mismatch", 0) != 0) return false;
+  const std::uint32_t len = get_u32(b.data() + p + 4);
+  return p + journal_record_header_size + len == b.size() && b.back() != '\0';
+}
+
+}  // namespace
+
 result<journal_scan> scan_journal(std::string_view bytes, const std::string& path,
-                                  bool drop_corrupt) {
+                                  bool drop_corrupt, const std::string& repair) {
   if (auto st = check_file_header(bytes, path); !st) return st.err();
   journal_scan out;
   std::size_t p = journal_file_header_size;
@@ -126,18 +139,27 @@ result<journal_scan> scan_journal(std::string_view bytes, const std::string& pat
       continue;
     }
     const auto later = find_valid_record(bytes, p + 1);
+    const bool damaged = !later && damaged_whole(bytes, p, why);
     const std::string at = path + ": byte " + std::to_string(p) + ": ";
+    const std::string drops =
+        repair + " drops bytes " + std::to_string(p) + " to " + std::to_string(bytes.size());
     if (later && !drop_corrupt)
       return error{error_kind::invalid_input,
                    at + "corrupt record (" + why + ") followed by a valid record at byte " +
                        std::to_string(*later) +
                        ": refusing to open, as dropping the rest could lose acknowledged "
-                       "records (drop_corrupt drops bytes " +
-                       std::to_string(p) + " to " + std::to_string(bytes.size()) + ")"};
+                       "records (" +
+                       drops + ")"};
+    if (damaged && !drop_corrupt)
+      return error{error_kind::invalid_input,
+                   at + "corrupt record (" + why +
+                       "): the last record is whole, so it was written and acknowledged and "
+                       "then damaged, not torn; refusing to open, as dropping it loses it (" +
+                       drops + ")"};
     journal_damage d;
     d.offset = p;
     d.bytes = bytes.size() - p;
-    d.corrupt = later.has_value();
+    d.corrupt = later.has_value() || damaged;
     d.message = at + (d.corrupt ? "corrupt record" : "torn record") + " (" + why +
                 "): " + std::to_string(d.bytes) + " bytes dropped, the file cut back to " +
                 std::to_string(p) + " bytes";

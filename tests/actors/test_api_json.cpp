@@ -2,9 +2,11 @@
 // Prometheus text of the metrics scrape.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <regex>
 #include <sstream>
 
+#include "actors/api.hpp"
 #include "actors/api_json.hpp"
 
 using namespace tessera;
@@ -99,5 +101,61 @@ TEST_CASE(
   while (std::getline(again, line)) {
     INFO(line);
     CHECK((line.rfind("# ", 0) == 0 || std::regex_match(line, sample)));
+  }
+}
+
+TEST_CASE("only the query parameters a route reads pass, and they make the cache key",
+          "[api][bounds]") {
+  auto req = [](const std::string& method, const std::string& path,
+                std::map<std::string, std::string> query) {
+    http::request r;
+    r.method = method;
+    r.path = path;
+    r.query = std::move(query);
+    return r;
+  };
+  CHECK(query_refusal(req("GET", "/v1/jobs", {{"state", "running"}})).empty());
+  CHECK(query_refusal(req("POST", "/v1/jobs", {{"base_dir", "/tmp"}})).empty());
+  CHECK(query_refusal(req("GET", "/v1/rounds", {{"limit", "5"}})).empty());
+  CHECK(query_refusal(req("GET", "/v1/cluster", {})).empty());
+  CHECK(query_refusal(req("GET", "/v1/jobs", {{"x", "1"}})) ==
+        "query 'x': GET /v1/jobs takes only 'state'");
+  CHECK(query_refusal(req("GET", "/v1/jobs", {{"base_dir", "/tmp"}})) ==
+        "query 'base_dir': GET /v1/jobs takes only 'state'");
+  CHECK(query_refusal(req("GET", "/metrics", {{"t", "9"}})) ==
+        "query 't': GET /metrics takes no query parameters");
+  // Property: the key depends on the method, path and parameters only, never on their order.
+  CHECK(cache_key(req("GET", "/v1/rounds", {{"limit", "5"}})) ==
+        cache_key(req("GET", "/v1/rounds", {{"limit", "5"}})));
+  CHECK(cache_key(req("GET", "/v1/rounds", {{"limit", "5"}})) !=
+        cache_key(req("GET", "/v1/rounds", {{"limit", "6"}})));
+  CHECK(cache_key(req("GET", "/v1/jobs", {})) != cache_key(req("GET", "/v1/nodes", {})));
+}
+
+TEST_CASE("a served cluster's journal health is in the cluster document and the metrics",
+          "[api][journal]") {
+  cluster_status c;
+  CHECK_FALSE(to_json(c).contains("journal"));  // no journal: nothing said
+  CHECK(metrics_text(c, {}).find("tessera_journal") == std::string::npos);
+  c.journal.present = true;
+  c.journal.writable = false;
+  c.journal.error = "journal: cannot write 443 bytes at offset 999: No space left on device";
+  c.journal.held_records = 7;
+  c.journal.write_errors = 12;
+  c.journal.paused_rounds = 4;
+  c.journal.bytes = 999;
+  const auto j = to_json(c)["journal"];
+  CHECK(j["writable"] == false);
+  CHECK(j["error"] == c.journal.error);
+  CHECK(j["held_records"] == 7);
+  CHECK(j["write_errors"] == 12);
+  CHECK(j["paused_rounds"] == 4);
+  const auto text = metrics_text(c, {});
+  for (const char* line :
+       {"tessera_journal_writable 0\n", "tessera_journal_write_errors_total 12\n",
+        "tessera_journal_held_records 7\n", "tessera_journal_paused_rounds_total 4\n",
+        "tessera_journal_bytes 999\n"}) {
+    INFO(line);
+    CHECK(text.find(line) != std::string::npos);
   }
 }

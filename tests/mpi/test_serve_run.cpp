@@ -182,6 +182,20 @@ TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up",
   CHECK(call("POST", "/v1/jobs/99/cancel", "", "").status == 404);
   CHECK(call("GET", "/v1/nothing", "", "").status == 404);
   CHECK(call("GET", "/v1/rounds?limit=0", "", "").status == 400);
+  // Query parameters a route does not read are refused: before, each cache-busting query
+  // kept an answer of its own (1,100 polls took the scheduler from 59 to 995 MB).
+  auto busting = call("GET", "/v1/jobs?x=17", "", "");
+  CHECK(busting.status == 400);
+  CHECK(busting.body.find("query 'x': GET /v1/jobs takes only 'state'") != std::string::npos);
+  CHECK(call("GET", "/v1/cluster?t=1", "", "").status == 400);
+  // One submission holds at most 10,000 jobs (100,000 wedged the scheduler for 150 s).
+  std::string many = "{\"job\": [";
+  for (int i = 0; i < 10001; ++i)
+    many += std::string(i ? "," : "") + R"({"kind": "softmax_regression", "total_steps": 5})";
+  many += "]}";
+  auto too_many = call("POST", "/v1/jobs", many, "application/json");
+  CHECK(too_many.status == 413);
+  CHECK(too_many.body.find("at most 10000 jobs, this one 10001") != std::string::npos);
   // After all that, the cluster still takes a job and runs it.
   auto ok = call("POST", "/v1/jobs", R"({"kind": "softmax_regression", "total_steps": 20,
                                          "step_time": 0.01})",
@@ -309,6 +323,26 @@ TEST_CASE(
   check_bitwise(sum);
 }
 
+TEST_CASE("serve: jobs not ended past --max-open-jobs are refused 429", "[serve][bounds]") {
+  served s("serve_open_cap", {1.0}, "--max-open-jobs 3");
+  auto post = [&](int jobs) {
+    std::string body = "{\"job\": [";
+    for (int i = 0; i < jobs; ++i)
+      body += std::string(i ? "," : "") +
+              R"({"kind": "softmax_regression", "total_steps": 100000, "step_time": 0.01})";
+    body += "]}";
+    auto r = s.client()->call("POST", "/v1/jobs", body, "application/json");
+    REQUIRE(r);
+    return *r;
+  };
+  CHECK(post(2).status == 201);
+  auto over = post(2);
+  CHECK(over.status == 429);
+  CHECK(over.body.find("holds 2 jobs not ended, at most 3") != std::string::npos);
+  CHECK(post(1).status == 201);
+  CHECK(post(1).status == 429);
+}
+
 TEST_CASE("serve: a served cluster's nodes live as long as the cluster, past any batch time-out",
           "[serve][lifetime]") {
   // A batch run's node gives up --timeout + --connect-timeout + 30 s after it starts (36 s
@@ -348,4 +382,29 @@ TEST_CASE("serve: a --local node process that dies is started again and rejoins"
   const auto nodes = s.get("/v1/nodes")["nodes"];
   REQUIRE(nodes.size() == 3);
   CHECK(nodes[2]["state"] == "alive");
+}
+
+TEST_CASE("serve: --local node processes end when rank 0 is SIGKILLed", "[serve][keeper]") {
+  // Before: fork-launched node processes outlived rank 0 and, never giving up as served
+  // nodes do, retried a scheduler that was gone for ever.
+  served s("serve_orphans", {1.0, 1.0}, "--launcher fork");
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(60 * time_scale());
+  while (s.get("/v1/nodes")["nodes"][1]["state"] != "alive" &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const pid_t node = find_process("--rank 1 --scheduler 127.0.0.1:");
+  REQUIRE(node > 0);
+  REQUIRE(::kill(s.proc->program(), SIGKILL) == 0);
+  s.proc->wait(30);
+  bool gone = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(30 * time_scale());
+  while (!gone && std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(node) + "/stat");
+    std::string pid, comm, state;
+    gone = !(stat >> pid >> comm >> state) || state == "Z";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(gone);
 }

@@ -18,6 +18,8 @@
 
 #include <boost/asio.hpp>
 
+#include "runtime/node/program/process.hpp"
+
 namespace tessera::program {
 namespace {
 
@@ -74,14 +76,16 @@ struct lease_server::impl {
   asio::steady_timer retry{io};
   std::string path;
   lease_server_options opt;
-  std::set<conn_ptr> conns;  ///< open connections (server thread only)
-  std::mutex mu;             ///< guards tokens
+  std::set<conn_ptr> conns;                            ///< open connections (server thread only)
+  std::deque<std::weak_ptr<connection>> before_hello;  ///< oldest first (server thread only)
+  std::mutex mu;                                       ///< guards tokens
   std::map<std::string, entry> tokens;
   std::atomic<std::int64_t> accepted{0}, refused{0};
   std::thread worker;
 
   void accept();
   void admit(local::socket s);
+  void make_room();
   void read(const conn_ptr& c);
   void receive(const conn_ptr& c);
   bool take_fds(const conn_ptr& c, msghdr& msg);
@@ -117,23 +121,65 @@ void lease_server::impl::accept() {
   });
 }
 
+namespace {
+
+/// The process at the other end of a connection (SO_PEERCRED), -1 when unknown.
+pid_t peer_pid(local::socket& s) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+  return cred.pid;
+}
+
+/// One try at telling a connection why it is refused, without waiting (its buffer is empty or
+/// nearly: nothing was ever answered on it).
+void tell_at_once(local::socket& s, const std::string& why) {
+  boost::system::error_code ec;
+  const std::string line = format_error(why);
+  s.non_blocking(true, ec);
+  if (!ec) s.write_some(asio::buffer(line), ec);
+}
+
+}  // namespace
+
 void lease_server::impl::admit(local::socket s) {
+  make_room();
   if (conns.size() >= opt.max_connections) {
     ++refused;
-    // One try at telling why, without waiting: the socket is new, its buffer empty.
+    tell_at_once(s, "too many connections to this node's lease socket (at most " +
+                        std::to_string(opt.max_connections) + ")");
     boost::system::error_code ec;
-    const std::string line =
-        format_error("too many connections to this node's lease socket (at most " +
-                     std::to_string(opt.max_connections) + ")");
-    s.non_blocking(true, ec);
-    if (!ec) s.write_some(asio::buffer(line), ec);
     s.close(ec);
     return;
   }
   ++accepted;
   auto c = std::make_shared<connection>(std::move(s));
   conns.insert(c);
+  before_hello.push_back(c);
+  c->timer.expires_after(opt.hello_timeout);  // hello() cancels it; fail() re-arms it
+  c->timer.async_wait([this, weak = std::weak_ptr<connection>(c)](boost::system::error_code ec) {
+    if (auto conn = weak.lock(); !ec && conn && !conn->slot)
+      fail(conn, "no 'hello' within " + std::to_string(opt.hello_timeout.count()) + " ms");
+  });
   read(c);
+}
+
+/// Before a new connection: forgets the ones that said hello or ended; at the cap of those
+/// waiting for their hello, closes the oldest at once.
+void lease_server::impl::make_room() {
+  std::deque<std::weak_ptr<connection>> still;
+  for (auto& w : before_hello)
+    if (auto c = w.lock(); c && !c->slot && !c->closed && !c->failing)
+      still.push_back(std::move(w));
+  before_hello = std::move(still);
+  while (before_hello.size() >= opt.max_waiting_hello) {
+    if (auto c = before_hello.front().lock()) {
+      tell_at_once(c->sock, "closed: more than " + std::to_string(opt.max_waiting_hello) +
+                                " connections waited for their hello");
+      close(c);
+    }
+    before_hello.pop_front();
+  }
 }
 
 void lease_server::impl::read(const conn_ptr& c) {
@@ -270,6 +316,11 @@ void lease_server::impl::hello(const conn_ptr& c, lease_request r) {
       why = "'hello': field 'token' is not a token this node gave out (TESSERA_LEASE_TOKEN)";
     } else if (it->second.used) {
       why = "'hello': field 'token' was used already (one connection per process)";
+    } else if (const auto peer = peer_pid(c->sock);
+               !it->second.slot->owner_mark().empty() &&
+               !process_carries_mark(peer, it->second.slot->owner_mark())) {
+      why = "'hello': field 'token' was given to another process than this one (pid " +
+            std::to_string(peer) + ")";  // left unused: the process it was given to may come
     } else {
       it->second.used = true;
       it->second.conn = c;
@@ -278,6 +329,7 @@ void lease_server::impl::hello(const conn_ptr& c, lease_request r) {
   }
   if (!slot) return fail(c, why);
   c->slot = slot;
+  c->timer.cancel();  // the hello deadline
   std::weak_ptr<connection> weak = c;
   // answer_average's and refuse_average's ways back: posted onto this thread; a connection
   // gone by then is skipped.
@@ -406,8 +458,11 @@ result<std::unique_ptr<lease_server>> lease_server::start(const std::string& soc
                                                 std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
                                                 " bytes, this one " +
                                                 std::to_string(socket_path.size())};
-  if (opt.max_line == 0 || opt.max_connections == 0)
-    return error{error_kind::invalid_input, where + "max_line and max_connections must be > 0"};
+  if (opt.max_line == 0 || opt.max_connections == 0 || opt.max_waiting_hello == 0 ||
+      opt.hello_timeout.count() <= 0)
+    return error{
+        error_kind::invalid_input,
+        where + "max_line, max_connections, max_waiting_hello and hello_timeout must be > 0"};
   auto p = std::make_unique<impl>();
   p->path = socket_path;
   p->opt = opt;

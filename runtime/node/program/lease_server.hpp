@@ -14,7 +14,9 @@
 /// (lease_protocol.hpp); every `average` with its memfd (descriptors are taken by the
 /// averages in the order they arrive, since a stream socket does not tie one to a line; at
 /// most two may wait); at most one `average` waiting per connection; at most
-/// `max_connections` open connections (more are closed at once).
+/// `max_connections` open connections (more are closed at once); hello within
+/// `hello_timeout`; at most `max_waiting_hello` connections before their hello (one more
+/// closes the oldest).
 
 #include <chrono>
 #include <cstddef>
@@ -35,8 +37,15 @@ namespace tessera::program {
 
 /// Limits of a lease server.
 struct lease_server_options {
-  std::size_t max_line = std::size_t{64} << 20;  ///< bytes per line, '\n' excluded
-  std::size_t max_connections = 256;             ///< open connections at once
+  /// Bytes per line, '\n' excluded: buffers go through shared memory, lines carry a few
+  /// numbers (a 64 MiB limit let one program take its node from 24 MB to 777 MB).
+  std::size_t max_line = std::size_t{1} << 20;
+  std::size_t max_connections = 256;  ///< open connections at once
+  /// A connection says hello within this or is closed (a program says it first thing).
+  std::chrono::milliseconds hello_timeout{10000};
+  /// Connections that have not said hello yet, at most: one more closes the oldest of them,
+  /// so a process that holds connections open cannot fill the node's slots.
+  std::size_t max_waiting_hello = 16;
 };
 
 /// The lease socket of one node process.

@@ -137,7 +137,8 @@ std::string lease_slot::on_request(lease_request r, std::shared_ptr<shared_float
     case request_op::report:
     case request_op::complete:
     case request_op::renew:
-      view_.steps = r.steps;
+      // Never past the lease: a program that says more did not get them from this node.
+      view_.steps = terms_.steps >= 0 ? std::min(r.steps, terms_.steps) : r.steps;
       if (r.loss) view_.loss = r.loss;
       if (r.op == request_op::renew) {
         view_.renew_waiting = true;  // answered by renew() or release()

@@ -61,6 +61,11 @@ class lease_slot {
                       double min_after_hello = 0);
 
   // ---- executor side ----
+  /// Only a process carrying `mark` (process_spec::mark: the program the token was made
+  /// for, or a process it started) may say hello with this slot's token. Set before the
+  /// process starts; "" (the default): any process holding the token.
+  void bind_to_mark(std::string mark) { owner_mark_ = std::move(mark); }
+  const std::string& owner_mark() const { return owner_mark_; }
   /// The current state.
   program_view view() const;
   /// Ends the lease now: later replies grant no more steps than already made, 0 seconds.
@@ -96,6 +101,7 @@ class lease_slot {
                   std::function<void(std::string)> refuse = {});
 
  private:
+  std::string owner_mark_;  ///< bind_to_mark (set before the server can see the token)
   mutable std::mutex m_;
   lease_terms terms_;
   std::optional<lease_clock::time_point> deadline_;

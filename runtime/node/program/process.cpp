@@ -5,10 +5,13 @@
 #include <csignal>
 #include <cstring>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -34,6 +37,20 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
   }
   for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
   return env;
+}
+
+/// True when process `pid`'s environment holds `entry` ("NAME=value") exactly. A process of
+/// another user, or gone, cannot be read: false.
+bool environment_holds(const std::string& pid, const std::string& entry) {
+  const int fd = ::open(("/proc/" + pid + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string env;
+  char buf[8192];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && env.size() < (std::size_t{1} << 20);)
+    env.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  const std::string needle = std::string(1, '\0') + entry + std::string(1, '\0');
+  return ("\0" + env).find(needle) != std::string::npos;
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& xs) {
@@ -122,6 +139,19 @@ class spawner {
 
 }  // namespace
 
+std::string new_program_mark() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+bool process_carries_mark(pid_t pid, const std::string& mark) {
+  return pid > 0 && !mark.empty() &&
+         environment_holds(std::to_string(pid), std::string(program_mark_variable) + "=" + mark);
+}
+
 result<child_process> child_process::start(const process_spec& spec) {
   return spawner::get().run([&spec] { return start_here(spec); });
 }
@@ -129,7 +159,10 @@ result<child_process> child_process::start(const process_spec& spec) {
 result<child_process> child_process::start_here(const process_spec& spec) {
   if (spec.argv.empty()) return error{error_kind::invalid_input, "no program to run"};
   std::vector<std::string> argv = spec.argv;
-  std::vector<std::string> env = child_environment(spec.env);
+  auto extra = spec.env;
+  const std::string mark = spec.mark.empty() ? new_program_mark() : spec.mark;
+  extra[program_mark_variable] = mark;  // every process it starts inherits it
+  std::vector<std::string> env = child_environment(extra);
   auto argv_c = c_strings(argv);
   auto env_c = c_strings(env);
   int out[2], err[2], report[2];
@@ -160,6 +193,7 @@ result<child_process> child_process::start_here(const process_spec& spec) {
   ::close(report[0]);
   child_process c;
   c.pid_ = pid;
+  c.mark_ = mark;
   c.fds_[0] = out[0];
   c.fds_[1] = err[0];
   c.prefix_ = spec.prefix;
@@ -192,6 +226,7 @@ child_process& child_process::operator=(child_process&& o) noexcept {
   tail_cut_ = o.tail_cut_;
   tail_bytes_ = o.tail_bytes_;
   prefix_ = std::move(o.prefix_);
+  mark_ = std::move(o.mark_);
   status_ = std::exchange(o.status_, std::nullopt);
   return *this;
 }
@@ -204,8 +239,25 @@ child_process::~child_process() {
       while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
       }
     }
+    end_descendants();
   }
   close_fds();
+}
+
+int child_process::end_descendants() {
+  if (mark_.empty()) return 0;
+  const std::string entry = std::string(program_mark_variable) + "=" + mark_;
+  const std::string self = std::to_string(::getpid());
+  int killed = 0;
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = d.path().filename().string();
+    if (pid.empty() || pid == self ||
+        !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (environment_holds(pid, entry) && ::kill(std::stoi(pid), SIGKILL) == 0) ++killed;
+  }
+  return killed;
 }
 
 void child_process::close_fds() {
@@ -296,6 +348,7 @@ bool child_process::group_alive() const { return pid_ > 0 && ::kill(-pid_, 0) ==
 void child_process::kill_and_reap(std::ostream& out, std::ostream& err) {
   signal_group(SIGKILL);
   while (!exited()) poll(50, out, err);
+  end_descendants();
   // The group's other members may hold the pipes open: read what is there, do not wait.
   if (fds_[0] >= 0) forward(0, out);
   if (fds_[1] >= 0) forward(1, err);

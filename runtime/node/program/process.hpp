@@ -2,8 +2,9 @@
 /// @file process.hpp
 /// A user's program process as a node runs it: started in its own process group with its own
 /// environment, its output forwarded line by line with a prefix naming the job, the tail of its
-/// stderr kept for the job's status, and the whole group signalled or killed at the end so no
-/// orphan is left. POSIX only; plain C++ (no actors), driven by the executor's thread.
+/// stderr kept for the job's status, and the whole group signalled or killed at the end, and
+/// every process carrying its mark after it, so no orphan is left. POSIX only; plain C++ (no
+/// actors), driven by the executor's thread.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,11 @@
 
 namespace tessera::program {
 
+/// The variable every process of a program carries (the program's mark, 16 hex digits): its
+/// descendants inherit it, in their own process group or session too, so they are found in
+/// /proc and ended with the program (child_process::end_descendants).
+inline constexpr const char* program_mark_variable = "TESSERA_PROGRAM_MARK";
+
 /// What to start.
 struct process_spec {
   std::vector<std::string> argv;           ///< argv[0] is searched in PATH
@@ -26,7 +32,15 @@ struct process_spec {
   std::map<std::string, std::string> env;  ///< set on top of the node's environment
   std::string prefix;                      ///< put before each forwarded output line
   std::size_t tail_bytes = 4096;           ///< stderr bytes kept for describe()
+  std::string mark;  ///< its program_mark_variable value ("": a fresh one, new_program_mark)
 };
+
+/// A fresh mark for a program (16 hex digits from std::random_device).
+std::string new_program_mark();
+
+/// True when process `pid`'s environment holds program_mark_variable=`mark` (false for a
+/// process gone or of another user).
+bool process_carries_mark(pid_t pid, const std::string& mark);
 
 /// One started process and its group. Not copyable; destroying it kills the group.
 class child_process {
@@ -65,6 +79,11 @@ class child_process {
   void kill_and_reap(std::ostream& out, std::ostream& err);
   /// True when any process of its group is still alive (kill(-pgid, 0) succeeds).
   bool group_alive() const;
+  /// Kills (SIGKILL) every process that carries this program's mark: what it started in a
+  /// session or group of its own (setsid, a daemon's double fork) outlives a group kill.
+  /// Returns how many were signalled. Done by kill_and_reap and the destructor; a process
+  /// that cleared its environment is not found (docs/design.md, "Programs end with their job").
+  int end_descendants();
 
  private:
   child_process() = default;
@@ -80,6 +99,7 @@ class child_process {
   bool tail_cut_ = false;   ///< the tail lost its beginning (it may start mid-line)
   std::size_t tail_bytes_ = 4096;
   std::string prefix_;
+  std::string mark_;           ///< its program_mark_variable value
   std::optional<int> status_;  ///< waitpid status once reaped
 };
 

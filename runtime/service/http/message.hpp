@@ -44,6 +44,10 @@ struct limits {
   /// Writing one response may take this long (a client that does not read is dropped).
   std::chrono::milliseconds write_timeout{10000};
   std::size_t max_connections = 256;  ///< open connections; beyond it: 503 and closed
+  /// Connections that have not shown the token yet, at most: one more closes the oldest of
+  /// them that is waiting for its request, so slow clients without the token cannot take
+  /// the slots of clients with it.
+  std::size_t max_unauthenticated = 64;
   /// After an error response the server stops sending and reads (discards) what the client
   /// still sends for at most this long, so the client reads the error before the close.
   std::chrono::milliseconds linger{1000};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <deque>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -128,6 +129,8 @@ struct server::impl {
   std::mutex reg_m;  ///< guards conns
   std::condition_variable reg_cv;
   std::set<std::shared_ptr<connection>> conns;
+  /// Admitted connections that have not shown the token, oldest first (guarded by reg_m).
+  std::deque<std::weak_ptr<connection>> unauthenticated;
 
   mutable std::mutex count_m;  ///< guards requests
   std::map<std::pair<std::string, int>, std::uint64_t> requests;
@@ -137,6 +140,7 @@ struct server::impl {
   void run();
   void accept();
   void admit(tcp::socket s);
+  void make_room();
   void remove(const std::shared_ptr<connection>& c, bool admitted);
   void count(const std::string& method, int code);
   std::string method_label(const std::string& method) const;
@@ -158,6 +162,11 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_closing();
   /// The handler's answer to request number `seq`.
   void deliver(std::uint64_t seq, response r);
+  /// Closes the connection if it has not shown the token and waits for a request (on its
+  /// strand): another client needs its slot.
+  void evict();
+  /// It sent a request with the token.
+  bool authenticated() const { return authenticated_.load(); }
 
   auto executor() { return stream_.get_executor(); }
 
@@ -182,9 +191,10 @@ class connection : public std::enable_shared_from_this<connection> {
   bhttp::response<bhttp::string_body> res_;
   phase phase_ = phase::reading;
   bool admitted_ = false;
-  bool keep_alive_ = false;   ///< the request being answered asked for keep-alive
-  std::string method_label_;  ///< the request's method as counted
-  std::uint64_t seq_ = 0;     ///< requests handed to the handler
+  bool keep_alive_ = false;                 ///< the request being answered asked for keep-alive
+  std::string method_label_;                ///< the request's method as counted
+  std::uint64_t seq_ = 0;                   ///< requests handed to the handler
+  std::atomic<bool> authenticated_{false};  ///< a request of it carried the token
 };
 
 // ---- connection ---------------------------------------------------------------------------
@@ -211,6 +221,11 @@ void connection::refuse() {
         false);
 }
 
+void connection::evict() {
+  if (!authenticated_ && phase_ == phase::reading && reader_.head().method.empty())
+    stream_.cancel();  // the read ends: finish()
+}
+
 void connection::on_closing() {
   if (phase_ == phase::reading || phase_ == phase::lingering) stream_.cancel();
 }
@@ -230,6 +245,8 @@ void connection::process(std::string_view bytes) {
   if (st == request_reader::stage::header_done) {
     if (auto no = check_access(reader_, core_.lim, core_.token, core_.port))
       return send_refusal(*no);
+    if (!authenticated_ && !check_token(reader_.authorization(), core_.token))
+      authenticated_ = true;  // its slot is safe from eviction from now on
     if (reader_.expects_continue()) {
       // Interim answer, written before any more is read; then the body.
       asio::async_write(stream_, asio::buffer(continue_line),
@@ -393,16 +410,31 @@ void server::impl::admit(tcp::socket s) {
   error_code ec;
   s.set_option(tcp::no_delay(true), ec);
   auto c = std::make_shared<connection>(std::move(s), *this);
+  make_room();
   const bool over = open_connections.load() >= lim.max_connections;
   if (!over) open_connections.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(reg_m);
     conns.insert(c);
+    if (!over) unauthenticated.push_back(c);
   }
   if (over)
     asio::post(c->executor(), [c] { c->refuse(); });
   else
     asio::post(c->executor(), [c] { c->start(); });
+}
+
+void server::impl::make_room() {
+  std::lock_guard<std::mutex> lock(reg_m);
+  // Forget the ones that ended or showed the token; then, at the cap, evict the oldest.
+  std::deque<std::weak_ptr<connection>> still;
+  for (auto& w : unauthenticated)
+    if (auto c = w.lock(); c && !c->authenticated()) still.push_back(std::move(w));
+  unauthenticated = std::move(still);
+  while (unauthenticated.size() >= lim.max_unauthenticated && !unauthenticated.empty()) {
+    if (auto c = unauthenticated.front().lock()) asio::post(c->executor(), [c] { c->evict(); });
+    unauthenticated.pop_front();
+  }
 }
 
 void server::impl::remove(const std::shared_ptr<connection>& c, bool admitted) {

@@ -252,18 +252,52 @@ TEST_CASE("the journal read back after truncation at every byte offset of its la
   }
 }
 
-TEST_CASE("a bit flip in the last record's header or payload drops that record, reported",
-          "[journal]") {
+TEST_CASE(
+    "a bit flip in the last record's magic or length reads as torn, in its checksum or payload "
+    "as damage, refused unless repaired",
+    "[journal]") {
+  // Before: a whole last record with a bad checksum was cut off as torn, silently losing an
+  // acknowledged record; a torn write never leaves a whole record with a non-zero end.
   const journal_case c("journal_flip_last", 4, 200, 5);
   const auto& [dir, path, records, whole] = c;
   const std::size_t last = whole.starts.back();
+  journal_options repair;
+  repair.drop_corrupt = true;
+  repair.repair = "--repair-journal";
   for (std::size_t at = last; at < whole.bytes.size(); ++at) {
     INFO("bit " << at % 8 << " of byte " << at << " flipped");
     auto bytes = whole.bytes;
     bytes[at] = static_cast<char>(bytes[at] ^ (1 << (at % 8)));
     write_bytes(path, bytes);
-    check_dropped(path, first(records, records.size() - 1), {last, bytes.size() - last, false});
+    const auto kept = first(records, records.size() - 1);
+    if (at < last + 8) {  // magic or length: cannot be told from a torn header
+      check_dropped(path, kept, {last, bytes.size() - last, false});
+      continue;
+    }
+    const error e = open_error(path, repair);
+    CHECK(has(e.message, "byte " + std::to_string(last) + ": corrupt record (checksum mismatch"));
+    CHECK(has(e.message, "not torn"));
+    CHECK(has(e.message, "--repair-journal drops bytes " + std::to_string(last)));
+    CHECK(file_contents(path) == bytes);  // refused: nothing touched
   }
+  // Repaired: dropped and reported as corrupt, not torn.
+  auto bytes = whole.bytes;
+  bytes[last + 20] = static_cast<char>(bytes[last + 20] ^ 4);
+  write_bytes(path, bytes);
+  journal_options force;
+  force.drop_corrupt = true;
+  check_dropped(path, first(records, records.size() - 1), {last, bytes.size() - last, true}, force);
+}
+
+TEST_CASE("a whole last record whose end reads as zeros is a torn write", "[journal]") {
+  // Unwritten pages of a crash read back as zeros: torn, not damage.
+  const journal_case c("journal_zero_tail", 3, 300, 8);
+  const auto& [dir, path, records, whole] = c;
+  const std::size_t last = whole.starts.back();
+  auto bytes = whole.bytes;
+  for (std::size_t i = bytes.size() - 40; i < bytes.size(); ++i) bytes[i] = '\0';
+  write_bytes(path, bytes);
+  check_dropped(path, first(records, records.size() - 1), {last, bytes.size() - last, false});
 }
 
 TEST_CASE(
@@ -354,7 +388,9 @@ TEST_CASE("property: any cut or bit flip reads back a prefix of the records, nev
     flipped[at] = static_cast<char>(flipped[at] ^ (1 << (rng() % 8)));
     write_bytes(path, flipped);
     auto r = journal::open(path);
-    CHECK(r.ok() == last);  // in the last record: torn; before it: corruption
+    // In the last record's magic or length: torn; in its checksum or payload (whole, so
+    // written): damage; before it: corruption. Damage and corruption are refused.
+    CHECK(r.ok() == (last && at < whole.starts[k] + 8));
     if (r) {
       CHECK(r->records == first(records, k));
       CHECK(r->damage->offset == whole.starts[k]);

@@ -22,12 +22,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/node/program/lease_server.hpp"
+#include "runtime/node/program/process.hpp"
 #include "tests/support.hpp"
 
 using namespace tessera;
@@ -591,6 +593,73 @@ TEST_CASE("lease server: connections over the limit are refused at once", "[leas
   CHECK(served_again);
 }
 
+TEST_CASE("lease server: no hello within the deadline closes, and idle connections cannot fill it",
+          "[lease][server][bounds]") {
+  // Before: a connection could wait for ever without a hello, so a process holding 256 of
+  // them made the node refuse every program.
+  lease_server_options opt;
+  opt.hello_timeout = 200ms;
+  opt.max_waiting_hello = 3;
+  opt.max_connections = 8;
+  served s(opt);
+  registered(*s.server, 1);
+  {
+    client silent(s.server->path());
+    json e = silent.reply();
+    CHECK(e.at("op") == "error");
+    CHECK(has(e.at("message").get<std::string>(), "no 'hello' within 200 ms"));
+    CHECK(silent.closed_by_node());
+  }
+  std::vector<std::unique_ptr<client>> held;
+  for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<client>(s.server->path()));
+  REQUIRE(eventually([&] { return s.server->accepted() == 1 + 8; }));
+  client program(s.server->path());
+  REQUIRE(program.send_line(hello_line(token(1))));
+  CHECK(program.reply().at("op") == "lease");
+  CHECK(s.server->refused() == 0);
+  // The oldest idle ones were told why and closed.
+  json e = held.front()->reply();
+  CHECK(has(e.at("message").get<std::string>(), "connections waited for their hello"));
+  CHECK(held.front()->closed_by_node());
+}
+
+TEST_CASE("lease server: a token works only for the process it was made for and its own",
+          "[lease][server][bounds]") {
+  // Before: any process of the user that read a program's TESSERA_LEASE_TOKEN (from
+  // /proc/PID/environ) could say hello with it and report for that job.
+  served s;
+  auto slot = registered(*s.server, 1);
+  slot->bind_to_mark("00112233aabbccdd");
+  // This test process does not carry the mark.
+  {
+    client thief(s.server->path());
+    REQUIRE(thief.send_line(hello_line(token(1))));
+    json e = thief.reply();
+    CHECK(e.at("op") == "error");
+    CHECK(has(e.at("message").get<std::string>(), "was given to another process than this one"));
+  }
+  // A process started with the mark (and what it starts) may.
+  process_spec spec;
+  spec.mark = "00112233aabbccdd";
+  const std::string script =
+      "import socket,sys\n"
+      "s=socket.socket(socket.AF_UNIX)\n"
+      "s.connect(sys.argv[1])\n"
+      "s.sendall(sys.argv[2].encode()+b'\\n')\n"
+      "print(s.makefile().readline().strip())\n";
+  spec.argv = {
+      "/bin/sh",           "-c", "python3 -c \"$0\" \"$1\" \"$2\"", script, s.server->path(),
+      hello_line(token(1))};
+  auto p = child_process::start(spec);
+  REQUIRE(p);
+  std::ostringstream out, err;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (p->poll(20, out, err) && std::chrono::steady_clock::now() < until) {
+  }
+  INFO(err.str());
+  CHECK(has(out.str(), "\"op\":\"lease\""));
+}
+
 TEST_CASE("lease server: a program that writes without reading is paced, nothing is lost",
           "[lease][server]") {
   served s;
@@ -1076,6 +1145,29 @@ TEST_CASE("lease slot: terms, stop, averages and closing without a socket", "[le
   gone.on_closed("");
   gone.refuse_average("after the close");
   CHECK(refused.size() == 1);
+}
+
+TEST_CASE("lease slot: reported steps are capped by the lease", "[lease][slot][bounds]") {
+  // Before: a program could report any number of steps and the job advanced by them.
+  lease_slot slot(some_terms());  // 50 steps
+  lease_request hello;
+  hello.op = request_op::hello;
+  hello.pid = 7;
+  slot.on_request(hello);
+  lease_request report;
+  report.op = request_op::report;
+  report.steps = 30;
+  slot.on_request(report);
+  CHECK(slot.view().steps == 30);
+  report.steps = 1000000;
+  slot.on_request(report);
+  CHECK(slot.view().steps == 50);
+  lease_terms open = some_terms();
+  open.steps = -1;  // no step cap: the program's word
+  lease_slot uncapped(open);
+  uncapped.on_request(hello);
+  uncapped.on_request(report);
+  CHECK(uncapped.view().steps == 1000000);
 }
 
 TEST_CASE("lease order rules", "[lease][slot]") {

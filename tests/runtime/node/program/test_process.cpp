@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -101,6 +102,31 @@ TEST_CASE("destroying a running program kills its group", "[program][process]") 
   for (int i = 0; i < 100 && ::kill(-pid, 0) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(::kill(-pid, 0) != 0);
+}
+
+TEST_CASE("what a program started in a session of its own ends with it", "[program][process]") {
+  // Before: a child that called setsid (its own group and session) outlived every group kill.
+  pid_t escaped = -1;
+  {
+    auto p = child_process::start(shell("setsid sh -c 'echo $$; exec sleep 301' & wait"));
+    REQUIRE(p);
+    std::ostringstream out, err;
+    while (out.str().empty()) p->poll(20, out, err);
+    escaped = std::stoi(out.str());
+    REQUIRE(::getpgid(escaped) == escaped);  // a group (and session) of its own
+    CHECK(::kill(escaped, 0) == 0);
+    std::ostringstream drained_out, drained_err;
+    p->kill_and_reap(drained_out, drained_err);
+  }
+  // It is killed; whoever reaps it (init, or a subreaper), it is gone or a zombie.
+  auto alive = [&] {
+    std::ifstream stat("/proc/" + std::to_string(escaped) + "/stat");
+    std::string pid, comm, state;
+    return stat >> pid >> comm >> state && state != "Z";
+  };
+  for (int i = 0; i < 100 && alive(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(alive());
 }
 
 TEST_CASE("a program's stderr tail is bounded and ends with its last lines", "[program][process]") {

@@ -375,6 +375,35 @@ TEST_CASE("server: beyond the connection cap a client gets 503", "[http]") {
   CHECK(ok->status == 200);
 }
 
+TEST_CASE("server: slow clients without the token cannot take the slots of clients with it",
+          "[http][bounds]") {
+  // Before: 300 slow unauthenticated connections made 85% of authenticated requests get 503.
+  auto lim = short_limits();
+  lim.max_connections = 8;
+  lim.max_unauthenticated = 2;
+  auto srv = open_server(echo_handler, lim);
+  std::vector<std::unique_ptr<raw_conn>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_unique<raw_conn>(srv->port()));
+    if (i % 2) held.back()->send("GET /v1/jobs HTTP/1.1\r\nHost: x\r\n");  // a header, cut
+  }
+  // Each new one past two evicts the oldest still waiting for its request.
+  REQUIRE(eventually([&] { return srv->connections() <= 2; }));
+  auto c = client_of(*srv);
+  for (int i = 0; i < 3; ++i) {
+    auto ok = c->get("/v1/jobs");
+    REQUIRE(ok.ok());
+    CHECK(ok->status == 200);
+  }
+  // A client that showed the token keeps its connection however many others arrive.
+  for (int i = 0; i < 6; ++i) held.push_back(std::make_unique<raw_conn>(srv->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto again = c->get("/v1/jobs");
+  REQUIRE(again.ok());
+  CHECK(again->status == 200);
+  CHECK(srv->accepted() == 8 + 1 + 6);  // the client's one connection, kept alive
+}
+
 TEST_CASE("server: keep-alive serves several requests on one connection, pipelined too", "[http]") {
   auto srv = open_server(echo_handler);
   auto c = client_of(*srv);
