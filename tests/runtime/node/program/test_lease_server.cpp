@@ -663,7 +663,10 @@ TEST_CASE("lease server: a token works only for the process it was made for and 
 TEST_CASE("lease server: a program that writes without reading is paced, nothing is lost",
           "[lease][server]") {
   served s;
-  auto slot = registered(*s.server, 1);
+  lease_terms uncapped = some_terms();
+  uncapped.steps = -1;  // every report counts (a lease's step cap would stop at 50)
+  auto slot = std::make_shared<lease_slot>(uncapped);
+  s.server->add(token(1), slot);
   client c(s.server->path());
   REQUIRE(c.send_line(hello_line(token(1))));
   CHECK(c.reply().at("op") == "lease");
