@@ -281,7 +281,8 @@ TEST_CASE(
   }
   // Repaired: dropped and reported as corrupt, not torn.
   auto bytes = whole.bytes;
-  bytes[last + 20] = static_cast<char>(bytes[last + 20] ^ 4);
+  char& end = bytes.back();  // in the checksum or the payload, whatever the payload's size
+  end = static_cast<char>(end ^ ((end ^ 4) != 0 ? 4 : 8));
   write_bytes(path, bytes);
   journal_options force;
   force.drop_corrupt = true;
