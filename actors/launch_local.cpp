@@ -50,10 +50,10 @@ pid_t spawn_node(const node_command& start_node, int rank, int port,
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    // A node process ends with the process that started it (SIGTERM: it drains): after a
-    // rank 0 killed by SIGKILL, a served node that never gives up would otherwise retry a
-    // scheduler that is gone for ever. Forked from threads that live as long as rank 0 does
-    // (the signal follows the forking thread).
+    // A node process ends with the process that started it (SIGTERM: it drains), besides
+    // ending when its link to the scheduler drops: a served node never gives up registering.
+    // Forked from threads that live as long as rank 0 does (the signal follows the forking
+    // thread).
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(0);
     ::execv(argv[0], argv.data());

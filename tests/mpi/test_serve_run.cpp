@@ -385,8 +385,9 @@ TEST_CASE("serve: a --local node process that dies is started again and rejoins"
 }
 
 TEST_CASE("serve: --local node processes end when rank 0 is SIGKILLed", "[serve][keeper]") {
-  // Before: fork-launched node processes outlived rank 0 and, never giving up as served
-  // nodes do, retried a scheduler that was gone for ever.
+  // A served node never gives up on registering, so one whose rank 0 died must end by other
+  // means: the loss of its link to the scheduler ends it, and PR_SET_PDEATHSIG too, should the
+  // link's loss go unnoticed (this test passes with either alone).
   served s("serve_orphans", {1.0, 1.0}, "--launcher fork");
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(60 * time_scale());
