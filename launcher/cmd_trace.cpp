@@ -70,6 +70,7 @@ int cmd_trace(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace generate --jobs N --rate R [--multi-gpu] [--seed S] --output FILE\n"
       "       tessera trace generate --preset hops [--seed S] --output FILE\n"
+      "       tessera trace import FORMAT FILE --output FILE  (helios, philly; see --help)\n"
       "Writes a trace with Gavel's recipe: Poisson arrivals at R jobs/hour (R = 0 puts every\n"
       "job at time 0), job types uniform over the 26 templates, durations 60*10^U(1.5,3) s\n"
       "(p = 0.8) else 60*10^U(3,4) s, steps = duration x V100 throughput. --preset hops is\n"
@@ -78,6 +79,7 @@ int cmd_trace(const std::vector<std::string>& args) {
     std::cout << usage << "\n";
     return args.empty() ? exit_code::bad_input : exit_code::ok;
   }
+  if (args[0] == "import") return cmd_trace_import({args.begin() + 1, args.end()});
   if (args[0] != "generate") {
     std::cerr << "tessera trace: unknown sub-command '" << args[0] << "'\n" << usage << "\n";
     return exit_code::bad_input;

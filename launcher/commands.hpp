@@ -15,6 +15,9 @@ int cmd_sweep(const std::vector<std::string>& args);
 /// `tessera plot`: figures from a sweep, per-job CSVs and timelines (scripts/plot.py).
 int cmd_plot(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
+/// `tessera trace import FORMAT FILE -o OUT` (launcher/cmd_trace_import.cpp); `args` after
+/// "import".
+int cmd_trace_import(const std::vector<std::string>& args);
 int cmd_policies(const std::vector<std::string>& args);
 /// `tessera run`: runs a job set on node processes (mpirun or --local).
 int cmd_run(const std::vector<std::string>& args);

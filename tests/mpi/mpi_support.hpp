@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <regex>
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -174,6 +175,24 @@ inline pid_t find_process(const std::string& needle) {
   } catch (const std::exception&) {
     return -1;
   }
+}
+
+/// The pid of a process whose command line holds every one of `needles` (not this one), or
+/// -1: a test's own process among others' (another cluster on the host runs the same ranks).
+inline pid_t find_process_all(const std::vector<std::string>& needles) {
+  auto r = run_shell("pgrep -af -- tessera");
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("pgrep") != std::string::npos) continue;
+    if (std::all_of(needles.begin(), needles.end(),
+                    [&](const std::string& n) { return line.find(n) != std::string::npos; }))
+      try {
+        return std::stoi(line);
+      } catch (const std::exception&) {
+      }
+  }
+  return -1;
 }
 
 /// Resident memory of process `pid` in MB (VmRSS), -1 when it cannot be read.

@@ -367,7 +367,7 @@ TEST_CASE("serve: a --local node process that dies is started again and rejoins"
   while (s.get("/v1/nodes")["nodes"][2]["state"] != "alive" &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const pid_t pid = find_process("--rank 2 --scheduler 127.0.0.1:");
+  const pid_t pid = find_process_all({"--state-dir " + s.state + " ", "--rank 2 --scheduler"});
   REQUIRE(pid > 0);
   ::kill(pid, SIGKILL);
   const bool ended =
@@ -376,7 +376,7 @@ TEST_CASE("serve: a --local node process that dies is started again and rejoins"
   INFO(s.proc->output());
   CHECK(ended);
   CHECK(joined);
-  const pid_t again = find_process("--rank 2 --scheduler 127.0.0.1:");
+  const pid_t again = find_process_all({"--state-dir " + s.state + " ", "--rank 2 --scheduler"});
   CHECK(again > 0);
   CHECK(again != pid);
   const auto nodes = s.get("/v1/nodes")["nodes"];
@@ -394,7 +394,7 @@ TEST_CASE("serve: --local node processes end when rank 0 is SIGKILLed", "[serve]
   while (s.get("/v1/nodes")["nodes"][1]["state"] != "alive" &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const pid_t node = find_process("--rank 1 --scheduler 127.0.0.1:");
+  const pid_t node = find_process_all({"--state-dir " + s.state + " ", "--rank 1 --scheduler"});
   REQUIRE(node > 0);
   REQUIRE(::kill(s.proc->program(), SIGKILL) == 0);
   s.proc->wait(30);
