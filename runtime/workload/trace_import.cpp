@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
-#include <iomanip>
 #include <istream>
 #include <iterator>
 #include <optional>
@@ -226,10 +226,18 @@ result<trace_format> parse_trace_format(const std::string& name) {
 }
 
 result<double> parse_trace_time(const std::string& text) {
+  // The whole text in that form, or nothing: std::get_time takes "1007" as a year.
   std::tm tm{};
-  std::istringstream s(text);
-  s >> std::get_time(&tm, "%Y-%m-%d %H:%M:%S");
-  if (!s.fail() && s.peek() == std::char_traits<char>::eof()) return static_cast<double>(timegm(&tm));
+  int used = 0;
+  if (text.size() == 19 &&
+      std::sscanf(text.c_str(), "%4d-%2d-%2d %2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used) == 6 &&
+      used == 19 && tm.tm_mon >= 1 && tm.tm_mon <= 12 && tm.tm_mday >= 1 && tm.tm_mday <= 31 &&
+      tm.tm_hour <= 23 && tm.tm_min <= 59 && tm.tm_sec <= 60) {
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return static_cast<double>(timegm(&tm));
+  }
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(v) && v >= 0) return v;

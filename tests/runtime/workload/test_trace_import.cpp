@@ -199,5 +199,7 @@ TEST_CASE("trace times: the timestamp form is UTC, and seconds pass through", "[
   CHECK(*philly == 1506993176);
   CHECK(*parse_trace_time("12.5") == 12.5);
   CHECK_FALSE(parse_trace_time("2017-10-03"));
+  CHECK_FALSE(parse_trace_time("2017-13-03 00:00:00"));
   CHECK_FALSE(parse_trace_time("-3"));
+  CHECK(*parse_trace_time("1007") == 1007);  // seconds, not the year 1007
 }
