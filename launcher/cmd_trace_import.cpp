@@ -37,16 +37,19 @@ void print_summary(const import_summary& s, const std::string& out) {
 int cmd_trace_import(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace import FORMAT FILE --output OUT [--seed S]\n"
-      "FORMAT: helios (cluster_log.csv) or philly (cluster_job_log). Each job that ran to its\n"
+      "       tessera trace import pai pai_job_table.csv --tasks pai_task_table.csv --output OUT\n"
+      "FORMAT: helios (cluster_log.csv), philly (cluster_job_log) or pai (Alibaba PAI 2020's job\n"
+      "table, with its task table). Each job that ran to its\n"
       "end becomes one line of a Gavel-format trace: arrival from its submit time, its GPUs as\n"
       "the scale factor (rounded up to one the throughput table knows), a job type drawn\n"
       "among the templates, steps = its run time x that type's throughput on the reference\n"
       "GPU type (docs/traces.md, \"Imported traces\"). Prints what it dropped and why.";
-  std::string format, file, out, table_file, templates_file;
+  std::string format, file, out, table_file, templates_file, tasks_file;
   import_options opt;
   po::options_description d("tessera trace import options");
   d.add_options()("output,o", po::value(&out)->required(), "trace file to write")(
       "seed,s", po::value(&opt.seed)->default_value(0), "seed of the job-type draw")(
+      "tasks", po::value(&tasks_file), "pai: the task table (pai_task_table.csv)")(
       "reference-type", po::value(&opt.reference_type)->default_value("v100"),
       "GPU type whose throughput turns a job's run time into steps")(
       "throughputs", po::value(&table_file), "throughput table (default: bundled)")(
@@ -80,6 +83,13 @@ int cmd_trace_import(const std::vector<std::string>& args) {
   if (!templates) return report(templates.err());
   std::ifstream in(file, std::ios::binary);
   if (!in) return report(error{error_kind::io, file + ": cannot open"});
+  std::ifstream tasks;
+  if (!tasks_file.empty()) {
+    tasks.open(tasks_file, std::ios::binary);
+    if (!tasks) return report(error{error_kind::io, tasks_file + ": cannot open"});
+    opt.tasks = &tasks;
+    opt.tasks_name = tasks_file;
+  }
   import_summary summary;
   auto jobs = import_trace(*fmt, in, file, *templates, *table, opt, summary);
   if (!jobs) return report(jobs.err());

@@ -20,9 +20,10 @@ namespace {
 
 /// A job as a trace gives it, before it becomes one of ours.
 struct raw_job {
-  double submit = 0;  ///< seconds (any origin)
-  int gpus = 0;       ///< GPUs it asked for
-  double run = 0;     ///< seconds it ran
+  double submit = 0;     ///< seconds (any origin)
+  int gpus = 0;          ///< GPUs it asked for
+  double run = 0;        ///< seconds it ran
+  std::string gpu_type;  ///< the GPU type it ran on, lowercased ("" = unknown)
 };
 
 error field_error(const std::string& where, const std::string& field, const std::string& why) {
@@ -69,13 +70,13 @@ result<helios_columns> helios_header(const std::string& line, const std::string&
   const auto names = csv_fields(line);
   for (int i = 0; i < static_cast<int>(names.size()); ++i) {
     const auto& n = names[static_cast<std::size_t>(i)];
-    int* slot = n == "gpu_num"      ? &c.gpus
-                : n == "state"      ? &c.state
+    int* slot = n == "gpu_num"       ? &c.gpus
+                : n == "state"       ? &c.state
                 : n == "submit_time" ? &c.submit
-                : n == "duration"   ? &c.duration
-                : n == "start_time" ? &c.start
-                : n == "end_time"   ? &c.end
-                                    : nullptr;
+                : n == "duration"    ? &c.duration
+                : n == "start_time"  ? &c.start
+                : n == "end_time"    ? &c.end
+                                     : nullptr;
     if (slot) *slot = i;
   }
   for (auto [col, field] : {std::pair{c.gpus, "gpu_num"}, std::pair{c.state, "state"},
@@ -107,14 +108,17 @@ result<bool> helios_line(const std::vector<std::string>& f, const helios_columns
   }
   const std::string& state = f[static_cast<std::size_t>(c.state)];
   std::string why;
-  if (state != "COMPLETED") why = "state " + state.substr(0, 20);
-  else if (*gpus < 1) why = "no GPU";
-  else if (run <= 0) why = "no run time";
+  if (state != "COMPLETED")
+    why = "state " + state.substr(0, 20);
+  else if (*gpus < 1)
+    why = "no GPU";
+  else if (run <= 0)
+    why = "no run time";
   if (!why.empty()) {
     ++summary.dropped[why];
     return false;
   }
-  out = raw_job{*submit, static_cast<int>(*gpus), run};
+  out = raw_job{*submit, static_cast<int>(*gpus), run, ""};
   return true;
 }
 
@@ -124,8 +128,8 @@ result<std::vector<raw_job>> read_helios(std::istream& in, const std::string& na
   if (!std::getline(in, line)) return field_error(name + ":1", "header", "the file is empty");
   auto cols = helios_header(line, name);
   if (!cols) return cols.err();
-  const int need = std::max({cols->gpus, cols->state, cols->submit, cols->duration, cols->start,
-                             cols->end}) + 1;
+  const int need =
+      std::max({cols->gpus, cols->state, cols->submit, cols->duration, cols->start, cols->end}) + 1;
   std::vector<raw_job> out;
   for (std::size_t no = 2; std::getline(in, line); ++no) {
     if (line.empty() || line == "\r") continue;
@@ -180,7 +184,7 @@ result<bool> philly_job(const nlohmann::json& j, const std::string& where, raw_j
         gpus += static_cast<int>(g->size());
   if (gpus < 1) return ++summary.dropped["no GPU"], false;
   if (!*start || !*end || **end <= **start) return ++summary.dropped["no run time"], false;
-  out = raw_job{**submit, gpus, **end - **start};
+  out = raw_job{**submit, gpus, **end - **start, ""};
   return true;
 }
 
@@ -204,6 +208,84 @@ result<std::vector<raw_job>> read_philly(std::istream& in, const std::string& na
   return out;
 }
 
+/// PAI's task table: per job, its GPUs (sum of inst_num x plan_gpu / 100, rounded up) and the
+/// GPU type of its tasks (lowercased; the last one named).
+struct pai_tasks {
+  std::map<std::string, double> gpus;
+  std::map<std::string, std::string> type;
+};
+
+/// A number field that may be empty (0).
+result<double> optional_number(const std::string& text, const std::string& where,
+                               const std::string& field) {
+  return text.empty() ? result<double>(0.0) : number_field(text, where, field);
+}
+
+result<pai_tasks> read_pai_tasks(std::istream& in, const std::string& name) {
+  pai_tasks out;
+  std::string line;
+  for (std::size_t no = 1; std::getline(in, line); ++no) {
+    const auto f = csv_fields(line);
+    if (line.empty() || (no == 1 && f[0] == "job_name")) continue;
+    const std::string where = name + ":" + std::to_string(no);
+    if (f.size() < 10)
+      return error{error_kind::invalid_input,
+                   where + ": expected 10 fields, got " + std::to_string(f.size())};
+    auto inst = optional_number(f[2], where, "inst_num");
+    if (!inst) return inst.err();
+    auto plan = optional_number(f[8], where, "plan_gpu");
+    if (!plan) return plan.err();
+    out.gpus[f[0]] += *inst * *plan / 100;
+    if (!f[9].empty()) {
+      std::string t = f[9];
+      std::transform(t.begin(), t.end(), t.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      out.type[f[0]] = t;
+    }
+  }
+  return out;
+}
+
+result<std::vector<raw_job>> read_pai(std::istream& in, const std::string& name,
+                                      const import_options& opt, import_summary& summary) {
+  if (!opt.tasks)
+    return error{error_kind::invalid_input, name + ": pai needs its task table (--tasks FILE)"};
+  auto tasks = read_pai_tasks(*opt.tasks, opt.tasks_name);
+  if (!tasks) return tasks.err();
+  std::vector<raw_job> out;
+  std::string line;
+  for (std::size_t no = 1; std::getline(in, line); ++no) {
+    const auto f = csv_fields(line);
+    if (line.empty() || (no == 1 && f[0] == "job_name")) continue;
+    const std::string where = name + ":" + std::to_string(no);
+    if (f.size() < 6)
+      return error{error_kind::invalid_input,
+                   where + ": expected 6 fields, got " + std::to_string(f.size())};
+    ++summary.read;
+    auto start = optional_number(f[4], where, "start_time");
+    if (!start) return start.err();
+    auto end = optional_number(f[5], where, "end_time");
+    if (!end) return end.err();
+    const auto g = tasks->gpus.find(f[0]);
+    const double gpus = g == tasks->gpus.end() ? 0 : std::ceil(g->second - 1e-9);
+    std::string why;
+    if (f[3] != "Terminated")
+      why = "status " + f[3].substr(0, 20);
+    else if (gpus < 1)
+      why = "no GPU";
+    else if (f[4].empty() || f[5].empty() || *end <= *start)
+      why = "no run time";
+    if (!why.empty()) {
+      ++summary.dropped[why];
+      continue;
+    }
+    const auto t = tasks->type.find(f[0]);
+    out.push_back(raw_job{*start, static_cast<int>(gpus), *end - *start,
+                          t == tasks->type.end() ? "" : t->second});
+  }
+  return out;
+}
+
 /// Per scale factor, the templates the table knows at that scale on `ref`.
 std::map<int, std::vector<std::size_t>> templates_by_scale(
     const std::vector<job_template>& templates, const throughput_table& table,
@@ -221,8 +303,9 @@ std::map<int, std::vector<std::size_t>> templates_by_scale(
 result<trace_format> parse_trace_format(const std::string& name) {
   if (name == "helios") return trace_format::helios;
   if (name == "philly") return trace_format::philly;
+  if (name == "pai") return trace_format::pai;
   return error{error_kind::invalid_input,
-               "unknown trace format '" + name + "' (known: helios, philly)"};
+               "unknown trace format '" + name + "' (known: helios, philly, pai)"};
 }
 
 result<double> parse_trace_time(const std::string& text) {
@@ -241,8 +324,8 @@ result<double> parse_trace_time(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(v) && v >= 0) return v;
-  return error{error_kind::invalid_input, "expected \"YYYY-MM-DD HH:MM:SS\" or seconds, got '" +
-                                              text.substr(0, 40) + "'"};
+  return error{error_kind::invalid_input,
+               "expected \"YYYY-MM-DD HH:MM:SS\" or seconds, got '" + text.substr(0, 40) + "'"};
 }
 
 result<std::vector<job>> import_trace(trace_format format, std::istream& in,
@@ -250,15 +333,16 @@ result<std::vector<job>> import_trace(trace_format format, std::istream& in,
                                       const std::vector<job_template>& templates,
                                       const throughput_table& table, const import_options& opt,
                                       import_summary& summary) {
-  auto raws = format == trace_format::helios ? read_helios(in, name, summary)
-                                             : read_philly(in, name, summary);
+  auto raws = format == trace_format::helios   ? read_helios(in, name, summary)
+              : format == trace_format::philly ? read_philly(in, name, summary)
+                                               : read_pai(in, name, opt, summary);
   if (!raws) return raws.err();
   std::stable_sort(raws->begin(), raws->end(),
                    [](const raw_job& a, const raw_job& b) { return a.submit < b.submit; });
   const auto by_scale = templates_by_scale(templates, table, opt.reference_type);
   if (by_scale.empty())
-    return error{error_kind::invalid_input, "no job template has a throughput on '" +
-                                                opt.reference_type + "' in the table"};
+    return error{error_kind::invalid_input,
+                 "no job template has a throughput on '" + opt.reference_type + "' in the table"};
   std::mt19937_64 rng(opt.seed);
   std::vector<job> out;
   std::optional<double> base;  // the first imported job's submit time
@@ -270,9 +354,15 @@ result<std::vector<job>> import_trace(trace_format format, std::istream& in,
       continue;
     }
     const auto& choice = fit->second;
-    const auto& t = templates[choice[std::uniform_int_distribution<std::size_t>(
-        0, choice.size() - 1)(rng)]];
-    const double tput = *table.isolated(opt.reference_type, job_key{t.job_type, fit->first});
+    const auto& t =
+        templates[choice[std::uniform_int_distribution<std::size_t>(0, choice.size() - 1)(rng)]];
+    // Its own GPU type's throughput when the table knows it (PAI), else the reference's.
+    const auto own = r.gpu_type.empty()
+                         ? std::nullopt
+                         : table.isolated(r.gpu_type, job_key{t.job_type, fit->first});
+    const double tput = own && *own > 0
+                            ? *own
+                            : *table.isolated(opt.reference_type, job_key{t.job_type, fit->first});
     const double steps = std::max(1.0, std::ceil(r.run * tput));
     const double arrival = r.submit - base.value_or(r.submit);
     if (steps > limits::max_total_steps || arrival > limits::max_seconds) {

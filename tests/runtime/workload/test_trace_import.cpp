@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "runtime/workload/trace.hpp"
@@ -24,8 +25,8 @@ const std::vector<job_template>& templates() {
   return t;
 }
 
-result<std::vector<job>> import_text(trace_format f, const std::string& text,
-                                     import_summary& s, std::uint64_t seed = 0) {
+result<std::vector<job>> import_text(trace_format f, const std::string& text, import_summary& s,
+                                     std::uint64_t seed = 0) {
   std::istringstream in(text);
   import_options o;
   o.seed = seed;
@@ -78,7 +79,7 @@ TEST_CASE("helios: completed GPU jobs are imported by the rule, the rest dropped
                                                         {"no GPU", 1},
                                                         {"no run time", 1},
                                                         {"more GPUs than any table scale (8)", 1}});
-  check_rule(*jobs, {120, 600});  // sorted by submit time: job 2 first
+  check_rule(*jobs, {120, 600});        // sorted by submit time: job 2 first
   CHECK((*jobs)[0].scale_factor == 4);  // 3 GPUs: the next scale the table knows
   CHECK((*jobs)[0].arrival == 0);
   CHECK((*jobs)[1].arrival == 10);
@@ -136,8 +137,7 @@ TEST_CASE("helios: a malformed field or a missing column names the file, line an
   auto no_column = import_text(trace_format::helios, "job_id,state,submit_time,duration\n", s);
   REQUIRE_FALSE(no_column);
   CHECK(no_column.err().message == "t.log:1: field 'gpu_num': no such column in the header");
-  auto short_line =
-      import_text(trace_format::helios, std::string(helios_header) + "1,u,vc\n", s);
+  auto short_line = import_text(trace_format::helios, std::string(helios_header) + "1,u,vc\n", s);
   REQUIRE_FALSE(short_line);
   CHECK_THAT(short_line.err().message, Catch::StartsWith("t.log:2: expected at least 12 fields"));
 }
@@ -187,7 +187,53 @@ TEST_CASE("philly: a malformed job names its index and field", "[trace][import]"
   REQUIRE_FALSE(not_json);
   CHECK_THAT(not_json.err().message, Catch::StartsWith("t.log: malformed JSON"));
   CHECK_FALSE(parse_trace_format("alibaba"));
-  CHECK_THAT(parse_trace_format("alibaba").err().message, Catch::Contains("helios, philly"));
+  CHECK_THAT(parse_trace_format("alibaba").err().message, Catch::Contains("helios, philly, pai"));
+}
+
+TEST_CASE("pai: terminated jobs with their tasks' GPUs, converted on their own GPU type",
+          "[trace][import]") {
+  // job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type
+  std::istringstream tasks(
+      "job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,"
+      "gpu_type\n"
+      "j1,worker,2,Terminated,100,400,600,29,100,V100\n"
+      "j1,ps,1,Terminated,100,400,600,29,,\n"
+      "j2,worker,1,Terminated,50,150,600,29,50,P100\n"
+      "j3,worker,1,Terminated,60,70,600,29,,\n"
+      "j4,worker,1,Failed,60,70,600,29,100,T4\n"
+      "j5,worker,3,Terminated,80,180,600,29,100,MISC\n");
+  const std::string jobs =
+      "j1,i1,u,Terminated,100,400\n"
+      "j2,i2,u,Terminated,50,150\n"
+      "j3,i3,u,Terminated,60,70\n"
+      "j4,i4,u,Failed,60,70\n"
+      "j5,i5,u,Terminated,80,180\n"
+      "j6,i6,u,Running,90,\n";
+  std::istringstream in(jobs);
+  import_options o;
+  o.tasks = &tasks;
+  o.tasks_name = "tasks.csv";
+  import_summary s;
+  auto out = import_trace(trace_format::pai, in, "jobs.csv", templates(), table(), o, s);
+  REQUIRE(out);
+  CHECK(s.read == 6);
+  CHECK(s.kept == 3);
+  CHECK(s.dropped == std::map<std::string, std::size_t>{
+                         {"no GPU", 1}, {"status Failed", 1}, {"status Running", 1}});
+  REQUIRE(out->size() == 3);
+  const auto& [j2, j5, j1] = std::tie((*out)[0], (*out)[1], (*out)[2]);  // by start time
+  CHECK(j2.scale_factor == 1);  // half a GPU rounds up to one
+  CHECK(j2.total_steps ==
+        std::ceil(100 * *table().isolated("p100", job_key{j2.job_type, 1})));  // its own type
+  CHECK(j5.scale_factor == 4);  // 3 GPUs; MISC is no table type: the reference's throughput
+  CHECK(j5.total_steps == std::ceil(100 * *table().isolated("v100", job_key{j5.job_type, 4})));
+  CHECK(j1.scale_factor == 2);  // 2 instances x 1 GPU, the ps task none
+  CHECK(j1.arrival == 50);
+  std::istringstream again(jobs);
+  import_options none;
+  auto missing = import_trace(trace_format::pai, again, "jobs.csv", templates(), table(), none, s);
+  REQUIRE_FALSE(missing);
+  CHECK_THAT(missing.err().message, Catch::Contains("--tasks"));
 }
 
 TEST_CASE("trace times: the timestamp form is UTC, and seconds pass through", "[trace][import]") {
