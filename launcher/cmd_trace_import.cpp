@@ -38,12 +38,12 @@ int cmd_trace_import(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace import FORMAT FILE --output OUT [--seed S]\n"
       "       tessera trace import pai pai_job_table.csv --tasks pai_task_table.csv --output OUT\n"
-      "FORMAT: helios (cluster_log.csv), philly (cluster_job_log) or pai (Alibaba PAI 2020's job\n"
-      "table, with its task table). Each job that ran to its\n"
-      "end becomes one line of a Gavel-format trace: arrival from its submit time, its GPUs as\n"
-      "the scale factor (rounded up to one the throughput table knows), a job type drawn\n"
-      "among the templates, steps = its run time x that type's throughput on the reference\n"
-      "GPU type (docs/traces.md, \"Imported traces\"). Prints what it dropped and why.";
+      "FORMAT: helios (cluster_log.csv), philly (cluster_job_log) or pai (Alibaba PAI 2020's\n"
+      "job table, with its task table). Each job that ran to its end becomes one line of a\n"
+      "Gavel-format trace: arrival from its submit time, its GPUs as the scale factor (rounded\n"
+      "up to one the throughput table knows), a job type drawn among the templates, steps =\n"
+      "its run time x that type's throughput on the reference GPU type (docs/traces.md,\n"
+      "\"Imported traces\"). Prints what it dropped and why.";
   std::string format, file, out, table_file, templates_file, tasks_file;
   import_options opt;
   po::options_description d("tessera trace import options");
