@@ -22,7 +22,7 @@ const std::string good_line =
 TEST_CASE("cli: --help on every command", "[cli]") {
   for (const char* c :
        {"--help", "simulate --help", "compare --help", "trace --help", "trace generate --help",
-        "policies --help", "sweep --help", "plot --help"}) {
+        "trace import --help", "policies --help", "sweep --help", "plot --help"}) {
     INFO(c);
     auto r = run_tessera(c);
     CHECK(r.code == 0);
@@ -114,6 +114,30 @@ TEST_CASE("cli: trace generate then simulate round trip", "[cli]") {
   auto s = run_tessera("simulate -q --trace " + path + " --policy max_min_fairness_perf");
   CHECK(s.code == 0);
   CHECK_THAT(s.out, Catch::Contains("20/20"));
+}
+
+TEST_CASE("cli: trace import helios, then simulate the imported jobs", "[cli][import]") {
+  std::string log =
+      "job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,"
+      "duration,queue\n";
+  for (int i = 0; i < 30; ++i)
+    log += std::to_string(i) + ",u,vc,n," + std::to_string(1 << (i % 3)) + ",4,1," +
+           (i % 10 == 9 ? "FAILED" : "COMPLETED") + ",2020-04-01 00:" + (i < 10 ? "0" : "") +
+           std::to_string(i) + ":00,,," + std::to_string(300 + 60 * i) + ",0\n";
+  const std::string in = temp_file("cluster_log.csv", log);
+  const std::string out = temp_file("imported.trace", "");
+  auto r = run_tessera("trace import helios " + in + " -o " + out + " --seed 4");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("read 30 jobs, wrote 27 to " + out + "; dropped: 3 state FAILED"));
+  auto s = run_tessera("simulate -q --trace " + out + " --policy max_min_fairness_perf");
+  CHECK(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains("27/27"));
+  auto bad = run_tessera("trace import alibaba " + in + " -o " + out);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out,
+             Catch::Contains("unknown trace format 'alibaba' (known: helios, philly, pai)"));
 }
 
 namespace {
