@@ -6,7 +6,8 @@
 // header, 4 KiB of body) so they are reached. Properties: the three feeds agree on every
 // request they all read; a request keeps its limits (body size, a configured method,
 // a path that starts the target, no Authorization among its headers); a refusal is one of
-// 400, 401, 405, 413, 431 with a message, and its error body is JSON-shaped.
+// 400, 401, 405, 413, 431 with a message, and its error body is JSON-shaped; a Host naming
+// another port never passes the Host check.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -86,7 +87,7 @@ outcome read_all(const std::string& bytes, std::size_t piece) {
       return out;
     }
     if (st == stage::header_done) {
-      if (auto no = check_access(reader, l, token)) {
+      if (auto no = check_access(reader, l, token, 8080)) {
         check_refusal(*no);
         out.refused = no->status;
         return out;
@@ -96,6 +97,11 @@ outcome read_all(const std::string& bytes, std::size_t piece) {
     }
     const request r = reader.take();  // complete
     check_request(r, l);
+    // The Host check on whatever Host it sent (not gating: the reader's paths stay reached).
+    const std::string host = r.header("Host");
+    if (host_allowed(host, {"localhost"}, 8080) && host.find(':') != std::string::npos &&
+        host.back() != ']' && host.substr(host.rfind(':') + 1) != "8080")
+      fail("a Host on another port passed");
     std::string flat = r.method + ' ' + r.target + '\n' + r.body;
     for (const auto& [name, value] : r.headers) flat += '\n' + name + ": " + value;
     out.requests.push_back(std::move(flat));
