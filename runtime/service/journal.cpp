@@ -207,6 +207,9 @@ struct journal::state {
   std::vector<request> next_batch();
   void write_batch(std::vector<request>& batch);
   void refused(std::vector<request>& batch, const error& e);
+  /// In trouble with nothing to write: writes a page past the end and cuts it off again;
+  /// the trouble clears when the disk took it.
+  void probe();
   void compact_now(request& r);
   void fail(std::vector<request>& batch, const error& e);
   bool on_writer() const { return writer.get_id() == std::this_thread::get_id(); }
@@ -288,7 +291,14 @@ status journal::state::enqueue(request r) {
 void journal::state::run() {
   for (;;) {
     std::vector<request> batch = next_batch();
-    if (batch.empty()) return;
+    if (batch.empty()) {
+      {
+        std::lock_guard<std::mutex> lk(m);
+        if (stopping) return;
+      }
+      probe();  // in trouble with nothing held: does the disk take bytes again?
+      continue;
+    }
     if (batch.front().compaction)
       compact_now(batch.front());
     else
@@ -298,7 +308,13 @@ void journal::state::run() {
 
 std::vector<request> journal::state::next_batch() {
   std::unique_lock<std::mutex> lk(m);
-  wake.wait(lk, [&] { return stopping || !queue.empty(); });
+  const auto ready = [&] { return stopping || !queue.empty(); };
+  // In trouble, wake for a probe every retry even when nothing is queued: a refused
+  // submission holds nothing, and the trouble must still clear once the disk has room.
+  if (trouble_now.empty())
+    wake.wait(lk, ready);
+  else
+    wake.wait_for(lk, std::chrono::duration<double>(opt.retry_seconds), ready);
   std::vector<request> out;
   std::size_t size = 0;
   while (!queue.empty()) {
@@ -363,6 +379,19 @@ void journal::state::write_batch(std::vector<request>& batch) {
   file_records.fetch_add(batch.size());
   file_bytes.store(end);
   for (auto& r : batch) r.done(status{});
+}
+
+void journal::state::probe() {
+  const std::string page(4096, '\0');
+  int err = injected(opt, journal_step::append_write);
+  if (err == 0) err = pwrite_all(fd, page.data(), page.size(), end);
+  if (::ftruncate(fd, static_cast<off_t>(end)) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    write_errors.fetch_add(1);
+    return;
+  }
+  std::lock_guard<std::mutex> lk(m);
+  trouble_now.clear();
 }
 
 void journal::state::refused(std::vector<request>& batch, const error& e) {

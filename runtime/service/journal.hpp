@@ -54,8 +54,10 @@
 ///   state change) are held in memory, in order, and written by a retry every
 ///   journal_options::retry_seconds, their callbacks called then. While in trouble, append()
 ///   refuses fail_fast records at once, and any record once the held bytes pass
-///   journal_options::max_held_bytes. The writer holds the bytes it retries, so a failed
-///   fsync (after which the kernel may have dropped dirty pages) costs a rewrite, not data.
+///   journal_options::max_held_bytes. With nothing held, the writer probes every retry (a
+///   page written past the end and cut off again), so the trouble clears once the disk has
+///   room even when only submissions were refused. The writer holds the bytes it retries, so a
+///   failed fsync (after which the kernel may have dropped dirty pages) costs a rewrite, not data.
 /// - A close() while in trouble tries once more, then fails what is still held; a failed
 ///   compaction after its rename fails the journal for good (health()): append() and
 ///   compact() refuse from then on.

@@ -705,6 +705,33 @@ TEST_CASE(
   CHECK_FALSE(back.damage);
 }
 
+TEST_CASE("trouble with nothing held clears once the disk has room again", "[journal][full]") {
+  // Before: a refused submission held nothing, so nothing was retried and the journal stayed
+  // in trouble for good: every later submission refused, every round waiting.
+  scratch_dir dir("journal_probe");
+  const auto path = dir.file("journal");
+  journal_options opt;
+  opt.retry_seconds = 0.01;
+  std::atomic<bool> full{false};
+  opt.inject_errno = [&](journal_step step) {
+    return step == journal_step::append_write && full.load() ? ENOSPC : 0;
+  };
+  auto j = open_ok(path, opt);
+  REQUIRE(j.file->append_sync("kept"));
+  full = true;
+  REQUIRE_FALSE(j.file->append_sync("refused"));
+  CHECK_FALSE(j.file->trouble().empty());
+  CHECK(wait_until([&] { return j.file->stats().write_errors >= 3; }, 10));  // probes fail
+  CHECK_FALSE(j.file->trouble().empty());
+  full = false;
+  REQUIRE(wait_until([&] { return j.file->trouble().empty(); }, 10));
+  REQUIRE(j.file->append_sync("after"));
+  REQUIRE(j.file->close());
+  auto back = open_ok(path);
+  CHECK(back.records == std::vector<std::string>{"kept", "after"});
+  CHECK_FALSE(back.damage);
+}
+
 TEST_CASE("held records past the cap are refused, and a close in trouble fails what is held",
           "[journal][full]") {
   scratch_dir dir("journal_held_cap");
