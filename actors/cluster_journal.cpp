@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <iostream>
 
@@ -34,9 +33,7 @@ std::string cluster_journal::trouble() const {
 
 bool cluster_journal::names(const std::string& path) const {
   std::lock_guard<std::mutex> lk(named_m);
-  for (const auto& [id, paths] : named_)
-    if (std::find(paths.begin(), paths.end(), path) != paths.end()) return true;
-  return false;
+  return named_paths_.count(path) > 0;  // asked per removed file: no scan over the jobs
 }
 
 void cluster_journal::named_at_open(const std::vector<restored_job>& jobs) {
@@ -49,7 +46,11 @@ void cluster_journal::on_disk(std::int64_t id, const std::string& path) {
   std::lock_guard<std::mutex> lk(named_m);
   auto& paths = named_[id];
   paths.push_back(path);
-  if (paths.size() > 2) paths.erase(paths.begin());  // replay keeps the last two
+  named_paths_.insert(path);
+  if (paths.size() > 2) {  // replay keeps the last two
+    named_paths_.erase(named_paths_.find(paths.front()));
+    paths.erase(paths.begin());
+  }
 }
 
 void cluster_journal::note(std::string record, std::function<void()> on_disk) {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,7 @@ class cluster_journal {
   std::unique_ptr<journal> file_;
   mutable std::mutex named_m;                               // guards named_
   std::map<std::int64_t, std::vector<std::string>> named_;  // per job, the last two paths
+  std::multiset<std::string> named_paths_;                  // the paths of named_, for names()
   std::atomic<bool> in_trouble_{false};                     // a refusal was logged
 };
 

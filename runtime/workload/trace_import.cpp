@@ -8,10 +8,10 @@
 #include <iterator>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/detail/text.hpp"
 #include "runtime/core/input_limits.hpp"
 
 namespace tessera {
@@ -53,11 +53,8 @@ std::vector<std::string> csv_fields(const std::string& line) {
 /// A number field, or an error naming where and what.
 result<double> number_field(const std::string& text, const std::string& where,
                             const std::string& field) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
-    return field_error(where, field, "expected a number, got '" + text.substr(0, 40) + "'");
-  return v;
+  if (const auto v = detail::parse_double(text)) return *v;
+  return field_error(where, field, "expected a number, got '" + text.substr(0, 40) + "'");
 }
 
 /// The columns a Helios log must have, by name, and their indices.
@@ -236,12 +233,7 @@ result<pai_tasks> read_pai_tasks(std::istream& in, const std::string& name) {
     auto plan = optional_number(f[8], where, "plan_gpu");
     if (!plan) return plan.err();
     out.gpus[f[0]] += *inst * *plan / 100;
-    if (!f[9].empty()) {
-      std::string t = f[9];
-      std::transform(t.begin(), t.end(), t.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
-      out.type[f[0]] = t;
-    }
+    if (!f[9].empty()) out.type[f[0]] = detail::to_lower(f[9]);
   }
   return out;
 }
@@ -321,9 +313,7 @@ result<double> parse_trace_time(const std::string& text) {
     tm.tm_mon -= 1;
     return static_cast<double>(timegm(&tm));
   }
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(v) && v >= 0) return v;
+  if (const auto v = detail::parse_double(text); v && *v >= 0) return *v;
   return error{error_kind::invalid_input,
                "expected \"YYYY-MM-DD HH:MM:SS\" or seconds, got '" + text.substr(0, 40) + "'"};
 }

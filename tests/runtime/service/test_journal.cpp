@@ -572,6 +572,17 @@ TEST_CASE("a journal that cannot be opened says why, naming the path", "[journal
   }
 }
 
+/// Options whose appends fail with ENOSPC while `full` is set (a disk full on demand; `full`
+/// must outlive the journal), retried every 10 ms.
+journal_options full_on_demand(const std::atomic<bool>& full) {
+  journal_options opt;
+  opt.retry_seconds = 0.01;
+  opt.inject_errno = [&full](journal_step step) {
+    return step == journal_step::append_write && full.load() ? ENOSPC : 0;
+  };
+  return opt;
+}
+
 /// Waits until `pred` holds, for at most `seconds` (scaled); its last value.
 bool wait_until(const std::function<bool()>& pred, double seconds) {
   const auto until = std::chrono::steady_clock::now() +
@@ -710,12 +721,8 @@ TEST_CASE("trouble with nothing held clears once the disk has room again", "[jou
   // in trouble for good: every later submission refused, every round waiting.
   scratch_dir dir("journal_probe");
   const auto path = dir.file("journal");
-  journal_options opt;
-  opt.retry_seconds = 0.01;
   std::atomic<bool> full{false};
-  opt.inject_errno = [&](journal_step step) {
-    return step == journal_step::append_write && full.load() ? ENOSPC : 0;
-  };
+  journal_options opt = full_on_demand(full);
   auto j = open_ok(path, opt);
   REQUIRE(j.file->append_sync("kept"));
   full = true;
@@ -736,13 +743,9 @@ TEST_CASE("held records past the cap are refused, and a close in trouble fails w
           "[journal][full]") {
   scratch_dir dir("journal_held_cap");
   const auto path = dir.file("journal");
-  journal_options opt;
-  opt.retry_seconds = 0.01;
-  opt.max_held_bytes = 100;
   std::atomic<bool> full{false};
-  opt.inject_errno = [&](journal_step step) {
-    return step == journal_step::append_write && full.load() ? ENOSPC : 0;
-  };
+  journal_options opt = full_on_demand(full);
+  opt.max_held_bytes = 100;
   auto j = open_ok(path, opt);
   REQUIRE(j.file->append_sync("kept"));
   full = true;
