@@ -5,10 +5,19 @@
 #include <chrono>
 #include <list>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
+#include <caf/actor_system.hpp>
 #include <caf/binary_deserializer.hpp>
+#include <caf/io/basp_broker.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/send.hpp>
 #include <caf/io/basp/header.hpp>
 #include <caf/io/basp/message_type.hpp>
 
@@ -16,6 +25,7 @@ namespace tessera::actors {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using local_socket = asio::local::stream_protocol::socket;
 using caf::io::basp::message_type;
 
 std::size_t frame_header_size() { return caf::io::basp::header_size; }
@@ -82,11 +92,32 @@ std::string frame_verdict(const std::uint8_t* hdr_bytes, const std::uint8_t* pay
   }
 }
 
-/// One relayed connection: a peer's socket and the socket to CAF.
+namespace {
+
+/// The number CAF files the published actor under for the gate's connections. No socket has
+/// it: BASP only uses it to find which actor to name in its server handshake.
+constexpr std::uint16_t gate_publish_tag = 1;
+
+}  // namespace
+
+// CAF 0.17's BASP broker takes (publish_atom, scribe) for a connection without a doorman
+// (its own tests set up peers this way): the same server handshake as an accepted peer gets.
+upstream_fn caf_upstream(caf::actor_system& sys, const caf::actor& whom) {
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  auto ptr = caf::actor_cast<caf::strong_actor_ptr>(whom);
+  return [&sys, basp, ptr](int fd) {
+    auto scribe = sys.middleman().backend().new_scribe(fd);
+    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), gate_publish_tag, ptr,
+                   std::set<std::string>{});
+    return true;
+  };
+}
+
+/// One relayed connection: a peer's socket and the gate's end of its socketpair to CAF.
 struct session : std::enable_shared_from_this<session> {
   session(tcp::socket c, asio::io_context& io) : client(std::move(c)), upstream(io), timer(io) {}
   tcp::socket client;
-  tcp::socket upstream;
+  local_socket upstream;
   asio::steady_timer timer;
   caf::node_id peer;
   std::vector<std::uint8_t> in;   ///< bytes read from the peer, not yet relayed
@@ -100,7 +131,7 @@ struct session : std::enable_shared_from_this<session> {
 struct gate::impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  int upstream_port = 0;
+  upstream_fn upstream;
   int port = 0;  ///< where it listens (set before the worker starts)
   caf::node_id self;
   gate_limits limits;
@@ -165,18 +196,27 @@ struct gate::impl {
       counters.open = static_cast<int>(sessions.size());
     }
     arm_idle(s);
-    s->upstream.async_connect(
-        tcp::endpoint(asio::ip::address_v4::loopback(), static_cast<unsigned short>(upstream_port)),
-        [this, s](const boost::system::error_code& ec) {
-          if (ec) return close(s);
-          // Small frames go out at once both ways: with Nagle's
-          // algorithm a reply waits for a delayed ACK (about 40 ms).
-          boost::system::error_code opt;
-          s->client.set_option(tcp::no_delay(true), opt);
-          s->upstream.set_option(tcp::no_delay(true), opt);
-          relay_down(s);
-          read_up(s);
-        });
+    if (!connect_upstream(*s)) return close(s);
+    // Small frames go out at once: with Nagle's algorithm a reply waits for a delayed ACK
+    // (about 40 ms).
+    boost::system::error_code opt;
+    s->client.set_option(tcp::no_delay(true), opt);
+    relay_down(s);
+    read_up(s);
+  }
+
+  /// Makes the session's socketpair and hands CAF its other end; false when either fails.
+  bool connect_upstream(session& s) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return false;
+    boost::system::error_code ec;
+    s.upstream.assign(asio::local::stream_protocol(), fds[0], ec);
+    if (ec) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return false;
+    }
+    return upstream(fds[1]);  // it owns fds[1] either way
   }
 
   /// CAF -> peer: relayed as it is.
@@ -244,10 +284,10 @@ struct gate::impl {
   }
 };
 
-result<std::unique_ptr<gate>> gate::open(const std::string& bind, int port, int upstream,
+result<std::unique_ptr<gate>> gate::open(const std::string& bind, int port, upstream_fn upstream,
                                          const caf::node_id& self, gate_limits limits) {
   auto p = std::make_unique<impl>();
-  p->upstream_port = upstream;
+  p->upstream = std::move(upstream);
   p->self = self;
   p->limits = limits;
   boost::system::error_code ec;

@@ -1,9 +1,11 @@
 #pragma once
 /// @file gate.hpp
-/// The gate: the only socket a run's scheduler exposes to the network. It accepts node
-/// connections on the address the cluster needs and relays each to CAF's middleman, which
-/// listens on loopback only, reading what a peer sends frame by frame (CAF's BASP framing:
-/// a fixed header, then a payload of the length it announces) before CAF sees a byte:
+/// The gate: the only socket a run's scheduler exposes, and the only way into its CAF. It
+/// accepts node connections on the address the cluster needs and relays each to CAF's
+/// middleman over a socketpair of its own: CAF listens on no socket at all (a listener on
+/// loopback would let any local user speak BASP to it unchecked). The gate reads what a peer
+/// sends frame by frame (CAF's BASP framing: a fixed header, then a payload of the length it
+/// announces) before CAF sees a byte:
 /// - a frame announcing more than `max_message` bytes closes the connection before anything
 ///   is allocated for it (CAF alone would allocate the announced size, up to 4 GiB);
 /// - at most `max_connections` peers at once; later ones are closed on accept;
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/fwd.hpp>
 #include <caf/node_id.hpp>
 
 #include "runtime/core/result.hpp"
@@ -62,11 +65,21 @@ result<std::uint32_t> frame_payload_length(const std::uint8_t* hdr);
 /// Bytes of a frame header.
 std::size_t frame_header_size();
 
+/// Hands CAF one end of a connected socketpair (the descriptor is its own from then on) as
+/// a peer that just connected; false when it cannot (the gate then closes the peer).
+using upstream_fn = std::function<bool(int fd)>;
+
+/// The way into a CAF actor system's middleman for `whom`: each end handed over becomes a
+/// BASP connection on which `whom` is published, as if CAF had accepted it. CAF listens on no
+/// socket for it.
+upstream_fn caf_upstream(caf::actor_system& sys, const caf::actor& whom);
+
 class gate {
  public:
-  /// Opens the gate on `bind`:`port` (0: any free port), relaying to 127.0.0.1:`upstream`;
-  /// `self` is the scheduler's node id. An error names the address when it cannot listen.
-  static result<std::unique_ptr<gate>> open(const std::string& bind, int port, int upstream,
+  /// Opens the gate on `bind`:`port` (0: any free port); each admitted peer is relayed over a
+  /// new socketpair whose other end goes to `upstream` (called on the gate's thread). `self`
+  /// is the scheduler's node id. An error names the address when it cannot listen.
+  static result<std::unique_ptr<gate>> open(const std::string& bind, int port, upstream_fn upstream,
                                             const caf::node_id& self, gate_limits limits = {});
   ~gate();
   gate(const gate&) = delete;

@@ -209,24 +209,19 @@ result<caf::actor> connect(caf::actor_system& sys, const std::string& host, int 
                                    std::to_string(static_cast<int>(timeout)) + " s (" + last + ")"};
 }
 
-/// Opens the scheduler to the network: CAF publishes it on loopback only, and the gate
-/// (actors/gate.hpp) listens on `bind`:`o.port` and relays to it. Null (after printing why)
-/// when either fails.
+/// Opens the scheduler to the network: the gate (actors/gate.hpp) listens on `bind`:`o.port`
+/// and hands each admitted peer to CAF over a socketpair. Null (after printing why) when it
+/// cannot listen.
 std::unique_ptr<gate> open_scheduler(caf::actor_system& sys, const caf::actor& sched,
                                      const run_settings& o, const std::string& bind,
                                      std::size_t nodes) {
-  auto caf_port = sys.middleman().publish(sched, 0, "127.0.0.1", true);
-  if (!caf_port) {
-    std::cerr << "tessera: cannot publish the scheduler: " << sys.render(caf_port.error()) << '\n';
-    return nullptr;
-  }
   gate_limits limits;
   limits.max_message = o.max_message;
   limits.max_connections = static_cast<int>(2 * nodes + 16);
   // CAF's own heartbeats keep a live connection busy: idle means the peer stopped for longer
   // than any loss bound.
   limits.idle_timeout = liveness_for(o.heartbeat_timeout, o.heartbeat_ceiling).ceiling + 5;
-  auto g = gate::open(bind, o.port, *caf_port, sys.node(), limits);
+  auto g = gate::open(bind, o.port, caf_upstream(sys, sched), sys.node(), limits);
   if (!g) {
     std::cerr << "tessera: " << g.err().message << '\n';
     return nullptr;

@@ -1,23 +1,31 @@
 // The gate (actors/gate.hpp): its frame rules as a plain function, and its bounds on real
 // loopback sockets (an oversized frame, too many connections, a silent peer), relaying to a
-// stand-in for CAF's middleman that records what reaches it.
+// stand-in for CAF's middleman that records what reaches it; and a real CAF behind it.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <caf/all.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/io/all.hpp>
 #include <caf/io/basp/header.hpp>
 
 #include "actors/gate.hpp"
@@ -71,54 +79,53 @@ std::string verdict(const std::vector<std::uint8_t>& f, caf::node_id& peer,
                        [&](const caf::node_id& id) { return other_conn && id == other_conn; });
 }
 
-/// A stand-in for CAF's middleman: accepts on loopback, greets each connection with "hi",
+/// A stand-in for CAF's middleman: takes the gate's socketpair ends, greets each with "hi",
 /// records every byte it receives.
 struct recorder {
-  int fd = -1;
-  int port = 0;
   std::atomic<bool> stop{false};
-  std::mutex mu;
+  std::mutex mu;  // guards received and conns (the gate's thread adds to conns)
   std::string received;
-  std::thread worker;
   std::vector<int> conns;
+  std::thread worker;
 
   recorder() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
     worker = std::thread([this] { loop(); });
   }
   ~recorder() {
     stop = true;
     worker.join();
     for (int c : conns) ::close(c);
-    ::close(fd);
+  }
+  /// What the gate calls with its end for CAF.
+  upstream_fn take() {
+    return [this](int fd) {
+      (void)!::write(fd, "hi", 2);
+      std::lock_guard<std::mutex> lock(mu);
+      conns.push_back(fd);
+      return true;
+    };
   }
   void loop() {
     while (!stop) {
-      std::vector<pollfd> fds{{fd, POLLIN, 0}};
-      for (int c : conns) fds.push_back({c, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
-      if (fds[0].revents & POLLIN) {
-        const int c = ::accept(fd, nullptr, nullptr);
-        if (c >= 0) {
-          conns.push_back(c);
-          (void)!::write(c, "hi", 2);
-        }
+      std::vector<pollfd> fds;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int c : conns) fds.push_back({c, POLLIN, 0});
       }
-      for (std::size_t i = 1; i < fds.size(); ++i)
-        if (fds[i].revents & POLLIN) {
+      if (fds.empty() || ::poll(fds.data(), fds.size(), 20) <= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      for (auto& p : fds)
+        if (p.revents & POLLIN) {
           char buf[4096];
-          const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+          const ssize_t n = ::read(p.fd, buf, sizeof buf);
+          std::lock_guard<std::mutex> lock(mu);
           if (n > 0) {
-            std::lock_guard<std::mutex> lock(mu);
             received.append(buf, static_cast<std::size_t>(n));
+          } else {  // the gate closed its end
+            ::close(p.fd);
+            conns.erase(std::find(conns.begin(), conns.end(), p.fd));
           }
         }
     }
@@ -229,7 +236,7 @@ TEST_CASE("gate: relays frames both ways, and an oversized frame closes its conn
   recorder up;
   gate_limits lim;
   lim.max_message = 1024;
-  auto g = gate::open("127.0.0.1", 0, up.port, node(1, 1), lim);
+  auto g = gate::open("127.0.0.1", 0, up.take(), node(1, 1), lim);
   REQUIRE(g);
   const int c = dial((*g)->port());
   bool closed = false;
@@ -258,7 +265,7 @@ TEST_CASE("gate: connections beyond the cap are closed, silent ones time out", "
   gate_limits lim;
   lim.max_connections = 2;
   lim.idle_timeout = 0.4;
-  auto g = gate::open("127.0.0.1", 0, up.port, node(1, 1), lim);
+  auto g = gate::open("127.0.0.1", 0, up.take(), node(1, 1), lim);
   REQUIRE(g);
   std::vector<int> fds;
   for (int i = 0; i < 3; ++i) fds.push_back(dial((*g)->port()));
@@ -278,7 +285,7 @@ TEST_CASE("gate: connections beyond the cap are closed, silent ones time out", "
 
 TEST_CASE("gate: a second connection naming a connected node is closed", "[actors][gate]") {
   recorder up;
-  auto g = gate::open("127.0.0.1", 0, up.port, node(1, 1));
+  auto g = gate::open("127.0.0.1", 0, up.take(), node(1, 1));
   REQUIRE(g);
   const auto hs = frame(message_type::client_handshake, nodes_payload({node(2, 2)}));
   const int first = dial((*g)->port());
@@ -297,10 +304,96 @@ TEST_CASE("gate: a second connection naming a connected node is closed", "[actor
 }
 
 TEST_CASE("gate: an address it cannot listen on is an error naming it", "[actors][gate]") {
-  auto bad = gate::open("not-an-address", 0, 1, node(1, 1));
+  auto bad = gate::open(
+      "not-an-address", 0,
+      [](int fd) {
+        ::close(fd);
+        return false;
+      },
+      node(1, 1));
   REQUIRE_FALSE(bad);
   CHECK_THAT(bad.err().message, Catch::Contains("not-an-address"));
-  auto unroutable = gate::open("192.0.2.1", 0, 1, node(1, 1));  // TEST-NET-1, not ours
+  auto unroutable = gate::open(
+      "192.0.2.1", 0,
+      [](int fd) {
+        ::close(fd);
+        return false;
+      },
+      node(1, 1));  // TEST-NET-1, not ours
   REQUIRE_FALSE(unroutable);
   CHECK_THAT(unroutable.err().message, Catch::Contains("192.0.2.1"));
+}
+
+namespace {
+
+/// Listening TCP sockets (IPv4 and IPv6) this process holds.
+int listening_sockets_held() {
+  std::set<std::string> mine;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
+  }
+  int n = 0;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // column names
+    while (std::getline(in, line)) {
+      std::istringstream row(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      row >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (st == "0A" && mine.count(inode)) ++n;  // 0A: LISTEN
+    }
+  }
+  return n;
+}
+
+struct gate_test_config : caf::actor_system_config {
+  gate_test_config() { load<caf::io::middleman>(); }
+};
+
+/// A child process that reaches `whom` through the gate on `port` (read from `port_pipe`)
+/// and asks it to add 2 and 3: exits 0 when the answer is 5.
+[[noreturn]] void remote_asker(int port_pipe) {
+  int port = 0;
+  if (::read(port_pipe, &port, sizeof port) != sizeof port) ::_exit(3);
+  gate_test_config cfg;
+  caf::actor_system sys{cfg};
+  auto remote = sys.middleman().remote_actor("127.0.0.1", static_cast<std::uint16_t>(port));
+  if (!remote) ::_exit(4);
+  caf::scoped_actor self{sys};
+  int answer = 0;
+  self->request(*remote, std::chrono::seconds(10), 2, 3)
+      .receive([&](int sum) { answer = sum; }, [](caf::error&) {});
+  ::_exit(answer == 5 ? 0 : 5);
+}
+
+}  // namespace
+
+TEST_CASE("gate: CAF is reached through the gate alone, listening on no socket of its own",
+          "[actors][gate]") {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();  // before this process starts CAF's threads
+  REQUIRE(child >= 0);
+  if (child == 0) remote_asker(pipe_fds[0]);
+  ::close(pipe_fds[0]);
+  gate_test_config cfg;
+  caf::actor_system sys{cfg};
+  auto adder = sys.spawn([]() -> caf::behavior { return {[](int a, int b) { return a + b; }}; });
+  auto g = gate::open("127.0.0.1", 0, caf_upstream(sys, adder), sys.node());
+  REQUIRE(g);
+  // The gate's is the only listener here (CAF's publish would have added one on loopback).
+  CHECK(listening_sockets_held() == 1);
+  const int port = (*g)->port();
+  REQUIRE(::write(pipe_fds[1], &port, sizeof port) == sizeof port);
+  ::close(pipe_fds[1]);
+  int status = -1;
+  CHECK(eventually([&] { return ::waitpid(child, &status, WNOHANG) == child; }, 30));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK((*g)->stats().accepted == 1);
+  CHECK((*g)->stats().frames >= 2);  // the client handshake and the request at least
+  caf::anon_send_exit(adder, caf::exit_reason::user_shutdown);
 }
