@@ -263,12 +263,23 @@ bool on_path(const std::string& name) {
   return false;
 }
 
+/// Open MPI's network for a run whose ranks all live on this host: no TCP transport between
+/// ranks (shared memory only: the TCP BTL listens on every address of the host), and the
+/// launcher's own out-of-band channel on loopback, IPv4 only. Open MPI 4.1 binds that channel's
+/// listener to the wildcard address whatever it is told (its interfaces only choose what it
+/// advertises), so one such listener in mpirun remains: docs/design.md, "What listens".
+const std::vector<std::pair<std::string, std::string>> local_mpi_network{
+    {"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}, {"oob_tcp_disable_ipv6_family", "1"}};
+
 /// A --local run under mpirun on this host (`tessera mpirun`: recovery on, the run's own exit
 /// code): this binary again with `prefix` and the same arguments less --local and --launcher,
 /// one rank per node. Open MPI refuses root unless told; a local run as root is told here.
 int local_under_mpirun(const std::vector<std::string>& args, const std::vector<std::string>& prefix,
                        int n) {
-  std::vector<std::string> argv{"-np", std::to_string(n), "--oversubscribe", "--", self_exe()};
+  std::vector<std::string> argv{"-np", std::to_string(n), "--oversubscribe"};
+  for (const auto& [name, value] : local_mpi_network)
+    argv.insert(argv.end(), {"--mca", name, value});
+  argv.insert(argv.end(), {"--", self_exe()});
   argv.insert(argv.end(), prefix.begin(), prefix.end());
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--local" || args[i] == "--launcher") {

@@ -6,6 +6,7 @@
 // test hooks (tests/tessera_faulty.cpp).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -253,6 +254,54 @@ TEST_CASE("a local run (--local) starts the node processes itself", "[mpi][local
   const auto sum = load_json(dir.file("sum.json"));
   CHECK(sum["ok"].get<bool>());
   check_bitwise(sum);
+}
+
+TEST_CASE("a --local run under mpirun: the gate alone listens in tessera's processes",
+          "[mpi][local][listen]") {
+  scratch_dir dir("local_listen");
+  const auto cl = dir.write("cluster.toml", cluster_toml({1.0, 1.0, 1.0}));
+  const auto jobs = dir.write("jobs.toml", jobs_toml(3, 400, 0.01));
+  background run(std::string(TESSERA_BINARY) + " run --local 3 --launcher mpirun --cluster " + cl +
+                     " --jobs " + jobs + " --round-length 0.3 --verbose",
+                 dir.file("run.out"));
+  const auto port = run.await("scheduler listening on 127\\.0\\.0\\.1:([0-9]+)", 30);
+  REQUIRE_FALSE(port.empty());
+  // Every process of the run has the cluster file's path on its command line (mpirun too).
+  auto pids = run_shell("pgrep -f -- '" + cl + "'");
+  std::istringstream lines(pids.out);
+  std::string line;
+  int ranks = 0, launchers = 0;
+  std::vector<int> rank_ports;  // every listener of a tessera process
+  while (std::getline(lines, line)) {
+    const pid_t pid = std::stoi(line);
+    std::ifstream cmd("/proc/" + line + "/cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), {});
+    std::replace(args.begin(), args.end(), '\0', ' ');
+    const auto held = listeners_of(pid);
+    if (args.rfind("mpirun ", 0) == 0) {
+      // Open MPI 4.1's launcher binds its out-of-band listener to the wildcard address
+      // whatever it is told; all else of it is loopback, and nothing on IPv6.
+      ++launchers;
+      int wide = 0;
+      for (const auto& l : held) {
+        CHECK_FALSE(l.v6);
+        if (!l.loopback()) ++wide;
+      }
+      CHECK(wide <= 1);
+    } else if (args.rfind(TESSERA_BINARY, 0) == 0) {
+      if (args.find("--local") == std::string::npos) ++ranks;  // else the command waiting
+      for (const auto& l : held) {
+        CHECK(l.loopback());
+        rank_ports.push_back(l.port);
+      }
+    }
+  }
+  INFO(run.output());
+  CHECK(launchers == 1);
+  CHECK(ranks == 3);
+  // Only rank 0's gate: no TCP transport between the ranks, no CAF listener.
+  CHECK(rank_ports == std::vector<int>{std::stoi(port)});
+  CHECK(run.wait(120) == 0);
 }
 
 TEST_CASE("a job forked into 3 copies runs on every node and merges them each round",
