@@ -24,10 +24,12 @@
 #include "tests/support.hpp"
 
 using json = nlohmann::json;
+using tessera::test::background;
 using tessera::test::check_bitwise;
 using tessera::test::cluster_toml;
 using tessera::test::command_result;
 using tessera::test::jobs_toml;
+using tessera::test::listeners_of;
 using tessera::test::load_final;
 using tessera::test::load_json;
 using tessera::test::make_trainable;
