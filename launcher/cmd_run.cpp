@@ -265,11 +265,12 @@ bool on_path(const std::string& name) {
 
 /// Open MPI's network for a run whose ranks all live on this host: no TCP transport between
 /// ranks (shared memory only: the TCP BTL listens on every address of the host), and the
-/// launcher's own out-of-band channel on loopback, IPv4 only. Open MPI 4.1 binds that channel's
-/// listener to the wildcard address whatever it is told (its interfaces only choose what it
-/// advertises), so one such listener in mpirun remains: docs/design.md, "What listens".
+/// launcher's own out-of-band channel advertised on loopback. Open MPI 4.1 binds that
+/// channel's listeners (IPv4 and IPv6) to the wildcard address whatever it is told (traced with
+/// `strace -k`: orte_oob_tcp_start_listening), so those two in mpirun remain: docs/design.md,
+/// "What listens".
 const std::vector<std::pair<std::string, std::string>> local_mpi_network{
-    {"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}, {"oob_tcp_disable_ipv6_family", "1"}};
+    {"btl", "self,vader"}, {"oob_tcp_if_include", "lo"}};
 
 /// A --local run under mpirun on this host (`tessera mpirun`: recovery on, the run's own exit
 /// code): this binary again with `prefix` and the same arguments less --local and --launcher,
