@@ -4,7 +4,9 @@ each scenario of issue 32's probe against a fresh `serve --local 2 --launcher fo
 what the cluster did. Figures go to docs/benchmarks/service.md ("Under attack") with this
 command.
 
-Scenarios: a state directory another user owns (root only), 100,000 jobs in one submission,
+Scenarios: a local user speaking BASP to every port the scheduler's process listens on,
+a state directory another user owns (root only), 100,000 jobs in one submission and a
+shutdown while it is read,
 1,100 cache-busting polls, 300 slow connections without the token, a program holding 300
 connections to its node's lease socket, and a 2 MiB tmpfs state directory that fills mid-run
 (root only: it mounts one).
@@ -19,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -130,6 +133,54 @@ def foreign_state_dir(binary, d):
     return "exit %d: %s" % (r.returncode, why[0] if why else r.stderr.strip()[:200])
 
 
+def listening_ports(pid):
+    """The TCP ports process `pid` listens on (its descriptors matched in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with open("/proc/%d/net/%s" % (pid, table)) as f:
+            for row in list(f)[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and cols[9] in inodes:
+                    ports.add(int(cols[1].split(":")[1], 16))
+    return sorted(ports)
+
+
+def caf_port(binary, d):
+    """The probe that found CAF on loopback: three BASP headers announcing 4 GiB each, now
+    sent to every port the scheduler's process listens on (the API's, the gate's, and any
+    other)."""
+    s = Served(binary, d)
+    try:
+        time.sleep(2)
+        ports = listening_ports(s.proc.pid)
+        before = s.rss_mb()
+        header = bytes([0x02, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]) + bytes(23) + bytes([1])
+        for port in ports:
+            for _ in range(3):
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(header + bytes(16))  # 48 bytes, as the probe sent
+                    time.sleep(0.2)
+        time.sleep(2)
+        during = s.rss_mb()
+        _, nodes = s.call("GET", "/v1/cluster")
+        alive = json.loads(nodes).get("nodes_alive")
+        s.call("POST", "/v1/jobs", jobs_json(4))
+        took, ended = wait_ended(s, 4, 120)
+        return ("ports %s (API %s); scheduler RSS %.0f -> %.0f MB; nodes alive %s; "
+                "then 4 jobs submitted, %d ended in %.1f s"
+                % (ports, s.address.rsplit(":", 1)[1], before, during, alive, ended, took))
+    finally:
+        s.stop()
+
+
 def huge_submission(binary, d):
     s = Served(binary, d)
     try:
@@ -141,6 +192,32 @@ def huge_submission(binary, d):
         after, _ = s.call("GET", "/v1/cluster")
         return ("%d bytes: %d in %.2f s (%s); GET /v1/cluster then %d in %.3f s"
                 % (len(body), code, took, answer[:90], after, time.time() - t))
+    finally:
+        s.stop()
+
+
+def shutdown_during_huge(binary, d):
+    """100,000 jobs posted, and a shutdown asked for while the scheduler reads them."""
+    s = Served(binary, d)
+    try:
+        body = jobs_json(100000)
+        answers = {}
+
+        def post():
+            answers["submit"] = s.call("POST", "/v1/jobs", body, timeout=300)[0]
+
+        poster = threading.Thread(target=post)
+        t = time.time()
+        poster.start()
+        time.sleep(0.3)
+        answers["shutdown"] = s.call("POST", "/v1/shutdown", timeout=60)[0]
+        try:
+            code = s.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            code = None
+        poster.join(10)
+        return ("submission %s, shutdown %s; serve exited %s %.1f s after the submission began"
+                % (answers.get("submit"), answers.get("shutdown"), code, time.time() - t))
     finally:
         s.stop()
 
@@ -268,7 +345,8 @@ def full_disk(binary, d):
         subprocess.run(["umount", mnt])
 
 
-SCENARIOS = {"foreign-state-dir": foreign_state_dir, "huge-submission": huge_submission,
+SCENARIOS = {"caf-port": caf_port, "foreign-state-dir": foreign_state_dir,
+             "huge-submission": huge_submission, "shutdown-during-huge": shutdown_during_huge,
              "cache-busting": cache_busting, "slow-connections": slow_connections,
              "lease-daemon": lease_daemon, "full-disk": full_disk}
 
@@ -278,7 +356,6 @@ def main():
     ap.add_argument("--binary", default="build/tessera")
     ap.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), default=None)
     a = ap.parse_args()
-    print("caf-port: not probed here: CAF still listens on loopback (issue 32 item 2 is open)")
     for name, run in SCENARIOS.items():
         if a.only and name not in a.only:
             continue
