@@ -17,6 +17,7 @@
 #include "launcher/run_command.hpp"
 #include "launcher/run_report.hpp"
 #include "runtime/core/cluster_config.hpp"
+#include "runtime/core/slurm_cluster.hpp"
 #include "runtime/node/gpu/discovery.hpp"
 
 namespace po = boost::program_options;
@@ -355,6 +356,12 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
   all.add(internal);
   if (int rc = parse_options(args, all, d, serve ? serve_usage : usage, problems()); rc >= 0)
     return rc;
+  if (auto why = slurm_step_problem(env_value, actors::under_mpirun());
+      o.rank < 0 && !why.empty()) {
+    // Every task reads the same environment: one of them says why.
+    if (env_value("SLURM_PROCID").value_or("0") == "0") problems() << "tessera: " << why << '\n';
+    return exit_code::bad_input;
+  }
   if (auto st = finish_settings(o); !st) {
     problems() << "tessera: " << st.err().message << '\n';
     return exit_code_for(st.err());

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -73,6 +74,12 @@ result<cluster> load_cluster_arg(const std::string& file, const std::string& spe
     return error{error_kind::invalid_input, "give either --cluster or --cluster-spec, not both"};
   if (!spec.empty()) return parse_cluster_shorthand(spec, "--cluster-spec");
   return load_cluster(file.empty() ? std::string(TESSERA_CONFIG_DIR "/gavel_108.toml") : file);
+}
+
+std::optional<std::string> env_value(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
 }
 
 result<throughput_table> load_table_arg(const std::string& file) {

@@ -6,6 +6,7 @@
 
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ int parse_options(const std::vector<std::string>& args,
 /// Loads the cluster from --cluster (a TOML file) or --cluster-spec (the shorthand); the
 /// bundled Gavel cluster (config/gavel_108.toml) when neither is given.
 result<cluster> load_cluster_arg(const std::string& file, const std::string& spec);
+
+/// The value of environment variable `name`, nullopt when it is unset.
+std::optional<std::string> env_value(const std::string& name);
 
 /// Loads the throughput table from a file, or the bundled one when `file` is empty.
 result<throughput_table> load_table_arg(const std::string& file);

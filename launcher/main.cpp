@@ -19,6 +19,7 @@ const char* usage =
     "  sweep            simulate policies x rates x seeds in parallel (resumable), one CSV\n"
     "  plot             draw JCT vs rate, JCT CDFs, utilisation and Gantt charts (PNG, SVG)\n"
     "  trace generate   write a synthetic trace with Gavel's recipe\n"
+    "  cluster          write the cluster file of a Slurm allocation (from-slurm)\n"
     "  policies         list the registered policies and their options\n"
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
     "  node             join a running cluster as one of its nodes (--join HOST:PORT)\n"
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   if (cmd == "sweep") return cmd_sweep(rest);
   if (cmd == "plot") return cmd_plot(rest);
   if (cmd == "trace") return cmd_trace(rest);
+  if (cmd == "cluster") return cmd_cluster(rest);
   if (cmd == "policies") return cmd_policies(rest);
   if (cmd == "submit") return cmd_submit(rest);
   if (cmd == "status") return cmd_status(rest);
