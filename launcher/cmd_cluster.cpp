@@ -55,12 +55,11 @@ int cmd_cluster(const std::vector<std::string>& args) {
   d.add_options()("output,o", po::value(&out), "cluster file to write (default: stdout)")(
       "gpu-type", po::value(&defaults.gpu_type), "GPU type of nodes whose grant names none")(
       "gpus", po::value(&defaults.gpus), "GPUs of nodes Slurm granted none (a CPU partition)")(
-      "reference-type", po::value(&reference)->default_value("v100"),
-      "GPU type of speed 1")("throughputs", po::value(&table_file),
-                              "throughput table (default: bundled)")(
+      "reference-type", po::value(&reference)->default_value("v100"), "GPU type of speed 1")(
+      "throughputs", po::value(&table_file), "throughput table (default: bundled)")(
       "scontrol", po::value(&scontrol_file),
-      "read `scontrol show job -d` output from this file instead of running it")(
-      "help,h", "show this help");
+      "read `scontrol show job -d` output from this file instead of running it")("help,h",
+                                                                                 "show this help");
   try {
     po::variables_map vm;
     po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))

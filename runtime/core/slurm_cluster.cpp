@@ -164,12 +164,14 @@ result<slurm_allocation> read_slurm_allocation(
     if (g.type.empty()) g.type = defaults.gpu_type;
     if (g.count <= 0)
       return error{error_kind::invalid_input,
-                   "node " + n + ": Slurm granted it no GPUs (ask for --gres=gpu:TYPE:N or give "
-                                 "--gpus N)"};
+                   "node " + n +
+                       ": Slurm granted it no GPUs (ask for --gres=gpu:TYPE:N or give "
+                       "--gpus N)"};
     if (g.type.empty())
       return error{error_kind::invalid_input,
-                   "node " + n + ": its GPU grant names no type (--gres=gpu:TYPE:N, or give "
-                                 "--gpu-type T)"};
+                   "node " + n +
+                       ": its GPU grant names no type (--gres=gpu:TYPE:N, or give "
+                       "--gpu-type T)"};
     a.gpus.push_back(g);
   }
   return a;
@@ -206,8 +208,8 @@ std::string slurm_cluster_toml(const slurm_allocation& a, const throughput_table
                                const std::string& reference) {
   std::ostringstream out;
   out << "# Built by `tessera cluster from-slurm` from the allocation's " << a.nodes.size()
-      << " nodes: one server per node, GPUs as Slurm granted them, speeds relative to "
-      << reference << " from the throughput table (geometric mean over its job types).\n"
+      << " nodes: one server per node, GPUs as Slurm granted them, speeds relative to " << reference
+      << " from the throughput table (geometric mean over its job types).\n"
       << "[cluster]\nname = \"slurm\"\n";
   for (std::size_t i = 0; i < a.nodes.size(); ++i) {
     const auto speed = type_speed(table, a.gpus[i].type, reference);

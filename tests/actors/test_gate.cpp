@@ -381,7 +381,11 @@ TEST_CASE("gate: CAF is reached through the gate alone, listening on no socket o
   ::close(pipe_fds[0]);
   gate_test_config cfg;
   caf::actor_system sys{cfg};
-  auto adder = sys.spawn([]() -> caf::behavior { return {[](int a, int b) { return a + b; }}; });
+  // An argument, as in actors/scheduler_actor.cpp: CAF 0.17 spawning a function without
+  // arguments trips UBSan.
+  auto adder = sys.spawn(
+      [](int offset) -> caf::behavior { return {[=](int a, int b) { return a + b + offset; }}; },
+      0);
   auto g = gate::open("127.0.0.1", 0, caf_upstream(sys, adder), sys.node());
   REQUIRE(g);
   // The gate's is the only listener here (CAF's publish would have added one on loopback).

@@ -41,7 +41,8 @@ const char* scontrol_text =
 TEST_CASE("slurm host lists expand as Slurm writes them", "[slurm]") {
   CHECK(*expand_hostlist("n1") == strings{"n1"});
   CHECK(*expand_hostlist("n[1-3]") == strings{"n1", "n2", "n3"});
-  CHECK(*expand_hostlist("gpu[01-03,7],cpu-a") == strings{"gpu01", "gpu02", "gpu03", "gpu7", "cpu-a"});
+  CHECK(*expand_hostlist("gpu[01-03,7],cpu-a") ==
+        strings{"gpu01", "gpu02", "gpu03", "gpu7", "cpu-a"});
   CHECK(*expand_hostlist("r[1-2]n[1-2]-ib") == strings{"r1n1-ib", "r1n2-ib", "r2n1-ib", "r2n2-ib"});
   CHECK(*expand_hostlist("node[098-101]") == strings{"node098", "node099", "node100", "node101"});
   for (const char* bad : {"", "n[1-3", "n[3-1]", "n[a-b]", "a,,b", "n[1-999999]"}) {
@@ -110,10 +111,11 @@ TEST_CASE("slurm GRES lines give each node its GPU type and count", "[slurm]") {
   CHECK(none->empty());
 }
 
-TEST_CASE("a slurm allocation: GPUs from the grant, else the defaults, else an error naming the fix",
-          "[slurm]") {
-  const auto env = env_of({{"SLURM_JOB_NODELIST", "gpu[01-02],t4-a"},
-                           {"SLURM_TASKS_PER_NODE", "1(x3)"}});
+TEST_CASE(
+    "a slurm allocation: GPUs from the grant, else the defaults, else an error naming the fix",
+    "[slurm]") {
+  const auto env =
+      env_of({{"SLURM_JOB_NODELIST", "gpu[01-02],t4-a"}, {"SLURM_TASKS_PER_NODE", "1(x3)"}});
   auto a = read_slurm_allocation(env, scontrol_text, {});
   REQUIRE(a);
   CHECK(a->nodes == strings{"gpu01", "gpu02", "t4-a"});
@@ -168,9 +170,9 @@ TEST_CASE("tessera cluster from-slurm writes the allocation's cluster file", "[s
   REQUIRE(cl);
   CHECK(cl->servers.size() == 3);
   CHECK(cl->servers[2].gpu_type == "t4");
-  auto outside = tessera::test::run_shell("env -u SLURM_JOB_NODELIST " +
-                                          tessera::test::tessera_binary() +
-                                          " cluster from-slurm --gpus 1 --gpu-type k80");
+  auto outside =
+      tessera::test::run_shell("env -u SLURM_JOB_NODELIST " + tessera::test::tessera_binary() +
+                               " cluster from-slurm --gpus 1 --gpu-type k80");
   CHECK(outside.code == 2);
   CHECK_THAT(outside.out, Catch::Contains("SLURM_JOB_NODELIST is not set"));
   CHECK(tessera::test::run_tessera("cluster --help").code == 0);
