@@ -13,7 +13,11 @@ pkgs=(cmake g++ make ninja-build ccache pkg-config
       clang-16 libfuzzer-16-dev    # clang-16 and libFuzzer: the fuzz targets (fuzz/)
       clang-format-14 clang-tidy-14   # scripts/check_format.sh (.clang-format), .clang-tidy
       chromium    # headless, for the dashboard's browser test (tests/dashboard)
-      stress-ng)  # scripts/test_under_load.sh: the suite beside a CPU hog
+      stress-ng   # scripts/test_under_load.sh: the suite beside a CPU hog
+      # A real Slurm for tests/slurm (started by the tests themselves). Not
+      # slurm-wlm-emulator: its slurmstepd, chosen by update-alternatives, numbers every
+      # node 0.
+      slurmctld slurmd slurm-client munge iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -152,7 +152,10 @@ result<slurm_allocation> read_slurm_allocation(
   auto hosts = expand_hostlist(*list);
   if (!hosts) return hosts.err();
   a.nodes = std::move(*hosts);
-  auto tasks = expand_tasks_per_node(env("SLURM_TASKS_PER_NODE").value_or("1"), a.nodes.size());
+  // Unset (an allocation without a task layout): one task per node.
+  auto tasks = expand_tasks_per_node(
+      env("SLURM_TASKS_PER_NODE").value_or("1(x" + std::to_string(a.nodes.size()) + ")"),
+      a.nodes.size());
   if (!tasks) return tasks.err();
   a.tasks_per_node = std::move(*tasks);
   auto grants = parse_job_gres(scontrol_text);
@@ -185,8 +188,8 @@ std::string slurm_step_problem(
   if (!n || *n <= 1) return "";
   return "Slurm started " + std::to_string(*n) +
          " tasks of this step, but MPI sees each as a world of one, so every task would be "
-         "rank 0: srun needs a PMI plugin. Run `srun --mpi=pmix` (or --mpi=pmi2; `srun "
-         "--mpi=list` shows this Slurm's), or mpirun inside the allocation";
+         "rank 0: srun needs a PMI plugin. Run `srun --mpi=pmix` (Debian's Open MPI reads "
+         "PMIx, not PMI-2), or mpirun inside the allocation";
 }
 
 std::optional<double> type_speed(const throughput_table& table, const std::string& gpu_type,

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Under a real Slurm (tests/slurm/slurm_cluster.sh: 3 nodes on this host): an sbatch batch run
+# whose script builds the cluster file from the allocation (`tessera cluster from-slurm`) and
+# starts the ranks with `srun --mpi=pmix` finishes every job with the same steps, loss and
+# accuracy, to the last bit, as `tessera run --local 3` on that cluster file; srun without a
+# PMI plugin is refused with one message naming the fix. Exit 77 (skipped, with the reason)
+# where Slurm cannot start here.
+#   usage: test_slurm_batch.sh TESSERA_BINARY
+set -u
+bin=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/tessera-slurm-XXXXXX)
+cluster="$work/slurm"
+cleanup() { bash "$here/slurm_cluster.sh" down "$cluster"; rm -rf "$work"; }
+trap cleanup EXIT
+up=$(bash "$here/slurm_cluster.sh" up "$cluster" 3); rc=$?
+echo "$up"
+[ $rc -eq 0 ] || exit $rc
+eval "$up"   # SLURM_CONF
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fail() { echo "FAILED: $*"; exit 1; }
+
+cat > "$work/jobs.toml" <<JOBS
+[[job]]
+kind = "mlp"
+total_steps = 60
+step_time = 0.01
+[[job]]
+kind = "softmax_regression"
+total_steps = 80
+step_time = 0.01
+[[job]]
+kind = "mlp"
+total_steps = 40
+step_time = 0.01
+JOBS
+cat > "$work/batch.sh" <<BATCH
+#!/bin/bash
+#SBATCH --nodes=3 --ntasks-per-node=1 --output=$work/batch.out
+set -e
+$bin cluster from-slurm --gpus 1 --gpu-type v100 -o $work/cluster.toml
+srun --mpi=pmix $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml \\
+  --round-length 0.3 --checkpoint-dir $work/ckpt --json $work/slurm.json
+BATCH
+start=$(date +%s%N)
+sbatch --wait "$work/batch.sh" || { cat "$work/batch.out"; fail "the sbatch job failed"; }
+echo "sbatch to the end of the batch run: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+cat "$work/batch.out"
+grep -q 'name = "n3"' "$work/cluster.toml" || fail "cluster.toml lacks node n3"
+"$bin" run --local 3 --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" --round-length 0.3 \
+  --checkpoint-dir "$work/ckpt-local" --json "$work/local.json" >"$work/local.out" 2>&1 ||
+  { cat "$work/local.out"; fail "the --local run failed"; }
+python3 - "$work/slurm.json" "$work/local.json" <<'PY' || fail "the runs differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["ok"] and b["ok"], "a run not ok"
+ja = {j["id"]: j for j in a["jobs"]}
+jb = {j["id"]: j for j in b["jobs"]}
+assert ja.keys() == jb.keys(), (ja.keys(), jb.keys())
+for k in ja:
+    for f in ("finished", "steps", "loss", "accuracy"):
+        assert ja[k][f] == jb[k][f], (k, f, ja[k][f], jb[k][f])
+print("slurm and --local: %d jobs, steps, loss and accuracy equal" % len(ja))
+PY
+# srun without a PMI plugin: every task exits 2, one message.
+out=$(srun -N3 -n3 --mpi=none "$bin" run --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" 2>&1)
+echo "$out"
+[ "$(echo "$out" | grep -c 'srun --mpi=pmix')" = 1 ] || fail "the guard's message not said once"
+[ "$(echo "$out" | grep -c 'Exited with exit code 2')" = 3 ] || fail "not every task exited 2"
+echo "ok"
