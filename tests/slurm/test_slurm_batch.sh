@@ -37,15 +37,22 @@ JOBS
 cat > "$work/batch.sh" <<BATCH
 #!/bin/bash
 #SBATCH --nodes=3 --ntasks-per-node=1 --output=$work/batch.out
-set -e
+set -eo pipefail
+echo "\$(date +%s%N) script starts"
 $bin cluster from-slurm --gpus 1 --gpu-type v100 -o $work/cluster.toml
-srun --mpi=pmix $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml \\
-  --round-length 0.3 --checkpoint-dir $work/ckpt --json $work/slurm.json
+# Each line of the run stamped with the time it was read (ns), for the figures below.
+srun --mpi=pmix $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml --verbose \\
+  --round-length 0.3 --checkpoint-dir $work/ckpt --json $work/slurm.json 2>&1 |
+  while IFS= read -r line; do echo "\$(date +%s%N) \$line"; done
 BATCH
 start=$(date +%s%N)
 sbatch --wait "$work/batch.sh" || { cat "$work/batch.out"; fail "the sbatch job failed"; }
-echo "sbatch to the end of the batch run: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 cat "$work/batch.out"
+ms() { echo $(( ($1 - start) / 1000000 )); }
+script=$(awk '/script starts/ {print $1; exit}' "$work/batch.out")
+round=$(awk '/ round 0 at / {print $1; exit}' "$work/batch.out")
+[ -n "$script" ] && [ -n "$round" ] || fail "no time stamps in the batch output"
+echo "figures: sbatch to the batch script $(ms "$script") ms, to the first round $(ms "$round") ms"
 grep -q 'name = "n3"' "$work/cluster.toml" || fail "cluster.toml lacks node n3"
 "$bin" run --local 3 --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" --round-length 0.3 \
   --checkpoint-dir "$work/ckpt-local" --json "$work/local.json" >"$work/local.out" 2>&1 ||
