@@ -81,7 +81,8 @@ SlurmdPort=6818
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/sock
+# cred_expire: Slurm holds a requeued job this long before it may start again (default 120 s).
+AuthInfo=socket=$dir/munge/sock,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool-%n
@@ -98,6 +99,9 @@ JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
+# Scheduling passes every second (defaults: 60 s main, 30 s backfill), so a requeued job starts
+# as soon as its hold ends.
+SchedulerParameters=sched_interval=1,bf_interval=1
 ReturnToService=2
 MailProg=/bin/true
 KillWait=10

@@ -1,0 +1,131 @@
+#!/bin/bash
+# Under a real Slurm (tests/slurm/slurm_cluster.sh: 3 nodes on this host): examples/slurm/
+# serve.sbatch as it is, jobs submitted through the API, then `scontrol requeue` mid-run (what
+# Slurm's preemption with PreemptMode=REQUEUE does: SIGTERM to every task, KillWait, SIGKILL,
+# the job queued again). Asserts: every task exits 0 within the grace time (the nodes drain,
+# the scheduler stops after its round), the requeued job resumes from the journal, and every
+# job finishes once, with loss and accuracy equal to the last bit to an uninterrupted
+# `tessera run --local 3`; then the time-limit warning (USR1 to the batch shell) drains the
+# cluster and the job completes with exit 0. Prints the figures of docs/slurm.md. Exit 77 where Slurm cannot
+# start here.
+#   usage: test_slurm_requeue.sh TESSERA_BINARY
+set -u
+bin=$1
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+work=$(mktemp -d /tmp/tessera-requeue-XXXXXX)
+cluster="$work/slurm"
+cleanup() {
+  [ -n "${job:-}" ] && scancel "$job" 2>/dev/null
+  bash "$here/slurm_cluster.sh" down "$cluster"; rm -rf "$work"
+}
+trap cleanup EXIT
+up=$(bash "$here/slurm_cluster.sh" up "$cluster" 3); rc=$?
+echo "$up"
+[ $rc -eq 0 ] || exit $rc
+eval "$up"   # SLURM_CONF
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tag=$(cat "$cluster/tag")
+fail() { echo "FAILED: $*"; [ -f "$work/serve.out" ] && tail -n 40 "$work/serve.out"; exit 1; }
+now() { date +%s%N; }
+ms() { echo $(( ($2 - $1) / 1000000 )); }
+# The API listens on rank 0's node (n1): clients run in its network namespace.
+on_n1() { nsenter --net="/run/netns/tsl${tag}n1" "$@"; }
+status_json() { on_n1 "$bin" status --json --state-dir "$work/state" 2>/dev/null; }
+# Prints "<jobs> <finished> <total steps>" from the status.
+progress() {
+  status_json | python3 -c '
+import json, sys
+try:
+    jobs = json.load(sys.stdin)["jobs"]
+except Exception:
+    print("0 0 0"); sys.exit()
+print(len(jobs), sum(1 for j in jobs if j["state"] == "finished"), sum(j["steps"] for j in jobs))'
+}
+job_state() { squeue -h -j "$job" -o %T 2>/dev/null; }
+
+cat > "$work/jobs.toml" <<JOBS
+[[job]]
+kind = "mlp"
+total_steps = 400
+step_time = 0.02
+[[job]]
+kind = "softmax_regression"
+total_steps = 500
+step_time = 0.02
+[[job]]
+kind = "mlp"
+total_steps = 300
+step_time = 0.02
+JOBS
+job=$(cd "$repo" && TESSERA="$bin" STATE="$work/state" LISTEN=127.0.0.1:0 \
+      SERVE_ARGS="--round-length 1" sbatch --parsable --output="$work/serve.out" \
+      examples/slurm/serve.sbatch) || fail "sbatch refused the script"
+for i in $(seq 1 300); do [ -s "$work/state/address" ] && break; sleep 0.1; done
+[ -s "$work/state/address" ] || fail "serve did not write its address"
+on_n1 "$bin" submit "$work/jobs.toml" --state-dir "$work/state" >/dev/null || fail "submit failed"
+# Preempt once the jobs are under way, before any has finished.
+for i in $(seq 1 300); do
+  read -r n done steps < <(progress)
+  [ "$steps" -gt 100 ] && break
+  sleep 0.1
+done
+[ "$done" = 0 ] || fail "a job finished before the preemption ($done)"
+before=$steps
+t0=$(now)
+scontrol requeue "$job" || fail "scontrol requeue refused"
+# Every process of the first allocation gone (the serve processes carry the state dir).
+for i in $(seq 1 600); do pgrep -f -- "--state-dir $work/state" >/dev/null || break; sleep 0.05; done
+t1=$(now)
+pgrep -f -- "--state-dir $work/state" >/dev/null && fail "processes left 30 s after the requeue"
+# Slurm's own "CANCELLED ... DUE TO JOB REQUEUE" notices are expected; a task that exited
+# non-zero or was killed after the grace time is not.
+grep -E "Exited with exit code|task [0-9]+: (Killed|Terminated)" "$work/serve.out" &&
+  fail "a task did not exit 0 on the preemption"
+echo "figures: requeue (SIGTERM) to every process gone $(ms "$t0" "$t1") ms, $before steps done"
+# The job comes back (Slurm holds a requeued job for cred_expire, 10 s on the test cluster,
+# 120 s by default) and resumes from its journal.
+for i in $(seq 1 1200); do [ "$(job_state)" = RUNNING ] && break; sleep 0.05; done
+t_run=$(now)
+echo "figures: requeue to the job running again $(ms "$t0" "$t_run") ms"
+for i in $(seq 1 1200); do
+  read -r n done steps < <(progress)
+  [ "$steps" -gt "$before" ] && break
+  sleep 0.1
+done
+t2=$(now)
+[ "$steps" -gt "$before" ] || fail "no step after the requeue within 120 s"
+echo "figures: requeue to the first step again $(ms "$t0" "$t2") ms ($(ms "$t_run" "$t2") ms after it runs again)"
+grep -q "resumed 3 jobs" "$work/serve.out" || fail "the second run did not resume 3 jobs"
+for i in $(seq 1 1200); do
+  read -r n done steps < <(progress)
+  [ "$done" = 3 ] && break
+  sleep 0.1
+done
+[ "$n" = 3 ] && [ "$done" = 3 ] || fail "$done of $n jobs finished"
+status_json > "$work/status.json"
+# The time-limit warning (--signal=B:USR1@120 in the script) reaches the batch shell, which
+# passes it on as SIGTERM: the cluster drains and the job completes with exit 0.
+t3=$(now)
+scancel --batch --signal=USR1 "$job" || fail "scancel --signal=USR1 refused"
+for i in $(seq 1 600); do [ -z "$(job_state)" ] && break; sleep 0.05; done
+t4=$(now)
+[ -z "$(job_state)" ] || fail "the job still runs 30 s after USR1"
+scontrol show job "$job" | grep -q "JobState=COMPLETED .*" || fail "the job did not complete"
+scontrol show job "$job" | grep -q "ExitCode=0:0" || fail "the job's exit code is not 0"
+echo "figures: USR1 warning to the job completed $(ms "$t3" "$t4") ms"
+"$bin" run --local 3 --cluster "$work/state/cluster.toml" --jobs "$work/jobs.toml" \
+  --round-length 1 --checkpoint-dir "$work/ckpt-local" --json "$work/local.json" \
+  >"$work/local.out" 2>&1 || { cat "$work/local.out"; fail "the --local run failed"; }
+python3 - "$work/status.json" "$work/local.json" <<'PY' || fail "the runs differ"
+import json, sys
+served = json.load(open(sys.argv[1]))["jobs"]
+local = json.load(open(sys.argv[2]))["jobs"]
+assert len(served) == len(local) == 3, (len(served), len(local))
+for s, l in zip(sorted(served, key=lambda j: j["id"]), sorted(local, key=lambda j: j["id"])):
+    assert s["state"] == "finished", s
+    for f in ("steps", "loss", "accuracy"):
+        assert s[f] == l[f], (s["id"], f, s[f], l[f])
+print("requeued serve and --local: 3 jobs finished once, steps, loss and accuracy equal")
+PY
+echo ok
