@@ -3,7 +3,8 @@
 # whose script builds the cluster file from the allocation (`tessera cluster from-slurm`) and
 # starts the ranks with `srun --mpi=pmix` finishes every job with the same steps, loss and
 # accuracy, to the last bit, as `tessera run --local 3` on that cluster file; srun without a
-# PMI plugin is refused with one message naming the fix. Exit 77 (skipped, with the reason)
+# PMI plugin is refused with one message naming the fix; nodes that find other GPUs than the
+# allocation granted refuse to start. Exit 77 (skipped, with the reason)
 # where Slurm cannot start here.
 #   usage: test_slurm_batch.sh TESSERA_BINARY
 set -u
@@ -73,5 +74,13 @@ PY
 out=$(srun -N3 -n3 --mpi=none "$bin" run --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" 2>&1)
 echo "$out"
 [ "$(echo "$out" | grep -c 'srun --mpi=pmix')" = 1 ] || fail "the guard's message not said once"
+[ "$(echo "$out" | grep -c 'Exited with exit code 2')" = 3 ] || fail "not every task exited 2"
+# The grant checked against what each node finds: nodes that find 2 GPUs where the
+# allocation's cluster file says 1 refuse to start, naming the server and the file.
+out=$(srun -N3 -n3 --mpi=pmix env "TESSERA_GPU_DISCOVERY=fake:2*Tesla V100-SXM2-16GB" \
+      "$bin" run --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" 2>&1)
+echo "$out" | head -3
+echo "$out" | grep -q "server 'n1' declares 1 GPU of type v100, but its node found 2 GPUs" ||
+  fail "a node with other GPUs than its grant was not refused"
 [ "$(echo "$out" | grep -c 'Exited with exit code 2')" = 3 ] || fail "not every task exited 2"
 echo "ok"
