@@ -231,6 +231,18 @@ std::unique_ptr<gate> open_scheduler(caf::actor_system& sys, const caf::actor& s
   return std::move(*g);
 }
 
+/// Where joining nodes dial the gate, written to STATE_DIR/scheduler ("HOST:PORT") for a cluster
+/// that takes joins (a secret file): a second allocation's `tessera node --join "$(cat
+/// STATE_DIR/scheduler)"` needs nothing else. A failed write is said, not fatal.
+void note_scheduler_address(const run_settings& o, const std::string& bind, int port) {
+  if (o.state_dir.empty() || o.secret_file.empty()) return;
+  const std::string host = bind == "0.0.0.0" ? host_name() : bind;
+  if (auto w = write_file_atomically(o.state_dir + "/scheduler",
+                                     host + ":" + std::to_string(port) + "\n", 0644);
+      !w)
+    std::cerr << "tessera: " << w.err().message << '\n';
+}
+
 /// Set by SIGTERM or SIGINT in a served cluster's scheduler process: stop after the round.
 volatile std::sig_atomic_t stop_requested = 0;
 
@@ -461,6 +473,8 @@ int run_rank0(const run_settings& o, const run_inputs& in, const train::trainabl
   auto api = open_api(sys, sched, o, kinds, api_failed);
   if (api_failed) {
     listener->send(sched, stop_atom::value);  // the other nodes are started: end them cleanly
+  } else if (api) {
+    note_scheduler_address(o, bind, door->port());
   }
   auto node0 = make_node_config(o, in, 0, kinds, setup, key);
   node0.agg = agg;

@@ -105,7 +105,11 @@ mpi_start prepare_mpi_rank(const run_settings& s, const train::trainable_registr
     return st;
   }
   st.in = std::move(*in);
-  if (auto bad = check_size(s, st.in->cl, size, "mpirun -np " + std::to_string(size))) {
+  // With a secret file the servers past the world may join (tessera node --join), as under
+  // --local; without one every server needs a rank.
+  const bool joins = !s.secret_file.empty() && size <= static_cast<int>(st.in->cl.servers.size());
+  if (auto bad = check_size(s, st.in->cl, size, "mpirun -np " + std::to_string(size));
+      bad && !joins) {
     st.problem = *bad;
     return st;
   }

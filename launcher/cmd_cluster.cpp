@@ -35,12 +35,13 @@ std::string scontrol_job(const std::string& job_id) {
 
 int cmd_cluster(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: tessera cluster from-slurm [--output FILE] [--gpu-type T] [--gpus N]\n"
+      "usage: tessera cluster from-slurm [--output FILE] [--gpu-type T] [--gpus N] [--add N:T:G]\n"
       "Inside a Slurm allocation (sbatch, salloc), writes the cluster file of the nodes Slurm\n"
       "granted: one server per node of SLURM_JOB_NODELIST, named as Slurm names it, with the\n"
       "GPUs of its grant (the GRES lines of `scontrol show job -d`, e.g. gpu:a100:4) and a\n"
       "speed from the throughput table relative to --reference-type. --gpu-type and --gpus\n"
-      "fill in what the grant does not say. The file is checked as `tessera run` reads it.";
+      "fill in what the grant does not say; --add lists servers a second allocation's nodes\n"
+      "may join as. The file is checked as `tessera run` reads it.";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage << "\n";
     return args.empty() ? exit_code::bad_input : exit_code::ok;
@@ -50,6 +51,7 @@ int cmd_cluster(const std::vector<std::string>& args) {
     return exit_code::bad_input;
   }
   std::string out = "-", table_file, scontrol_file, reference;
+  std::vector<std::string> spares;
   slurm_defaults defaults;
   po::options_description d("tessera cluster from-slurm options");
   d.add_options()("output,o", po::value(&out), "cluster file to write (default: stdout)")(
@@ -57,6 +59,9 @@ int cmd_cluster(const std::vector<std::string>& args) {
       "gpus", po::value(&defaults.gpus), "GPUs of nodes Slurm granted none (a CPU partition)")(
       "reference-type", po::value(&reference)->default_value("v100"), "GPU type of speed 1")(
       "throughputs", po::value(&table_file), "throughput table (default: bundled)")(
+      "add", po::value(&spares)->composing(),
+      "NAME:TYPE:GPUS: a server outside the allocation, for a node that joins later (tessera "
+      "node --join); repeatable")(
       "scontrol", po::value(&scontrol_file),
       "read `scontrol show job -d` output from this file instead of running it")("help,h",
                                                                                  "show this help");
@@ -89,6 +94,8 @@ int cmd_cluster(const std::vector<std::string>& args) {
   }
   auto alloc = read_slurm_allocation(env_value, scontrol, defaults);
   if (!alloc) return report(alloc.err());
+  for (const auto& spec : spares)
+    if (auto st = add_spare(*alloc, spec); !st) return report(st.err());
   const std::string text = slurm_cluster_toml(*alloc, *table, reference);
   if (out == "-") {
     std::cout << text;

@@ -180,6 +180,24 @@ result<slurm_allocation> read_slurm_allocation(
   return a;
 }
 
+status add_spare(slurm_allocation& a, const std::string& spec) {
+  static const std::regex form(R"(([A-Za-z0-9_.-]+):([A-Za-z0-9_.-]+):(\d{1,4}))");
+  std::smatch m;
+  const auto bad = [&](const std::string& why) {
+    return error{error_kind::invalid_input, "--add '" + spec + "': " + why};
+  };
+  if (!std::regex_match(spec, m, form)) return bad("expected NAME:TYPE:GPUS, e.g. n4:a100:4");
+  const int gpus = std::stoi(m[3]);
+  if (gpus < 1 || gpus > 1024) return bad("GPUS must be 1 to 1024");
+  if (std::find(a.nodes.begin(), a.nodes.end(), m[1].str()) != a.nodes.end())
+    return bad("node " + m[1].str() + " is listed already");
+  a.nodes.push_back(m[1]);
+  a.tasks_per_node.push_back(0);
+  a.gpus.push_back({detail::to_lower(m[2].str()), gpus});
+  ++a.spare;
+  return {};
+}
+
 std::string slurm_step_problem(
     const std::function<std::optional<std::string>(const std::string&)>& env, bool under_mpi) {
   const auto tasks = env("SLURM_STEP_NUM_TASKS");
@@ -221,6 +239,8 @@ std::string slurm_cluster_toml(const slurm_allocation& a, const throughput_table
         << std::clamp(speed.value_or(1.0), 1e-3, 1e3);
     if (!speed) out << "  # the table does not know " << a.gpus[i].type;
     out << '\n';
+    if (i + a.spare >= a.nodes.size())
+      out << "# not in the allocation: a node joins as it (tessera node --join)\n";
   }
   return out.str();
 }

@@ -40,7 +40,13 @@ struct slurm_allocation {
   std::vector<std::string> nodes;
   std::vector<int> tasks_per_node;  ///< one per node
   std::vector<node_gpus> gpus;      ///< one per node
+  std::size_t spare = 0;  ///< the last `spare` nodes are not in the allocation (add_spare)
 };
+
+/// Adds a server the allocation does not hold, for a node that joins later (`tessera node
+/// --join`, e.g. from a second sbatch): `spec` is "NAME:TYPE:GPUS" ("n4:a100:4"). An error
+/// names the spec when it is malformed or names a node already listed.
+status add_spare(slurm_allocation& a, const std::string& spec);
 
 /// Fallbacks for what Slurm does not say.
 struct slurm_defaults {

@@ -198,3 +198,24 @@ TEST_CASE("srun without a PMI plugin: the step's tasks are refused, naming the f
   CHECK(other.code == 2);
   CHECK(other.out.empty());
 }
+
+TEST_CASE("spare servers for nodes that join later: parsed, refused when malformed or taken",
+          "[slurm]") {
+  slurm_allocation a{{"n1"}, {1}, {{"v100", 1}}};
+  REQUIRE(add_spare(a, "n4:A100:4"));
+  CHECK(a.nodes == strings{"n1", "n4"});
+  CHECK(a.gpus[1].type == "a100");
+  CHECK(a.gpus[1].count == 4);
+  CHECK(a.spare == 1);
+  for (const char* bad : {"n5", "n5:a100", "n5:a100:0", "n5:a100:x", "n1:v100:1", ":v100:1"}) {
+    INFO(bad);
+    auto st = add_spare(a, bad);
+    REQUIRE_FALSE(st);
+    CHECK_THAT(st.err().message, Catch::Contains(bad));
+  }
+  auto table = throughput_table::load_bundled();
+  REQUIRE(table);
+  const auto text = slurm_cluster_toml(a, *table, "v100");
+  CHECK_THAT(text, Catch::Contains("name = \"n4\"") &&
+                       Catch::Contains("not in the allocation: a node joins as it"));
+}
