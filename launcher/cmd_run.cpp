@@ -357,7 +357,7 @@ int run_command(const std::vector<std::string>& args, const train::trainable_reg
   if (int rc = parse_options(args, all, d, serve ? serve_usage : usage, problems()); rc >= 0)
     return rc;
   if (auto why = slurm_step_problem(env_value, actors::under_mpirun());
-      o.rank < 0 && !why.empty()) {
+      o.rank < 0 && o.join.empty() && !why.empty()) {  // joining nodes need no MPI
     // Every task reads the same environment: one of them says why.
     if (env_value("SLURM_PROCID").value_or("0") == "0") problems() << "tessera: " << why << '\n';
     return exit_code::bad_input;
