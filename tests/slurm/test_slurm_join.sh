@@ -70,7 +70,6 @@ done
 t1=$(now)
 [ "$state" = alive ] && [ "$parts" -gt 0 ] || fail "n4 did not join and get work (state $state)"
 echo "figures: second sbatch to its node holding work $(ms "$t0" "$t1") ms"
-grep -q "joined; it gets work from the next round" "$work/serve.out" || fail "no join line"
 # Its allocation ends: the node drains and leaves; the cluster goes on.
 scancel "$join_job"
 for i in $(seq 1 600); do
@@ -79,8 +78,7 @@ for i in $(seq 1 600); do
   sleep 0.1
 done
 [ "$state" = left ] || fail "n4 did not leave after its job was cancelled (state $state)"
-grep -q "node rank 3 (n4)\? *left the cluster (drained)\|left the cluster (drained)" "$work/serve.out" ||
-  fail "n4 was not drained"
+grep -q "left the cluster (drained)" "$work/serve.out" || fail "n4 was not drained"
 grep -E "Exited with exit code|task [0-9]+: (Killed|Terminated)" "$work/join.out" &&
   fail "the joined node did not exit 0"
 for i in $(seq 1 1200); do [ "$(finished)" = 4 ] && break; sleep 0.1; done
