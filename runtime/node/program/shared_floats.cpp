@@ -43,6 +43,16 @@ result<std::shared_ptr<shared_floats>> shared_floats::map(int fd, std::size_t co
     return refuse(fd, error_kind::invalid_input,
                   who + ": the memfd sent with 'average' holds " + std::to_string(st.st_size) +
                       " bytes, its sizes announce " + need);
+  // The node maps the memfd with MAP_POPULATE: pages the program never touched would be
+  // allocated by, and charged to, the node. A program may only hand over memory it holds
+  // itself (a sparse memfd of 200 GB costs its maker nothing), so that is the cap.
+  const auto held = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  if (held < count * sizeof(float))
+    return refuse(fd, error_kind::invalid_input,
+                  who + ": the memfd sent with 'average' has " + std::to_string(held) +
+                      " bytes in memory of the " + need +
+                      " it announces: write every value before sending it (the node does not "
+                      "allocate a program's memory for it)");
   float* data = nullptr;
   if (count > 0) {
     // MAP_POPULATE: the page tables in one go, not a fault per page as the reduction walks it.

@@ -5,7 +5,9 @@
 /// and reduces in place, so the buffers are never copied through the socket and have no size
 /// cap but memory. The node refuses a descriptor that could hurt it: one that is not a memfd
 /// sealed against shrinking (truncating a file mapped by another process would kill that
-/// process with SIGBUS on its next access), or one smaller than the values announced.
+/// process with SIGBUS on its next access), one smaller than the values announced, or one whose
+/// pages the program has not filled (a sparse memfd: mapping it would make the node allocate,
+/// and be charged for, memory the program never held; the per-program memory cap).
 
 #include <cstddef>
 #include <memory>
@@ -21,7 +23,8 @@ class shared_floats {
  public:
   /// Takes `fd` (closed on error too) and maps its first `count` float32 values. Errors
   /// (invalid_input) name `who` and the sizes: not a sealable memfd, not sealed against
-  /// shrinking, holding fewer bytes than `count` values need; io when it cannot be mapped.
+  /// shrinking, holding fewer bytes than `count` values need or fewer of them in memory; io
+  /// when it cannot be mapped.
   static result<std::shared_ptr<shared_floats>> map(int fd, std::size_t count,
                                                     const std::string& who);
   ~shared_floats();

@@ -101,6 +101,8 @@ TEST_CASE("shared floats: fewer values than the memfd holds, and none at all",
           "[lease][shared_floats]") {
   const int fd = make_sealed_memfd(10);
   REQUIRE(fd >= 0);
+  const std::vector<float> ten(10, 1.0f);
+  REQUIRE(::pwrite(fd, ten.data(), sizeof(float) * 10, 0) == sizeof(float) * 10);
   auto part = shared_floats::map(::dup(fd), 4, "test");
   REQUIRE(part);
   CHECK((*part)->size() == 4);
@@ -173,4 +175,31 @@ TEST_CASE("shared floats: descriptors the node refuses, each closed", "[lease][s
   CHECK(r.err().message.rfind("'average' of the program with pid 31: ", 0) == 0);
   for (const auto& w : why) CHECK(has(r.err().message, w));
   CHECK(closed(fd, ino));
+}
+
+TEST_CASE("shared floats: a sparse memfd is refused (the node allocates no program's memory)",
+          "[lease][shared_floats]") {
+  // 64 MiB announced, one page written: mapping it would make the node allocate the rest.
+  constexpr std::size_t n = 16u << 20;
+  const int fd = make_sealed_memfd(n);
+  REQUIRE(fd >= 0);
+  const float one = 1.0f;
+  REQUIRE(::pwrite(fd, &one, sizeof one, 0) == static_cast<ssize_t>(sizeof one));
+  const ino_t ino = inode_of(fd);
+  auto m = shared_floats::map(fd, n, "job 3 copy 1");
+  REQUIRE_FALSE(m);
+  CHECK_THAT(m.err().message, Catch::Contains("job 3 copy 1") &&
+                                  Catch::Contains("4096 bytes in memory") &&
+                                  Catch::Contains("write every value"));
+  CHECK(closed(fd, ino));
+  // The same size written in full maps.
+  const int full = make_sealed_memfd(n);
+  REQUIRE(full >= 0);
+  const std::vector<float> values(n, 2.0f);
+  REQUIRE(::pwrite(full, values.data(), n * sizeof(float), 0) ==
+          static_cast<ssize_t>(n * sizeof(float)));
+  auto ok = shared_floats::map(full, n, "job 3 copy 2");
+  INFO((ok ? std::string() : ok.err().message));
+  REQUIRE(ok);
+  CHECK((*ok)->data()[n - 1] == 2.0f);
 }
