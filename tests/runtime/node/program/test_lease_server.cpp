@@ -164,6 +164,9 @@ class program_buffer {
       void* p = ::mmap(nullptr, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
       REQUIRE(p != MAP_FAILED);
       data_ = static_cast<float*>(p);
+      // A program writes every value before it sends the buffer (the node refuses a sparse
+      // one): zeros until a test fills its own.
+      std::fill(data_, data_ + n, 0.0f);
     }
   }
   ~program_buffer() {

@@ -119,6 +119,8 @@ TEST_CASE("shared floats: fewer values than the memfd holds, and none at all",
   REQUIRE(grows >= 0);
   REQUIRE(::ftruncate(grows, 8) == 0);
   REQUIRE(::fcntl(grows, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+  const float pair[2] = {1.0f, 2.0f};
+  REQUIRE(::pwrite(grows, pair, sizeof pair, 0) == sizeof pair);
   auto two = shared_floats::map(grows, 2, "test");
   INFO((two ? std::string() : two.err().message));
   REQUIRE(two);
