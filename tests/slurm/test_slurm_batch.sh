@@ -1,11 +1,11 @@
 #!/bin/bash
 # Under a real Slurm (tests/slurm/slurm_cluster.sh: 3 nodes on this host): an sbatch batch run
 # whose script builds the cluster file from the allocation (`tessera cluster from-slurm`) and
-# starts the ranks with `srun --mpi=pmix` finishes every job with the same steps, loss and
-# accuracy, to the last bit, as `tessera run --local 3` on that cluster file; srun without a
-# PMI plugin is refused with one message naming the fix; nodes that find other GPUs than the
-# allocation granted refuse to start. Exit 77 (skipped, with the reason)
-# where Slurm cannot start here.
+# starts the ranks with `srun --mpi=pmix`, and another with mpirun inside the allocation, each
+# finish every job with the same steps, loss and accuracy, to the last bit, as `tessera run
+# --local 3` on that cluster file; srun without a PMI plugin is refused with one message naming
+# the fix; nodes that find other GPUs than the allocation granted refuse to start. Exit 77
+# (skipped, with the reason) where Slurm cannot start here.
 #   usage: test_slurm_batch.sh TESSERA_BINARY
 set -u
 bin=$1
@@ -69,6 +69,25 @@ for k in ja:
     for f in ("finished", "steps", "loss", "accuracy"):
         assert ja[k][f] == jb[k][f], (k, f, ja[k][f], jb[k][f])
 print("slurm and --local: %d jobs, steps, loss and accuracy equal" % len(ja))
+PY
+# mpirun inside the allocation (Open MPI starts its daemons through Slurm) gives the same.
+cat > "$work/mpirun.sh" <<BATCH
+#!/bin/bash
+#SBATCH --nodes=3 --ntasks-per-node=1 --output=$work/mpirun.out
+mpirun -np 3 --map-by node $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml \\
+  --round-length 0.3 --checkpoint-dir $work/ckpt-mpirun --json $work/mpirun.json
+BATCH
+sbatch --wait "$work/mpirun.sh" >/dev/null || { cat "$work/mpirun.out"; fail "mpirun in sbatch failed"; }
+python3 - "$work/mpirun.json" "$work/local.json" <<'PY' || fail "mpirun's run differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ja = {j["id"]: j for j in a["jobs"]}
+jb = {j["id"]: j for j in b["jobs"]}
+assert a["ok"] and ja.keys() == jb.keys()
+for k in ja:
+    for f in ("finished", "steps", "loss", "accuracy"):
+        assert ja[k][f] == jb[k][f], (k, f, ja[k][f], jb[k][f])
+print("mpirun in the allocation and --local: %d jobs equal" % len(ja))
 PY
 # srun without a PMI plugin: every task exits 2, one message.
 out=$(srun -N3 -n3 --mpi=none "$bin" run --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" 2>&1)
