@@ -13,11 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <set>
-#include <sstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -326,29 +322,6 @@ TEST_CASE("gate: an address it cannot listen on is an error naming it", "[actors
 
 namespace {
 
-/// Listening TCP sockets (IPv4 and IPv6) this process holds.
-int listening_sockets_held() {
-  std::set<std::string> mine;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
-  }
-  int n = 0;
-  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // column names
-    while (std::getline(in, line)) {
-      std::istringstream row(line);
-      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
-      row >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
-      if (st == "0A" && mine.count(inode)) ++n;  // 0A: LISTEN
-    }
-  }
-  return n;
-}
-
 struct gate_test_config : caf::actor_system_config {
   gate_test_config() { load<caf::io::middleman>(); }
 };
@@ -389,7 +362,7 @@ TEST_CASE("gate: CAF is reached through the gate alone, listening on no socket o
   auto g = gate::open("127.0.0.1", 0, caf_upstream(sys, adder), sys.node());
   REQUIRE(g);
   // The gate's is the only listener here (CAF's publish would have added one on loopback).
-  CHECK(listening_sockets_held() == 1);
+  CHECK(tessera::test::listeners_of(::getpid()).size() == 1);
   const int port = (*g)->port();
   REQUIRE(::write(pipe_fds[1], &port, sizeof port) == sizeof port);
   ::close(pipe_fds[1]);

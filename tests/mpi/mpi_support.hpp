@@ -8,9 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
-#include <set>
 #include <regex>
 #include <algorithm>
 #include <sstream>
@@ -204,43 +202,6 @@ inline double rss_mb(pid_t pid) {
   while (std::getline(f, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   return -1;
-}
-
-/// A listening TCP socket of a process.
-struct listener {
-  bool v6 = false;
-  std::string address;  ///< as /proc/net/tcp writes it (hex, network order in host words)
-  int port = 0;
-  bool loopback() const {
-    return v6 ? address == "00000000000000000000000001000000" : address.substr(6) == "7F";
-  }
-};
-
-/// The listening TCP sockets process `pid` holds (its descriptors matched against the
-/// socket tables of its network namespace).
-inline std::vector<listener> listeners_of(pid_t pid) {
-  const std::string proc = "/proc/" + std::to_string(pid);
-  std::set<std::string> inodes;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(proc + "/fd", ec)) {
-    auto target = std::filesystem::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
-  std::vector<listener> out;
-  for (const bool v6 : {false, true}) {
-    std::ifstream in(proc + (v6 ? "/net/tcp6" : "/net/tcp"));
-    std::string line;
-    std::getline(in, line);  // column names
-    while (std::getline(in, line)) {
-      std::istringstream row(line);
-      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
-      row >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
-      const auto colon = local.find(':');
-      if (st != "0A" || !inodes.count(inode) || colon == std::string::npos) continue;  // 0A: LISTEN
-      out.push_back({v6, local.substr(0, colon), std::stoi(local.substr(colon + 1), nullptr, 16)});
-    }
-  }
-  return out;
 }
 
 }  // namespace tessera::test

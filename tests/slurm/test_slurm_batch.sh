@@ -4,22 +4,14 @@
 # starts the ranks with `srun --mpi=pmix`, and another with mpirun inside the allocation, each
 # finish every job with the same steps, loss and accuracy, to the last bit, as `tessera run
 # --local 3` on that cluster file; srun without a PMI plugin is refused with one message naming
-# the fix; nodes that find other GPUs than the allocation granted refuse to start. Exit 77
-# (skipped, with the reason) where Slurm cannot start here.
+# the fix; nodes that find other GPUs than the allocation granted refuse to start.
+# Skipped (exit 77) only where slurm_cluster.sh cannot start its Slurm: not root, ip(8) or
+# Slurm not installed, or slurm-wlm-emulator's slurmstepd selected; it prints the reason first.
 #   usage: test_slurm_batch.sh TESSERA_BINARY
 set -u
-bin=$1
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/tessera-slurm-XXXXXX)
-cluster="$work/slurm"
-cleanup() { bash "$here/slurm_cluster.sh" down "$cluster"; rm -rf "$work"; }
-trap cleanup EXIT
-up=$(bash "$here/slurm_cluster.sh" up "$cluster" 3); rc=$?
-echo "$up"
-[ $rc -eq 0 ] || exit $rc
-eval "$up"   # SLURM_CONF
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fail() { echo "FAILED: $*"; exit 1; }
+source "$(dirname "$0")/slurm_test.sh"
+slurm_test_begin slurm 3
+fail_logs=(batch.out mpirun.out local.out)
 
 cat > "$work/jobs.toml" <<JOBS
 [[job]]
@@ -46,30 +38,19 @@ srun --mpi=pmix $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml --v
   --round-length 0.3 --checkpoint-dir $work/ckpt --json $work/slurm.json 2>&1 |
   while IFS= read -r line; do echo "\$(date +%s%N) \$line"; done
 BATCH
-start=$(date +%s%N)
-sbatch --wait "$work/batch.sh" || { cat "$work/batch.out"; fail "the sbatch job failed"; }
+start=$(now)
+sbatch --wait "$work/batch.sh" || fail "the sbatch job failed"
 cat "$work/batch.out"
-ms() { echo $(( ($1 - start) / 1000000 )); }
 script=$(awk '/script starts/ {print $1; exit}' "$work/batch.out")
 round=$(awk '/ round 0 at / {print $1; exit}' "$work/batch.out")
 [ -n "$script" ] && [ -n "$round" ] || fail "no time stamps in the batch output"
-echo "figures: sbatch to the batch script $(ms "$script") ms, to the first round $(ms "$round") ms"
+echo "figures: sbatch to the batch script $(ms "$start" "$script") ms, to the first round $(ms "$start" "$round") ms"
 grep -q 'name = "n3"' "$work/cluster.toml" || fail "cluster.toml lacks node n3"
 "$bin" run --local 3 --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" --round-length 0.3 \
   --checkpoint-dir "$work/ckpt-local" --json "$work/local.json" >"$work/local.out" 2>&1 ||
-  { cat "$work/local.out"; fail "the --local run failed"; }
-python3 - "$work/slurm.json" "$work/local.json" <<'PY' || fail "the runs differ"
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-assert a["ok"] and b["ok"], "a run not ok"
-ja = {j["id"]: j for j in a["jobs"]}
-jb = {j["id"]: j for j in b["jobs"]}
-assert ja.keys() == jb.keys(), (ja.keys(), jb.keys())
-for k in ja:
-    for f in ("finished", "steps", "loss", "accuracy"):
-        assert ja[k][f] == jb[k][f], (k, f, ja[k][f], jb[k][f])
-print("slurm and --local: %d jobs, steps, loss and accuracy equal" % len(ja))
-PY
+  fail "the --local run failed"
+same_results "$work/slurm.json" "$work/local.json" "srun --mpi=pmix and --local" ||
+  fail "the runs differ"
 # mpirun inside the allocation (Open MPI starts its daemons through Slurm) gives the same.
 cat > "$work/mpirun.sh" <<BATCH
 #!/bin/bash
@@ -77,18 +58,9 @@ cat > "$work/mpirun.sh" <<BATCH
 mpirun -np 3 --map-by node $bin run --cluster $work/cluster.toml --jobs $work/jobs.toml \\
   --round-length 0.3 --checkpoint-dir $work/ckpt-mpirun --json $work/mpirun.json
 BATCH
-sbatch --wait "$work/mpirun.sh" >/dev/null || { cat "$work/mpirun.out"; fail "mpirun in sbatch failed"; }
-python3 - "$work/mpirun.json" "$work/local.json" <<'PY' || fail "mpirun's run differs"
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-ja = {j["id"]: j for j in a["jobs"]}
-jb = {j["id"]: j for j in b["jobs"]}
-assert a["ok"] and ja.keys() == jb.keys()
-for k in ja:
-    for f in ("finished", "steps", "loss", "accuracy"):
-        assert ja[k][f] == jb[k][f], (k, f, ja[k][f], jb[k][f])
-print("mpirun in the allocation and --local: %d jobs equal" % len(ja))
-PY
+sbatch --wait "$work/mpirun.sh" >/dev/null || fail "mpirun in sbatch failed"
+same_results "$work/mpirun.json" "$work/local.json" "mpirun in the allocation and --local" ||
+  fail "mpirun's run differs"
 # srun without a PMI plugin: every task exits 2, one message.
 out=$(srun -N3 -n3 --mpi=none "$bin" run --cluster "$work/cluster.toml" --jobs "$work/jobs.toml" 2>&1)
 echo "$out"

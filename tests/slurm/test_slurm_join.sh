@@ -2,33 +2,14 @@
 # Under a real Slurm (tests/slurm/slurm_cluster.sh: 4 nodes on this host): a served cluster on
 # 3 of them (examples/slurm/serve.sbatch with SPARE="n4:v100:1"), then a second sbatch
 # (examples/slurm/join.sbatch on n4) whose node joins and gets work; cancelling that job drains
-# the node (it leaves, exit 0) and every job still finishes. Exit 77 where Slurm cannot start.
+# the node (it leaves, exit 0) and every job still finishes.
+# Skipped (exit 77) only where slurm_cluster.sh cannot start its Slurm: not root, ip(8) or
+# Slurm not installed, or slurm-wlm-emulator's slurmstepd selected; it prints the reason first.
 #   usage: test_slurm_join.sh TESSERA_BINARY
 set -u
-bin=$1
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-work=$(mktemp -d /tmp/tessera-join-XXXXXX)
-cluster="$work/slurm"
-cleanup() {
-  for j in ${serve_job:-} ${join_job:-}; do scancel "$j" 2>/dev/null; done
-  bash "$here/slurm_cluster.sh" down "$cluster"; rm -rf "$work"
-}
-trap cleanup EXIT
-up=$(bash "$here/slurm_cluster.sh" up "$cluster" 4); rc=$?
-echo "$up"
-[ $rc -eq 0 ] || exit $rc
-eval "$up"   # SLURM_CONF
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tag=$(cat "$cluster/tag")
-fail() {
-  echo "FAILED: $*"
-  for f in serve.out join.out; do [ -f "$work/$f" ] && { echo "== $f"; tail -n 30 "$work/$f"; }; done
-  exit 1
-}
-now() { date +%s%N; }
-ms() { echo $(( ($2 - $1) / 1000000 )); }
-on_n1() { nsenter --net="/run/netns/tsl${tag}n1" "$@"; }
+source "$(dirname "$0")/slurm_test.sh"
+slurm_test_begin join 4
+fail_logs=(serve.out join.out)
 # "<state> <assigned parts>" of node n4 in the cluster's view, "none 0" before it is listed.
 n4() {
   on_n1 "$bin" nodes --json --state-dir "$work/state" 2>/dev/null | python3 -c '
@@ -55,6 +36,7 @@ print(sum(1 for j in jobs if j["state"] == "finished"))'
 serve_job=$(cd "$repo" && TESSERA="$bin" STATE="$work/state" LISTEN=127.0.0.1:0 SPARE="n4:v100:1" \
             SERVE_ARGS="--round-length 1" sbatch --parsable -w "n[1-3]" \
             --output="$work/serve.out" examples/slurm/serve.sbatch) || fail "sbatch refused serve"
+slurm_jobs+=("$serve_job")
 for i in $(seq 1 600); do [ -s "$work/state/scheduler" ] && [ -s "$work/state/address" ] && break; sleep 0.1; done
 [ -s "$work/state/scheduler" ] || fail "serve wrote no scheduler address for joiners"
 grep -q 'name = "n4"' "$work/state/cluster.toml" || fail "the spare server is not in the cluster file"
@@ -62,6 +44,7 @@ on_n1 "$bin" submit "$work/jobs.toml" --state-dir "$work/state" >/dev/null || fa
 t0=$(now)
 join_job=$(cd "$repo" && TESSERA="$bin" STATE="$work/state" sbatch --parsable -w n4 \
            --output="$work/join.out" examples/slurm/join.sbatch) || fail "sbatch refused join"
+slurm_jobs+=("$join_job")
 for i in $(seq 1 600); do
   read -r state parts < <(n4)
   [ "$state" = alive ] && [ "$parts" -gt 0 ] && break
