@@ -86,7 +86,7 @@ TEST_CASE("a node's speed factor throttles its steps", "[actors][node]") {
     CHECK(slot.steps >= expect - 2 * tessera::test::time_scale());
     CHECK(wall <= 0.6 + 0.2 * tessera::test::time_scale());
     CHECK(slot.checkpointed);
-    CHECK(slot.ema_throughput == Approx(50.0 * speed).epsilon(0.2));
+    CHECK(slot.ema_throughput == Approx(50.0 * speed).epsilon(0.2 * tessera::test::time_scale()));
   }
 }
 
@@ -371,10 +371,14 @@ TEST_CASE("the two copies of a pair step at their speed shares side by side",
   INFO("steps " << a.steps << " and " << b.steps);
   CHECK(a.error.empty());
   CHECK(b.error.empty());
+  // Never faster than the share allows; a busy host loses steps to scheduling, more
+  // under a larger time scale (ASan, 2 cores shared with other tests).
+  const double slack = 2 * tessera::test::time_scale();
   CHECK(a.steps <= 24);
-  CHECK(a.steps >= 22);  // scheduling jitter on a loaded host
+  CHECK(a.steps >= 24 - slack);
   CHECK(b.steps <= 12);
-  CHECK(b.steps >= 10);
-  CHECK(static_cast<double>(a.steps) / static_cast<double>(b.steps) == Approx(2.0).epsilon(0.2));
-  CHECK(a.ema_throughput == Approx(50.0 * 0.8).epsilon(0.2));
+  CHECK(b.steps >= 12 - slack);
+  CHECK(static_cast<double>(a.steps) / static_cast<double>(b.steps) ==
+        Approx(2.0).epsilon(0.2 * tessera::test::time_scale()));
+  CHECK(a.ema_throughput == Approx(50.0 * 0.8).epsilon(0.2 * tessera::test::time_scale()));
 }

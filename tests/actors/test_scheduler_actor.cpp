@@ -356,7 +356,11 @@ TEST_CASE("policies see per-server rates, and a node's measurement replaces the 
   const auto& last = recorder->seen.back();
   REQUIRE(last.size() == 2);
   CHECK(last[0].source == throughput_source::server_table);
-  CHECK(last[0].steps_per_s == Approx(100).epsilon(0.3));
+  // A measurement, so not an exact figure: the node's throttle keeps a step at
+  // 10 ms or more (at most about 100 steps/s), and a loaded machine (CI runs this
+  // under ASan beside other tests: 64 steps/s was seen) makes it slower.
+  CHECK(last[0].steps_per_s > 5);
+  CHECK(last[0].steps_per_s <= Approx(100).epsilon(0.1));
   CHECK(last[0].steps_per_s != first[0].steps_per_s);
   CHECK(last[1].source == throughput_source::type_table);
 }
