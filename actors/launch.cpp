@@ -294,6 +294,7 @@ std::unique_ptr<service> open_api(caf::actor_system& sys, const caf::actor& sche
   if (!o.serve && o.listen.empty()) return nullptr;
   service_settings ss;
   ss.state_dir = o.state_dir;
+  ss.token_file = o.token_file;
   if (!o.listen.empty()) ss.listen = o.listen;
   ss.allow_hosts = o.allow_hosts;
   ss.known_kinds = kinds.kinds();
@@ -423,6 +424,11 @@ std::optional<std::string> check_size(const run_settings& o, const cluster& cl, 
 }
 
 std::optional<secret_key> run_secret(const run_settings& s) {
+  if (s.secret_exists) {  // an orchestrator's secret: every rule of a node's secret file
+    auto given = read_secret_file(s.secret_file);
+    if (!given) std::cerr << "tessera: --secret-from " << given.err().message << '\n';
+    return given ? std::optional<secret_key>(std::move(*given)) : std::nullopt;
+  }
   auto key = make_secret();
   if (!key) {
     std::cerr << "tessera: " << key.err().message << '\n';

@@ -82,6 +82,12 @@ struct run_settings {
   /// The cluster secret's file: the scheduler's process creates it (it must not exist) for
   /// joining nodes; a node process (`--local` child, `tessera node`) reads it. "" = none.
   std::string secret_file;
+  /// The scheduler's process reads `secret_file` (an existing secret: a Kubernetes Secret,
+  /// say) instead of making a new secret and creating the file (--secret-from).
+  bool secret_exists = false;
+  /// serve: the API token's file, read as it is (--token-file); "" = STATE_DIR/token, made
+  /// at the first start.
+  std::string token_file;
   std::string bind;  ///< address the scheduler listens on ("" = chosen, see above)
   int port = 0;      ///< port it listens on (0 = any free port)
   std::size_t max_message = 16u << 20;  ///< largest message a peer may send (bytes)

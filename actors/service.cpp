@@ -105,10 +105,16 @@ result<std::string> state_dir_token(const std::string& state_dir) {
   return to_hex(*key);
 }
 
+result<std::string> given_token(const std::string& token_file) {
+  auto key = read_secret_file(token_file);
+  if (!key) return error{key.err().kind, "--token-file " + key.err().message};
+  return to_hex(*key);
+}
+
 result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::actor scheduler,
                                                const service_settings& s) {
   if (auto st = prepare_state_dir(s.state_dir); !st) return st.err();
-  auto token = state_dir_token(s.state_dir);
+  auto token = s.token_file.empty() ? state_dir_token(s.state_dir) : given_token(s.token_file);
   if (!token) return token.err();
   auto where = http::parse_server_address(s.listen, true);
   if (!where) return error{error_kind::invalid_input, "--listen: " + where.err().message};
@@ -141,10 +147,11 @@ result<std::unique_ptr<service>> service::open(caf::actor_system& sys, caf::acto
   if (auto w = write_file_atomically(s.state_dir + "/address", address + "\n", 0644); !w)
     return w.err();
   // The token is never printed: logs are read by more people than the state directory.
+  const std::string token_path = s.token_file.empty() ? s.state_dir + "/token" : s.token_file;
   if (!s.quiet)
-    std::cerr << "tessera: control API on http://" << address << " (token in " << s.state_dir
-              << "/token)\ntessera: dashboard: http://" << address << "/#token=$(cat "
-              << s.state_dir << "/token)\n";
+    std::cerr << "tessera: control API on http://" << address << " (token in " << token_path
+              << ")\ntessera: dashboard: http://" << address << "/#token=$(cat " << token_path
+              << ")\n";
   if (!is_loopback_host(where->host))
     std::cerr << "tessera: warning: the control API listens on " << where->host
               << ", beyond this host: anyone who reaches it and holds the token can run "

@@ -29,6 +29,7 @@ namespace tessera::actors {
 /// What the service needs from the run's settings.
 struct service_settings {
   std::string state_dir;                 ///< see the file comment
+  std::string token_file;                ///< the token's file as given; "" = state_dir/token
   std::string listen = "127.0.0.1:0";    ///< HOST:PORT of the API (port 0: any free one)
   std::vector<std::string> known_kinds;  ///< trainable kinds submissions may name
   run_job_check check;                   ///< the trainables' checks of a job's config
@@ -62,6 +63,10 @@ class service {
 /// kept by the same rules as the cluster secret (actors/auth.hpp: written 0600, never through
 /// another's file); an error when others may read it or it holds no token.
 result<std::string> state_dir_token(const std::string& state_dir);
+
+/// The token in `token_file`, an existing file under the same rules (a Kubernetes Secret
+/// mounted with subPath, say); nothing is made.
+result<std::string> given_token(const std::string& token_file);
 
 /// Writes `text` to `path` with mode `mode` atomically, through no planted file or link: a
 /// new temporary file of an unguessable name beside it, then a rename over `path`.

@@ -1,6 +1,7 @@
 /// @file cmd_run.cpp
 /// `tessera run`: its command line, handed to the actor runtime (actors/run.hpp).
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -36,6 +37,7 @@ struct run_options {
   std::string scheduler;          ///< internal: host:port of that run's scheduler
   std::string join;               ///< --join host:port: this process is a node joining a cluster
   std::string server;             ///< --server: which server of the cluster file it is
+  std::string secret_from;        ///< --secret-from: the scheduler's secret, an existing file
 };
 
 const char* const usage =
@@ -99,6 +101,13 @@ void add_options(po::options_description& d, run_options& o) {
       "secret-file", po::value(&s.secret_file),
       "the cluster secret: the scheduler writes it to this new file (mode 0600) for nodes "
       "that join later; a joining node reads it")(
+      "secret-from", po::value(&o.secret_from),
+      "the cluster secret as it is: read from this existing file (64 hex digits, mode 0600 or "
+      "0400, owned by you; a Kubernetes Secret mounted with subPath) instead of made anew; "
+      "joining nodes read the same file with --secret-file")(
+      "token-file", po::value(&s.token_file),
+      "serve: the API token as it is, read from this existing file (the rules of "
+      "--secret-from) instead of STATE_DIR/token, which is made at the first start")(
       "bind", po::value(&s.bind),
       "address the scheduler listens on (default: loopback when every node runs on this host)")(
       "port", po::value(&s.port)->default_value(0), "port it listens on (0: any free port)")(
@@ -192,7 +201,21 @@ status finish_settings(run_options& o) {
   auto pa = parse_policy_args(o.policy_args);
   if (!pa) return pa.err();
   s.policy_args = std::move(*pa);
+  if (!o.secret_from.empty()) {
+    if (!s.secret_file.empty())
+      return error{error_kind::invalid_input,
+                   "--secret-from reads an existing secret, --secret-file makes a new one: give "
+                   "one of them"};
+    if (o.rank >= 0 || !o.join.empty())
+      return error{error_kind::invalid_input,
+                   "a joining node reads the cluster's secret with --secret-file"};
+    s.secret_file = o.secret_from;
+    s.secret_exists = true;
+  }
   if (o.rank >= 0 || !o.join.empty()) return {};  // a node uses its scheduler's directory
+  if (!s.token_file.empty() && !s.serve && s.listen.empty())
+    return error{error_kind::invalid_input,
+                 "--token-file is the control API's token: it goes with serve or --listen"};
   if (s.jobs_file.empty() && !s.serve)
     return error{error_kind::invalid_input, "the option '--jobs' is required but missing"};
   if (s.resume && !s.jobs_file.empty())
@@ -322,13 +345,17 @@ bool use_mpirun(const run_options& o, int n) {
 /// arguments less --local, told its rank and the scheduler's address.
 actors::node_command local_node_command(const std::vector<std::string>& args,
                                         const std::vector<std::string>& prefix) {
+  // The scheduler's own options with a value: a node is told its secret file below.
+  const std::vector<std::string> dropped = {"--local", "--secret-file", "--secret-from",
+                                            "--token-file"};
   std::vector<std::string> base = prefix;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--local" || args[i] == "--secret-file") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--local=", 0) == 0 || args[i].rfind("--secret-file=", 0) == 0) continue;
+    const bool named = std::find(dropped.begin(), dropped.end(), args[i]) != dropped.end();
+    const bool joined = std::any_of(dropped.begin(), dropped.end(), [&](const std::string& d) {
+      return args[i].rfind(d + "=", 0) == 0;
+    });
+    if (named) ++i;
+    if (named || joined) continue;
     base.push_back(args[i]);
   }
   return [exe = self_exe(), base](int rank, int port, const std::string& secret_file) {

@@ -1,6 +1,8 @@
 // End-to-end tests of `tessera run`'s bad-input paths (single process, no mpirun): each ends
 // quickly with a clear message and a non-zero exit code. Also a short --local run whose
 // --timeline is checked against the plans its summary counts.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -228,4 +230,33 @@ TEST_CASE("cli run: --timeline holds the rounds the scheduler planned", "[cli][r
     CHECK(planned[id] == j.at("planned_gpu_seconds").get<std::vector<double>>());
     CHECK(rounds_of[id] == j.at("rounds").get<int>());
   }
+}
+
+TEST_CASE("cli run: --secret-from and --token-file are refused where they mean nothing",
+          "[cli][run][secrets]") {
+  const auto cl = temp_file("c_sf.toml", two_servers);
+  const auto jobs = temp_file("j_sf.toml", "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\n");
+  const auto secret = temp_file("c_sf.secret", "") + ".key";
+  REQUIRE(tessera::actors::write_secret_file(
+      secret, tessera::actors::secret_key(tessera::actors::secret_bytes, 3)));
+  auto both = run_tessera("run --local 2 --cluster " + cl + " --jobs " + jobs + " --secret-from " +
+                          secret + " --secret-file " + secret + ".new");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.out, Catch::Contains("give one of them"));
+  auto join = run_tessera("node --join 127.0.0.1:1 --server node-1 --cluster " + cl +
+                          " --secret-from " + secret);
+  CHECK(join.code == 2);
+  CHECK_THAT(join.out, Catch::Contains("a joining node reads the cluster's secret with "
+                                       "--secret-file"));
+  auto token =
+      run_tessera("run --local 2 --cluster " + cl + " --jobs " + jobs + " --token-file " + secret);
+  CHECK(token.code == 2);
+  CHECK_THAT(token.out, Catch::Contains("--token-file is the control API's token"));
+  // A secret others may read is refused, naming the file.
+  REQUIRE(::chmod(secret.c_str(), 0644) == 0);
+  auto open = run_tessera("run --local 2 --launcher fork --cluster " + cl + " --jobs " + jobs +
+                          " --secret-from " + secret);
+  CHECK(open.code != 0);
+  CHECK_THAT(open.out, Catch::Contains(secret + ": the secret file may be read or written by "
+                                                "others"));
 }

@@ -409,3 +409,54 @@ TEST_CASE("serve: --local node processes end when rank 0 is SIGKILLed", "[serve]
   }
   CHECK(gone);
 }
+
+TEST_CASE("serve: the cluster secret and the API token as an orchestrator hands them over",
+          "[serve][secrets]") {
+  // A Kubernetes Secret mounted with subPath: existing files, mode 0400, that serve must read
+  // as they are (--secret-from, --token-file) and a joining node reads too (--secret-file).
+  scratch_dir keys("serve_secrets_keys");
+  const auto secret = keys.file("secret"), token_file = keys.file("token");
+  auto hex32 = [](const std::string& byte) {
+    std::string h;
+    for (int i = 0; i < 32; ++i) h += byte;
+    return h;
+  };
+  for (const auto& [path, byte] : {std::pair{secret, "07"}, std::pair{token_file, "09"}}) {
+    std::ofstream(path) << hex32(byte) << '\n';
+    REQUIRE(::chmod(path.c_str(), 0400) == 0);
+  }
+  // serve --local 1 on a 2-server cluster: the second server joins.
+  served s("serve_secrets", {1.0, 1.0},
+           "--secret-from " + secret + " --token-file " + token_file + " --min-nodes 1",
+           std::string(TESSERA_BINARY) + " serve --local 1 --launcher fork");
+  const auto cl = s.dir.str() + "/cluster.toml";
+  struct stat st {};
+  CHECK(::stat((s.state + "/token").c_str(), &st) != 0);  // nothing made beside the given one
+  s.token = hex32("09");
+  auto ok = s.client()->get("/v1/nodes");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  auto wrong = s.client(hex32("0a"))->get("/v1/nodes");
+  REQUIRE(wrong);
+  CHECK(wrong->status == 401);
+  std::string scheduler;
+  std::ifstream(s.state + "/scheduler") >> scheduler;
+  REQUIRE_FALSE(scheduler.empty());
+  background joiner(std::string(TESSERA_BINARY) + " node --join " + scheduler +
+                        " --server node-1 --cluster " + cl + " --secret-file " + secret,
+                    s.dir.file("join.out"));
+  // Registered (a join once jobs run; before that, a late registration): alive in the list.
+  json nodes;
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(30 * time_scale());
+  while (std::chrono::steady_clock::now() < until) {
+    nodes = s.get("/v1/nodes")["nodes"];
+    if (nodes.size() == 2 && nodes[1]["state"] == "alive") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(s.proc->output());
+  INFO(joiner.output());
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[1]["state"] == "alive");
+  CHECK_THAT(s.proc->output(), Catch::Contains("(token in " + token_file + ")"));
+}
