@@ -6,8 +6,16 @@
 /// job has finished (no window); each line then also gives simulated seconds per wall second
 /// and the process's peak resident memory so far.
 ///
+/// `--grid` runs the scale grid instead: for each cluster (--cluster, repeatable), seed
+/// (--seeds, "1-5") and load (--loads, jobs per hour per GPU, "0.03,0.05,0.08"), each policy
+/// runs a generated multi-GPU trace of --jobs-per-gpu x GPUs jobs to its end, each cell in a
+/// child process of its own (up to --parallel at once), so its CPU time (user + system) and
+/// peak RSS are the cell's alone. One JSON line per cell, then a Markdown table.
+///
 /// usage: bench_sim_bench [--rate R] [--jobs N] [--policy P] [--seed S] [--repeat K]
 ///                        [--cluster SPEC] [--multi-gpu] [--all]
+///        bench_sim_bench --grid [--policy P]... [--cluster SPEC]... [--seeds A-B]
+///                        [--loads L,L,...] [--jobs-per-gpu N] [--parallel K]
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +26,10 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_cli.hpp"
 
 #include "policies/registry.hpp"
 #include "runtime/core/cluster_config.hpp"
@@ -27,7 +39,186 @@
 
 using namespace tessera;
 
+namespace {
+
+/// One cell of the grid: a cluster, a seed, a load and a policy.
+struct grid_cell {
+  std::string cluster, policy;
+  std::uint64_t seed = 1;
+  double load = 0.05;  ///< jobs per hour per GPU
+};
+
+struct grid_options {
+  std::vector<std::string> clusters, policies;
+  std::vector<std::uint64_t> seeds;
+  std::vector<double> loads;
+  double jobs_per_gpu = 10;
+  int parallel = 1;
+};
+
+/// Runs one cell to its end in this process; the JSON fields of its outcome (no braces), or
+/// an error message starting with "error".
+std::string run_cell(const grid_cell& c, double jobs_per_gpu) {
+  auto table = throughput_table::load_bundled();
+  auto templates = bundled_job_templates();
+  auto cl = parse_cluster_shorthand(c.cluster, "grid");
+  auto pol = make_policy(c.policy);
+  if (!table || !templates || !cl || !pol) return "error: cannot load the cell's inputs";
+  trace_gen_config g;
+  g.rate_per_hour = c.load * cl->total_gpus();
+  g.num_jobs = static_cast<int>(jobs_per_gpu * cl->total_gpus());
+  g.seed = c.seed;
+  g.multi_gpu = true;
+  auto jobs = generate_trace(g, templates.value(), table.value());
+  if (!jobs) return "error: " + jobs.err().message;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = simulate(cl.value(), table.value(), jobs.value(), *pol.value(), sim_config{});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!res) return "error: " + res.err().message;
+  const auto m = compute_metrics(res.value());
+  double active = 0;
+  for (const auto& r : res->rounds) active += r.active_jobs;
+  if (!res->rounds.empty()) active /= static_cast<double>(res->rounds.size());
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "\"gpus\":%d,\"jobs\":%d,\"rate_per_hour\":%.1f,\"sim_wall_s\":%.2f,"
+                "\"rounds\":%zu,\"avg_active_jobs\":%.1f,\"avg_jct_h\":%.3f,\"finished\":%d",
+                cl->total_gpus(), g.num_jobs, g.rate_per_hour, wall, res->rounds.size(), active,
+                m.avg_jct / 3600, m.finished);
+  return buf;
+}
+
+/// A running cell: its child and the pipe its outcome comes back on.
+struct running_cell {
+  grid_cell cell;
+  pid_t pid = -1;
+  int fd = -1;
+  std::chrono::steady_clock::time_point started;
+};
+
+running_cell start_cell(const grid_cell& c, double jobs_per_gpu) {
+  int p[2];
+  if (::pipe(p) != 0) std::exit(1);
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    const std::string out = run_cell(c, jobs_per_gpu);
+    const bool ok = ::write(p[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(p[1]);
+  return {c, pid, p[0], std::chrono::steady_clock::now()};
+}
+
+/// Waits for `r`'s child; prints its JSON line and returns it.
+std::string finish_cell(const running_cell& r) {
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(r.fd, buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  ::close(r.fd);
+  int status = 0;
+  rusage ru{};
+  ::wait4(r.pid, &status, 0, &ru);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
+  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                     static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  if (out.empty() || out.rfind("error", 0) == 0)
+    out = "\"error\":\"" + (out.empty() ? std::string("the cell's process died") : out) + "\"";
+  char head[256];
+  std::snprintf(head, sizeof head,
+                "{\"bench\":\"sim_grid\",\"policy\":\"%s\",\"seed\":%llu,\"load\":%.3f,"
+                "\"cpu_s\":%.2f,\"wall_s\":%.2f,\"peak_rss_mb\":%.1f,",
+                r.cell.policy.c_str(), static_cast<unsigned long long>(r.cell.seed), r.cell.load,
+                cpu, wall, static_cast<double>(ru.ru_maxrss) / 1024.0);
+  std::string line = head + out + "}";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  return line;
+}
+
+/// The value of `key` in a JSON line this program printed ("" when absent).
+std::string field(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return "";
+  const auto from = at + key.size() + 3;
+  auto to = line.find_first_of(",}", from);
+  std::string v = line.substr(from, to - from);
+  v.erase(std::remove(v.begin(), v.end(), '"'), v.end());
+  return v;
+}
+
+int run_grid(const grid_options& o) {
+  std::vector<grid_cell> cells;
+  for (const auto& cl : o.clusters)
+    for (double load : o.loads)
+      for (auto seed : o.seeds)
+        for (const auto& p : o.policies) cells.push_back({cl, p, seed, load});
+  std::vector<running_cell> running;
+  std::vector<std::string> lines;
+  std::size_t next = 0;
+  while (next < cells.size() || !running.empty()) {
+    while (next < cells.size() && static_cast<int>(running.size()) < std::max(1, o.parallel))
+      running.push_back(start_cell(cells[next++], o.jobs_per_gpu));
+    lines.push_back(finish_cell(running.front()));  // in start order: the table's order
+    running.erase(running.begin());
+  }
+  std::printf(
+      "\n| GPUs / jobs | policy | load (jobs/h/GPU) | seed | rounds | avg active jobs | "
+      "CPU s | wall s | peak RSS MB | avg JCT h |\n|---|---|---:|---:|---:|---:|---:|---:|"
+      "---:|---:|\n");
+  for (const auto& l : lines)
+    std::printf("| %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+                field(l, "gpus").c_str(), field(l, "jobs").c_str(), field(l, "policy").c_str(),
+                field(l, "load").c_str(), field(l, "seed").c_str(), field(l, "rounds").c_str(),
+                field(l, "avg_active_jobs").c_str(), field(l, "cpu_s").c_str(),
+                field(l, "wall_s").c_str(), field(l, "peak_rss_mb").c_str(),
+                field(l, "avg_jct_h").c_str());
+  return 0;
+}
+
+/// `--grid`'s options from argv (the first is --grid); exits 2 on a bad one.
+grid_options parse_grid(int argc, char** argv) {
+  grid_options o;
+  std::uint64_t first = 1, last = 5;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--policy")
+      o.policies.push_back(bench::option_value(argc, argv, i));
+    else if (a == "--cluster")
+      o.clusters.push_back(bench::option_value(argc, argv, i));
+    else if (a == "--seeds") {
+      const std::string v = bench::option_value(argc, argv, i);
+      const auto dash = v.find('-');
+      first = std::stoull(v.substr(0, dash));
+      last = dash == std::string::npos ? first : std::stoull(v.substr(dash + 1));
+    } else if (a == "--loads")
+      o.loads = bench::parse_list<double>(bench::option_value(argc, argv, i));
+    else if (a == "--jobs-per-gpu")
+      o.jobs_per_gpu = std::stod(bench::option_value(argc, argv, i));
+    else if (a == "--parallel")
+      o.parallel = std::stoi(bench::option_value(argc, argv, i));
+    else {
+      std::fprintf(stderr, "bench_sim_bench --grid: unknown option %s (see the file comment)\n",
+                   a.c_str());
+      std::exit(2);
+    }
+  }
+  for (auto s = first; s <= last; ++s) o.seeds.push_back(s);
+  if (o.policies.empty()) o.policies = {"max_min_fairness_perf"};
+  if (o.clusters.empty())
+    o.clusters = {"344 v100 : 340 p100 : 340 k80, 4 per server",
+                  "3336 v100 : 3332 p100 : 3332 k80, 4 per server"};
+  if (o.loads.empty()) o.loads = {0.03, 0.05, 0.08};
+  return o;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--grid") return run_grid(parse_grid(argc, argv));
   double rate = 5.6;
   int num_jobs = 5000, repeat = 3;
   std::uint64_t seed = 1;
