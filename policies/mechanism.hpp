@@ -95,5 +95,10 @@ class gavel_mechanism {
 std::vector<std::vector<server_share>> place_on_servers(
     const cluster& cl, const std::vector<int>& scale, const std::vector<int>& types,
     const std::vector<std::vector<server_share>>& previous);
+/// The same with `previous[i]` pointing at job i's previous shares (null or empty: none), as
+/// the mechanism calls it each round without copying them.
+std::vector<std::vector<server_share>> place_on_servers_view(
+    const cluster& cl, const std::vector<int>& scale, const std::vector<int>& types,
+    const std::vector<const std::vector<server_share>*>& previous);
 
 }  // namespace tessera
