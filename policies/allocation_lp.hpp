@@ -98,7 +98,8 @@ struct allocation_lp_settings {
 
 /// What an allocation LP produced.
 struct allocation_lp_result {
-  /// x[m][j] for the input's jobs and types; each row sums to <= 1.
+  /// x[m][j] for the input's jobs and types; each row sums to <= 1 (moved into the policy's
+  /// allocation: empty in a policy's last_solve()).
   std::vector<std::vector<double>> x;
   /// max_min: t* = min_m sum_j a[m][j] x[m][j] of the first stage (0 without jobs);
   /// max_sum: the optimal sum.

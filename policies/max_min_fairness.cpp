@@ -28,8 +28,9 @@ result<allocation> max_min_fairness::allocate(const snapshot& s) {
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
   if (!r) return r.err();
+  allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());
-  return allocation{last_.x};
+  return out;
 }
 
 std::vector<option_spec> max_min_fairness_options() {

@@ -18,8 +18,9 @@ result<allocation> max_sum_throughput::allocate(const snapshot& s) {
   }
   auto r = lp_.solve(in, allocation_objective::max_sum);
   if (!r) return r.err();
+  allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());
-  return allocation{last_.x};
+  return out;
 }
 
 std::vector<option_spec> max_sum_throughput_options() { return {}; }

@@ -21,9 +21,10 @@ result<allocation> min_total_duration::allocate(const snapshot& s) {
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
   if (!r) return r.err();
+  allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());
   makespan_ = last_.value > 0 ? 1.0 / last_.value : 0.0;
-  return allocation{last_.x};
+  return out;
 }
 
 std::vector<option_spec> min_total_duration_options() {
