@@ -125,6 +125,11 @@ class server_throughput {
   /// of `server`'s type, from cached_; nullopt when the cache does not cover the question.
   std::optional<double> cached_tier2(int server, const std::string& job_type, int gpus,
                                      bool multi) const;
+  /// rate() from cached_ with one look-up of the job type for all its shares, the same value
+  /// rate_at gives share by share; -1 when the cache does not answer (measurements exist, or
+  /// the GPU count or job type is outside it).
+  double cached_rate(const std::string& job_type, const std::vector<server_share>& shares, int gpus,
+                     bool multi) const;
   /// Single-GPU rate of `job_type` on `server` from tiers 1-2 or another type's table entry.
   double single_gpu_rate(int server, const std::string& job_type) const;
 
