@@ -15,7 +15,8 @@ constexpr double pin_tolerance = 1e-6;
 
 void gavel_mechanism::reset(double now) {
   reset_time_ = now;
-  for (auto& [id, st] : stats_) std::fill(st.received.begin(), st.received.end(), 0.0);
+  stats_.for_each(
+      [](job_id, job_stats& st) { std::fill(st.received.begin(), st.received.end(), 0.0); });
   for (auto& [ids, st] : pair_stats_) std::fill(st.received.begin(), st.received.end(), 0.0);
 }
 
@@ -44,8 +45,7 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
   // Forget jobs (and pairs) that left.
   if (stats_.size() > s.jobs.size())
-    for (auto it = stats_.begin(); it != stats_.end();)
-      it = index_.contains(it->first) ? std::next(it) : stats_.erase(it);
+    stats_.erase_if([this](job_id id, const job_stats&) { return !index_.contains(id); });
   for (auto it = pair_stats_.begin(); it != pair_stats_.end();)
     it = index_.contains(it->first.first) && index_.contains(it->first.second)
              ? std::next(it)
@@ -55,10 +55,12 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
     st.deficit.resize(k, 0.0);
     return st;
   };
-  // Each job's statistics, looked up once a round (the map's elements do not move).
+  // Each job's statistics, looked up once a round; every job's entry made first, as making
+  // one may move the others.
+  for (const auto& jv : s.jobs) stats_[jv.spec->id];
   row_stats_.resize(s.jobs.size());
   for (std::size_t m = 0; m < s.jobs.size(); ++m)
-    row_stats_[m] = &sized(stats_[s.jobs[m].spec->id]);
+    row_stats_[m] = &sized(*stats_.find(s.jobs[m].spec->id));
   for (const auto& pa : a.pairs)
     sized(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)]);
   const round_plan* last = s.last_plan;

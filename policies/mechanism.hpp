@@ -42,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/core/id_table.hpp"
 #include "runtime/core/job_index.hpp"
 #include "runtime/core/plan.hpp"
 
@@ -76,7 +77,7 @@ class gavel_mechanism {
   /// The candidates of step 3, in the order they are visited.
   std::vector<candidate> candidates(const snapshot& s, const allocation& a);
 
-  std::unordered_map<job_id, job_stats> stats_;
+  id_table<job_stats> stats_;
   /// Pairs' statistics, by their job ids (lower first).
   std::map<std::pair<job_id, job_id>, job_stats> pair_stats_;
   // Per-round scratch, kept to reuse its storage: snapshot::jobs by id, each job's entry of

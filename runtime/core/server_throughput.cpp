@@ -158,11 +158,21 @@ server_rate server_throughput::rate_at(int server, const std::string& job_type, 
 
 double server_throughput::rate(const std::string& job_type,
                                const std::vector<server_share>& shares) const {
+  return rate(job_type, tier2_row(job_type), shares);
+}
+
+const std::vector<double>* server_throughput::tier2_row(const std::string& job_type) const {
+  const auto it = cached_.find(job_type);
+  return it == cached_.end() ? nullptr : &it->second;
+}
+
+double server_throughput::rate(const std::string& job_type, const std::vector<double>* row,
+                               const std::vector<server_share>& shares) const {
   if (shares.empty()) return 0;
   int gpus = 0;
   for (const auto& sh : shares) gpus += sh.gpus;
   const bool multi = shares.size() > 1;
-  if (const double r = cached_rate(job_type, shares, gpus, multi); r >= 0) return r;
+  if (const double r = cached_rate(job_type, row, shares, gpus, multi); r >= 0) return r;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& sh : shares) {
     const double r = rate_at(sh.server, job_type, gpus, multi).steps_per_s;
@@ -172,18 +182,17 @@ double server_throughput::rate(const std::string& job_type,
   return best;
 }
 
-double server_throughput::cached_rate(const std::string& job_type,
+double server_throughput::cached_rate(const std::string& job_type, const std::vector<double>* row,
                                       const std::vector<server_share>& shares, int gpus,
                                       bool multi) const {
-  if (!measured_.empty() || gpus < 1 || gpus > cached_max_gpus_ || (gpus == 1 && multi)) return -1;
-  const auto it = cached_.find(job_type);
-  if (it == cached_.end()) return -1;
+  if (!row || !measured_.empty() || gpus < 1 || gpus > cached_max_gpus_ || (gpus == 1 && multi))
+    return -1;
   const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
   const std::size_t at = 2 * static_cast<std::size_t>(gpus) + (multi ? 1 : 0);
   double best = std::numeric_limits<double>::infinity();
   for (const auto& sh : shares) {
     if (sh.server < 0 || sh.server >= static_cast<int>(cl_->servers.size())) return 0;
-    const double c = it->second[static_cast<std::size_t>(cached_kind_[sh.server]) * per_kind + at];
+    const double c = (*row)[static_cast<std::size_t>(cached_kind_[sh.server]) * per_kind + at];
     double r = c * cl_->servers[sh.server].speed;
     if (!(c > 0) || !(r > 0)) r = rate_at(sh.server, job_type, gpus, multi).steps_per_s;
     if (r <= 0) return 0;

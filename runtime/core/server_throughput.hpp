@@ -81,6 +81,13 @@ class server_throughput {
   /// GPU count, one-server rates when there is one share. 0 when a server has no estimate or
   /// `shares` is empty.
   double rate(const std::string& job_type, const std::vector<server_share>& shares) const;
+  /// The same, given `tier2_row(job_type)`: a caller that places the same job every round
+  /// looks its row up once instead of hashing the job type each time.
+  double rate(const std::string& job_type, const std::vector<double>* row,
+              const std::vector<server_share>& shares) const;
+  /// The precomputed GPU-type table values of `job_type` (null when the table lacks it);
+  /// valid as long as this object.
+  const std::vector<double>* tier2_row(const std::string& job_type) const;
 
   /// Space sharing: the GPU-type table's steps/s of jobs of types `a` and `b`, both of scale
   /// `scale`, sharing GPUs of cluster type `type`: each job's value from its own row (`a`
@@ -125,11 +132,11 @@ class server_throughput {
   /// of `server`'s type, from cached_; nullopt when the cache does not cover the question.
   std::optional<double> cached_tier2(int server, const std::string& job_type, int gpus,
                                      bool multi) const;
-  /// rate() from cached_ with one look-up of the job type for all its shares, the same value
-  /// rate_at gives share by share; -1 when the cache does not answer (measurements exist, or
-  /// the GPU count or job type is outside it).
-  double cached_rate(const std::string& job_type, const std::vector<server_share>& shares, int gpus,
-                     bool multi) const;
+  /// rate() from `row` (tier2_row of the job type), the same value rate_at gives share by
+  /// share; -1 when the cache does not answer (no row, measurements exist, or the GPU count
+  /// is outside it).
+  double cached_rate(const std::string& job_type, const std::vector<double>* row,
+                     const std::vector<server_share>& shares, int gpus, bool multi) const;
   /// Single-GPU rate of `job_type` on `server` from tiers 1-2 or another type's table entry.
   double single_gpu_rate(int server, const std::string& job_type) const;
 

@@ -93,13 +93,22 @@ double sim_executor::rate(const job& j, const std::vector<server_share>& shares)
   return rates_.rate(j.job_type, shares);
 }
 
+double sim_executor::placed_rate_alone(const job& j, const std::vector<server_share>& shares) {
+  type_row* known = type_rows_.find(j.id);
+  if (!known || known->spec != &j) {  // first seen, or another job object under that id
+    known = &type_rows_[j.id];
+    *known = type_row{&j, rates_.tier2_row(j.job_type)};
+  }
+  return rates_.rate(j.job_type, known->row, shares);
+}
+
 int sim_executor::restarts(job_id id) const {
   auto it = restarts_.find(id);
   return it == restarts_.end() ? 0 : it->second;
 }
 
 double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
-                                 const copy_group& g) const {
+                                 const copy_group& g) {
   const assignment& as = *g.first;
   if (g.split) {
     std::vector<const assignment*> parts;
@@ -107,7 +116,7 @@ double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const j
       parts.push_back(&p.assignments[a]);
     return split_rate(rates_, *jv.spec, parts);
   }
-  if (as.partner < 0) return rate(*jv.spec, as.shares);
+  if (as.partner < 0) return placed_rate_alone(*jv.spec, as.shares);
   // Space sharing: its co-located throughput beside its partner.
   const std::size_t other = index_.find(as.partner);
   if (other == job_index::npos) return 0;
@@ -226,11 +235,16 @@ bool sim_executor::moved_since_last_round(const copy_group& g,
   // previous round's placement only when stamped with that round. A copy is compared with
   // its own entry; a job's only copy is remembered as the job's (copy 0), as forked copies
   // 1.. are remembered apart.
-  const copy_id seen{g.job, g.copy};
-  auto it = last_shares_.find(seen);
-  const bool moved =
-      it == last_shares_.end() || it->second.round != round_ - 1 || it->second.shares != shares;
-  placed_shares& last = last_shares_[forked ? seen : copy_id{g.job, 0}];
+  const placed_shares* before = nullptr;
+  if (g.copy == 0) {
+    before = last_shares_.find(g.job);
+  } else {
+    auto it = last_copy_shares_.find(copy_id{g.job, g.copy});
+    if (it != last_copy_shares_.end()) before = &it->second;
+  }
+  const bool moved = !before || before->round != round_ - 1 || before->shares != shares;
+  placed_shares& last =
+      forked && g.copy != 0 ? last_copy_shares_[copy_id{g.job, g.copy}] : last_shares_[g.job];
   last.shares = shares;
   last.round = round_;
   return moved;
@@ -239,9 +253,11 @@ bool sim_executor::moved_since_last_round(const copy_group& g,
 void sim_executor::forget_unplaced(const round_plan& p) {
   // Entries older than this round are stale: drop them now and then, so the map holds
   // about the jobs placed lately rather than every job ever placed.
-  if (last_shares_.size() > 2 * p.assignments.size() + 1024)
-    for (auto it = last_shares_.begin(); it != last_shares_.end();)
-      it = it->second.round == round_ ? std::next(it) : last_shares_.erase(it);
+  if (last_shares_.size() + last_copy_shares_.size() > 2 * p.assignments.size() + 1024) {
+    last_shares_.erase_if([this](job_id, const placed_shares& e) { return e.round != round_; });
+    for (auto it = last_copy_shares_.begin(); it != last_copy_shares_.end();)
+      it = it->second.round == round_ ? std::next(it) : last_copy_shares_.erase(it);
+  }
   ++round_;
 }
 

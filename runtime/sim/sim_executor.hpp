@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "runtime/core/copy_efficiency.hpp"
+#include "runtime/core/id_table.hpp"
 #include "runtime/core/job_index.hpp"
 #include "runtime/core/plan.hpp"
 #include "runtime/core/result.hpp"
@@ -139,7 +140,9 @@ class sim_executor {
   status group_copies(const snapshot& s, const round_plan& p);
   /// Steps/s of one job copy; a pair's job at its co-located throughput beside its partner.
   double placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
-                     const copy_group& g) const;
+                     const copy_group& g);
+  /// rate() of a job placed alone, its type's table row remembered by job id.
+  double placed_rate_alone(const job& j, const std::vector<server_share>& shares);
   /// A job copy alone (not forked) running at `r` for the round.
   copy_progress run_gang(const copy_group& g, const job_view& jv, double r, double lost,
                          double budget, const round_plan& p) const;
@@ -155,14 +158,23 @@ class sim_executor {
   /// Off by default here (the constructors without it keep the upper-bound model); the
   /// simulator passes sim_config::copy_efficiency, on by default.
   copy_efficiency efficiency_{false};
-  /// Each job copy's latest placement: a job placed alone under (job, 0), copies 1.. of
-  /// forked jobs under their own (job, copy).
+  /// Each job copy's latest placement: a job placed alone, and copy 0 of a forked job, in
+  /// last_shares_ under its id; copies 1.. of forked jobs under their own (job, copy).
   struct copy_hash {
     std::size_t operator()(copy_id c) const {
       return std::hash<job_id>()(c.job) * 31 + static_cast<std::size_t>(c.copy);
     }
   };
-  std::unordered_map<copy_id, placed_shares, copy_hash> last_shares_;
+  id_table<placed_shares> last_shares_;
+  std::unordered_map<copy_id, placed_shares, copy_hash> last_copy_shares_;
+  /// The GPU-type table row of each job's type (server_throughput::tier2_row), looked up
+  /// once per job rather than hashing its type at every placement; `spec` is the job object
+  /// it was looked up for (the simulator's, which lives as long as the run).
+  struct type_row {
+    const job* spec = nullptr;
+    const std::vector<double>* row = nullptr;
+  };
+  id_table<type_row> type_rows_;
   std::int64_t round_ = 0;  ///< rounds executed
   std::unordered_map<job_id, int> restarts_;
   // Per-round scratch, kept to reuse its storage.
