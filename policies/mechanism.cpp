@@ -91,8 +91,7 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   }
 }
 
-std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapshot& s,
-                                                                    const allocation& a) {
+void gavel_mechanism::candidates(const snapshot& s, const allocation& a) {
   const std::size_t k = s.cl->types.size();
   const double elapsed = s.now - reset_time_;
   // Each job's whole allocation: alone plus in pairs.
@@ -104,7 +103,8 @@ std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapsh
       row[pa.a] += pa.x[j];
       row[pa.b] += pa.x[j];
     }
-  std::vector<candidate> cand;
+  std::vector<candidate>& cand = cand_;
+  cand.clear();
   cand.reserve(s.jobs.size() * k);
   auto add = [&](const job_stats& st, const std::vector<double>& x, std::size_t m, std::size_t m2,
                  bool runs_on_j, std::size_t j) {
@@ -122,7 +122,13 @@ std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapsh
     for (std::size_t j = 0; j < k; ++j)
       add(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)], pa.x, pa.a, pa.b,
           s.jobs[pa.a].spec->scale_factor == s.jobs[pa.b].spec->scale_factor, j);
-  std::sort(cand.begin(), cand.end(), [](const candidate& l, const candidate& r) {
+  // Positions sorted, not the candidates themselves: the same comparisons give the same
+  // permutation (std::sort's steps depend only on their outcomes), with 4-byte moves.
+  order_.resize(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) order_[i] = static_cast<std::uint32_t>(i);
+  std::sort(order_.begin(), order_.end(), [&cand](std::uint32_t li, std::uint32_t ri) {
+    const candidate& l = cand[li];
+    const candidate& r = cand[ri];
     if (l.full != r.full) return l.full;
     if (l.priority != r.priority) return l.priority > r.priority;
     if (l.deficit != r.deficit) return l.deficit > r.deficit;
@@ -130,7 +136,6 @@ std::vector<gavel_mechanism::candidate> gavel_mechanism::candidates(const snapsh
     if (l.id != r.id) return l.id < r.id;
     return l.id2 < r.id2;
   });
-  return cand;
 }
 
 round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
@@ -143,7 +148,9 @@ round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {
     std::size_t m, m2;  ///< the job, and its partner (npos when alone)
   };
   std::vector<unit> order;  // scheduled units in priority order
-  for (const auto& c : candidates(s, a)) {
+  candidates(s, a);
+  for (const std::uint32_t i : order_) {
+    const candidate& c = cand_[i];
     if (chosen[c.m] >= 0 || (c.m2 != npos && chosen[c.m2] >= 0)) continue;
     const int need = s.jobs[c.m].spec->scale_factor;
     if (free_gpus[c.j] < need) continue;

@@ -74,8 +74,9 @@ class gavel_mechanism {
     std::size_t j;      ///< GPU type
   };
   void account(const snapshot& s, const allocation& a);
-  /// The candidates of step 3, in the order they are visited.
-  std::vector<candidate> candidates(const snapshot& s, const allocation& a);
+  /// The candidates of step 3 into cand_, and into order_ their positions in the order
+  /// they are visited.
+  void candidates(const snapshot& s, const allocation& a);
 
   id_table<job_stats> stats_;
   /// Pairs' statistics, by their job ids (lower first).
@@ -85,6 +86,8 @@ class gavel_mechanism {
   job_index index_;
   std::vector<job_stats*> row_stats_;
   std::vector<int> ran_scratch_;
+  std::vector<candidate> cand_;
+  std::vector<std::uint32_t> order_;
   double reset_time_ = 0;
   double accounted_until_ = -1;  ///< start time of the last plan already accounted
 };

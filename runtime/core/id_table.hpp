@@ -28,7 +28,7 @@ class id_table {
   std::size_t size() const { return ids_.size(); }
 
   /// The value of `id`, or null when absent.
-  T* find(job_id id) {
+  const T* find(job_id id) const {
     if (flat(id)) {
       const auto i = static_cast<std::size_t>(id);
       return i < slot_.size() && slot_[i] != absent ? &flat_[i] : nullptr;
@@ -36,6 +36,7 @@ class id_table {
     auto it = rest_.find(id);
     return it == rest_.end() ? nullptr : &it->second.first;
   }
+  T* find(job_id id) { return const_cast<T*>(static_cast<const id_table&>(*this).find(id)); }
 
   /// The value of `id`, default-constructed when absent.
   T& operator[](job_id id) {

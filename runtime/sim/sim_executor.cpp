@@ -103,8 +103,8 @@ double sim_executor::placed_rate_alone(const job& j, const std::vector<server_sh
 }
 
 int sim_executor::restarts(job_id id) const {
-  auto it = restarts_.find(id);
-  return it == restarts_.end() ? 0 : it->second;
+  const int* n = restarts_.find(id);
+  return n ? *n : 0;
 }
 
 double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,

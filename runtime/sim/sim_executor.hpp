@@ -176,7 +176,7 @@ class sim_executor {
   };
   id_table<type_row> type_rows_;
   std::int64_t round_ = 0;  ///< rounds executed
-  std::unordered_map<job_id, int> restarts_;
+  id_table<int> restarts_;
   // Per-round scratch, kept to reuse its storage.
   job_index index_;  ///< snapshot::jobs by id
   std::vector<copy_group> groups_;

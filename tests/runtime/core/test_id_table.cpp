@@ -18,8 +18,8 @@ TEST_CASE("id_table: the same contents as a map over random operations", "[id_ta
     std::map<job_id, int> ref;
     auto draw = [&] {
       const int kind = static_cast<int>(rng() % 10);
-      if (kind == 0) return -1 - static_cast<job_id>(rng() % 5);         // negative
-      if (kind == 1) return limit + static_cast<job_id>(rng() % 20);      // past the flat range
+      if (kind == 0) return -1 - static_cast<job_id>(rng() % 5);              // negative
+      if (kind == 1) return limit + static_cast<job_id>(rng() % 20);          // past the flat range
       return static_cast<job_id>(rng() % static_cast<std::uint64_t>(limit));  // flat
     };
     for (int op = 0; op < 300; ++op) {
@@ -40,7 +40,8 @@ TEST_CASE("id_table: the same contents as a map over random operations", "[id_ta
         }
         case 2: {  // remove the odd values
           t.erase_if([](job_id, int v) { return v % 2 == 1; });
-          for (auto it = ref.begin(); it != ref.end();) it = it->second % 2 ? ref.erase(it) : std::next(it);
+          for (auto it = ref.begin(); it != ref.end();)
+            it = it->second % 2 ? ref.erase(it) : std::next(it);
           break;
         }
         default: {  // a default-constructed entry
