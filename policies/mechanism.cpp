@@ -15,8 +15,9 @@ constexpr double pin_tolerance = 1e-6;
 
 void gavel_mechanism::reset(double now) {
   reset_time_ = now;
-  stats_.for_each(
-      [](job_id, job_stats& st) { std::fill(st.received.begin(), st.received.end(), 0.0); });
+  // Every row of the pool, free ones too (they are zeroed again when taken).
+  for (std::size_t r = 0; r + 2 * k_ <= pool_.size(); r += 2 * k_)
+    std::fill_n(pool_.begin() + static_cast<std::ptrdiff_t>(r), k_, 0.0);
   for (auto& [ids, st] : pair_stats_) std::fill(st.received.begin(), st.received.end(), 0.0);
 }
 
@@ -27,11 +28,11 @@ std::pair<job_id, job_id> pair_key(job_id a, job_id b) {
   return a < b ? std::make_pair(a, b) : std::make_pair(b, a);
 }
 
-/// Adds one round to a unit's statistics: `got` seconds on type `ran` (-1 = none) against
-/// `x` of the allocation.
-void add_round(std::vector<double>& received, std::vector<double>& deficit,
-               const std::vector<double>& x, int ran, double len, bool counts) {
-  for (std::size_t j = 0; j < received.size(); ++j) {
+/// Adds one round to a unit's statistics (x.size() types): `got` seconds on type `ran` (-1 =
+/// none) against `x` of the allocation.
+void add_round(double* received, double* deficit, const std::vector<double>& x, int ran, double len,
+               bool counts) {
+  for (std::size_t j = 0; j < x.size(); ++j) {
     const double got = ran == static_cast<int>(j) ? len : 0.0;
     if (counts) received[j] += got;
     deficit[j] += x[j] * len - got;
@@ -40,12 +41,37 @@ void add_round(std::vector<double>& received, std::vector<double>& deficit,
 
 }  // namespace
 
+std::uint32_t gavel_mechanism::stats_row(job_id id) {
+  if (const std::uint32_t* known = row_of_.find(id)) return *known;
+  std::uint32_t row;
+  if (!free_rows_.empty()) {
+    row = free_rows_.back();
+    free_rows_.pop_back();
+    std::fill_n(pool_.begin() + static_cast<std::ptrdiff_t>(row * 2 * k_), 2 * k_, 0.0);
+  } else {
+    row = static_cast<std::uint32_t>(k_ == 0 ? row_of_.size() : pool_.size() / (2 * k_));
+    pool_.resize(pool_.size() + 2 * k_, 0.0);
+  }
+  row_of_[id] = row;
+  return row;
+}
+
 void gavel_mechanism::account(const snapshot& s, const allocation& a) {
   const std::size_t k = s.cl->types.size();
   index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
-  // Forget jobs (and pairs) that left.
-  if (stats_.size() > s.jobs.size())
-    stats_.erase_if([this](job_id id, const job_stats&) { return !index_.contains(id); });
+  if (k != k_) {  // another cluster: statistics start over
+    row_of_ = id_table<std::uint32_t>();
+    pool_.clear();
+    free_rows_.clear();
+    k_ = k;
+  }
+  // Forget jobs (and pairs) that left; their rows are taken again by new jobs.
+  if (row_of_.size() > s.jobs.size())
+    row_of_.erase_if([this](job_id id, std::uint32_t row) {
+      if (index_.contains(id)) return false;
+      free_rows_.push_back(row);
+      return true;
+    });
   for (auto it = pair_stats_.begin(); it != pair_stats_.end();)
     it = index_.contains(it->first.first) && index_.contains(it->first.second)
              ? std::next(it)
@@ -55,12 +81,15 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
     st.deficit.resize(k, 0.0);
     return st;
   };
-  // Each job's statistics, looked up once a round; every job's entry made first, as making
-  // one may move the others.
-  for (const auto& jv : s.jobs) stats_[jv.spec->id];
+  // Each job's statistics, looked up once a round; every job's row made first, as making
+  // one may move the pool.
   row_stats_.resize(s.jobs.size());
-  for (std::size_t m = 0; m < s.jobs.size(); ++m)
-    row_stats_[m] = &sized(*stats_.find(s.jobs[m].spec->id));
+  row_index_.resize(s.jobs.size());
+  for (std::size_t m = 0; m < s.jobs.size(); ++m) row_index_[m] = stats_row(s.jobs[m].spec->id);
+  for (std::size_t m = 0; m < s.jobs.size(); ++m) {
+    double* row = pool_.data() + static_cast<std::size_t>(row_index_[m]) * 2 * k;
+    row_stats_[m] = {row, row + k};
+  }
   for (const auto& pa : a.pairs)
     sized(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)]);
   const round_plan* last = s.last_plan;
@@ -80,14 +109,14 @@ void gavel_mechanism::account(const snapshot& s, const allocation& a) {
     if (const std::size_t m = index_.find(as.job); m != job_index::npos) ran_alone[m] = as.type;
   }
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    auto& st = *row_stats_[m];
-    add_round(st.received, st.deficit, a.x[m], ran_alone[m], len, counts);
+    add_round(row_stats_[m].received, row_stats_[m].deficit, a.x[m], ran_alone[m], len, counts);
   }
   for (const auto& pa : a.pairs) {
     const auto key = pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id);
     auto& st = pair_stats_[key];
     auto it = ran_paired.find(key);
-    add_round(st.received, st.deficit, pa.x, it == ran_paired.end() ? -1 : it->second, len, counts);
+    add_round(st.received.data(), st.deficit.data(), pa.x, it == ran_paired.end() ? -1 : it->second,
+              len, counts);
   }
 }
 
@@ -106,7 +135,7 @@ void gavel_mechanism::candidates(const snapshot& s, const allocation& a) {
   std::vector<candidate>& cand = cand_;
   cand.clear();
   cand.reserve(s.jobs.size() * k);
-  auto add = [&](const job_stats& st, const std::vector<double>& x, std::size_t m, std::size_t m2,
+  auto add = [&](const stats_ref& st, const std::vector<double>& x, std::size_t m, std::size_t m2,
                  bool runs_on_j, std::size_t j) {
     if (x[j] <= eps || !runs_on_j) return;
     const double share = elapsed > 0 ? st.received[j] / elapsed : 0.0;
@@ -117,11 +146,14 @@ void gavel_mechanism::candidates(const snapshot& s, const allocation& a) {
   };
   for (std::size_t m = 0; m < s.jobs.size(); ++m)
     for (std::size_t j = 0; j < k; ++j)
-      add(*row_stats_[m], a.x[m], m, npos, s.jobs[m].throughput[j] > 0, j);
-  for (const auto& pa : a.pairs)
+      add(row_stats_[m], a.x[m], m, npos, s.jobs[m].throughput[j] > 0, j);
+  for (const auto& pa : a.pairs) {
+    auto& st = pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)];
+    const stats_ref ref{st.received.data(), st.deficit.data()};
     for (std::size_t j = 0; j < k; ++j)
-      add(pair_stats_[pair_key(s.jobs[pa.a].spec->id, s.jobs[pa.b].spec->id)], pa.x, pa.a, pa.b,
-          s.jobs[pa.a].spec->scale_factor == s.jobs[pa.b].spec->scale_factor, j);
+      add(ref, pa.x, pa.a, pa.b, s.jobs[pa.a].spec->scale_factor == s.jobs[pa.b].spec->scale_factor,
+          j);
+  }
   // Positions sorted, not the candidates themselves: the same comparisons give the same
   // permutation (std::sort's steps depend only on their outcomes), with 4-byte moves.
   order_.resize(cand.size());

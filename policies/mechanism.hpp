@@ -59,10 +59,15 @@ class gavel_mechanism {
   round_plan plan(const snapshot& s, const allocation& a);
 
  private:
-  /// A job's (or a pair's) time on each type.
+  /// A pair's time on each type.
   struct job_stats {
     std::vector<double> received;  ///< seconds on each type since the last reset
     std::vector<double> deficit;   ///< seconds owed on each type
+  };
+  /// A job's or a pair's statistics where they are stored: k values each.
+  struct stats_ref {
+    double* received;
+    double* deficit;
   };
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
   /// A (unit, type) the round may schedule; a unit is a job alone or a pair.
@@ -74,17 +79,27 @@ class gavel_mechanism {
     std::size_t j;      ///< GPU type
   };
   void account(const snapshot& s, const allocation& a);
+  /// The pool row of job `id`'s statistics, taken (zeroed) when it has none.
+  std::uint32_t stats_row(job_id id);
   /// The candidates of step 3 into cand_, and into order_ their positions in the order
   /// they are visited.
   void candidates(const snapshot& s, const allocation& a);
 
-  id_table<job_stats> stats_;
+  // Jobs' statistics: row r of pool_ holds received[k_] then deficit[k_] of the job whose
+  // row_of_ entry is r; rows of jobs that left are in free_rows_. One dense array the rounds
+  // walk, where a hash map of per-job vectors cost three cache misses per job and round.
+  id_table<std::uint32_t> row_of_;
+  std::vector<double> pool_;
+  std::vector<std::uint32_t> free_rows_;
+  std::size_t k_ = 0;
   /// Pairs' statistics, by their job ids (lower first).
   std::map<std::pair<job_id, job_id>, job_stats> pair_stats_;
-  // Per-round scratch, kept to reuse its storage: snapshot::jobs by id, each job's entry of
-  // stats_ (set by account), the type each ran on alone in the previous round.
+  // Per-round scratch, kept to reuse its storage: snapshot::jobs by id, each job's statistics
+  // and pool row (set by account), the type each ran on alone in the previous round, the
+  // candidates and their visiting order.
   job_index index_;
-  std::vector<job_stats*> row_stats_;
+  std::vector<stats_ref> row_stats_;
+  std::vector<std::uint32_t> row_index_;
   std::vector<int> ran_scratch_;
   std::vector<candidate> cand_;
   std::vector<std::uint32_t> order_;
