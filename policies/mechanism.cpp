@@ -16,8 +16,9 @@ constexpr double pin_tolerance = 1e-6;
 void gavel_mechanism::reset(double now) {
   reset_time_ = now;
   // Every row of the pool, free ones too (they are zeroed again when taken).
-  for (std::size_t r = 0; r + 2 * k_ <= pool_.size(); r += 2 * k_)
-    std::fill_n(pool_.begin() + static_cast<std::ptrdiff_t>(r), k_, 0.0);
+  if (k_ > 0)
+    for (std::size_t r = 0; r + 2 * k_ <= pool_.size(); r += 2 * k_)
+      std::fill_n(pool_.begin() + static_cast<std::ptrdiff_t>(r), k_, 0.0);
   for (auto& [ids, st] : pair_stats_) std::fill(st.received.begin(), st.received.end(), 0.0);
 }
 
