@@ -19,6 +19,9 @@ using matrix = std::vector<std::vector<double>>;
 /// heterogeneity-agnostic variants see them through the type-blind pooled view
 /// (policies/type_blind.hpp), i.e. one type holding each job's mean.
 matrix policy_throughputs(const snapshot& s);
+/// The same values written into `t`, already jobs x types and zero (an LP input's rows, say),
+/// so a policy that turns them into its rows allocates no second matrix.
+void policy_throughputs_into(const snapshot& s, matrix& t);
 
 /// Time fraction of each job under an equal 1/M share of a cluster of G GPUs (M the
 /// snapshot's jobs). `by_gpus` false: every job gets the same fraction

@@ -8,11 +8,15 @@ namespace tessera {
 matrix policy_throughputs(const snapshot& s) {
   const std::size_t k = s.cl ? s.cl->types.size() : 0;
   matrix t(s.jobs.size(), std::vector<double>(k, 0.0));
-  for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    const auto& tp = s.jobs[m].throughput;
-    for (std::size_t j = 0; j < k && j < tp.size(); ++j) t[m][j] = std::max(0.0, tp[j]);
-  }
+  policy_throughputs_into(s, t);
   return t;
+}
+
+void policy_throughputs_into(const snapshot& s, matrix& t) {
+  for (std::size_t m = 0; m < s.jobs.size() && m < t.size(); ++m) {
+    const auto& tp = s.jobs[m].throughput;
+    for (std::size_t j = 0; j < t[m].size() && j < tp.size(); ++j) t[m][j] = std::max(0.0, tp[j]);
+  }
 }
 
 std::vector<double> equal_share_fractions(const snapshot& s, bool by_gpus) {

@@ -1,5 +1,6 @@
 #include "policies/max_min_fairness.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "policies/gavel_family.hpp"
@@ -13,18 +14,22 @@ max_min_fairness::max_min_fairness(bool efficiency_stage, bool scale_weighted)
 
 result<allocation> max_min_fairness::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
-  const matrix t = policy_throughputs(s);
-  const std::vector<double> eq = equal_share_throughputs(s, t);
+  // The rows start as the throughputs and are normalised in place.
   allocation_lp_input in = lp_input_for(s);
+  policy_throughputs_into(s, in.rows);
+  const std::vector<double> eq = equal_share_throughputs(s, in.rows);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double w = s.jobs[m].spec->priority_weight;
     if (!(w > 0))
       return error{error_kind::invalid_input, "job " + std::to_string(s.jobs[m].spec->id) +
                                                   ": priority weight must be positive"};
-    if (eq[m] <= 0) continue;  // runs nowhere: row stays 0
+    auto& row = in.rows[m];
+    if (eq[m] <= 0) {  // runs nowhere: row 0
+      std::fill(row.begin(), row.end(), 0.0);
+      continue;
+    }
     const double gpu_time = scale_weighted_ ? s.jobs[m].spec->scale_factor : 1.0;
-    for (std::size_t j = 0; j < in.capacity.size(); ++j)
-      in.rows[m][j] = gpu_time * t[m][j] / (w * eq[m]);
+    for (std::size_t j = 0; j < in.capacity.size(); ++j) row[j] = gpu_time * row[j] / (w * eq[m]);
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
   if (!r) return r.err();
