@@ -56,36 +56,50 @@ struct grid_options {
   int parallel = 1;
 };
 
-/// Runs one cell to its end in this process; the JSON fields of its outcome (no braces), or
-/// an error message starting with "error".
-std::string run_cell(const grid_cell& c, double jobs_per_gpu) {
+/// What a cell's child process sends back over its pipe (plain bytes) and the parent adds.
+struct cell_outcome {
+  int gpus = 0, jobs = 0, finished = 0;
+  double rate_per_hour = 0, sim_wall_s = 0, avg_active = 0, avg_jct_h = 0;
+  std::size_t rounds = 0;
+  char error[200] = {};                           ///< empty when the cell ran
+  double cpu_s = 0, wall_s = 0, peak_rss_mb = 0;  ///< the parent's, from wait4
+};
+
+cell_outcome failed(const std::string& why) {
+  cell_outcome out;
+  std::snprintf(out.error, sizeof out.error, "%s", why.c_str());
+  return out;
+}
+
+/// Runs one cell to its end in this process.
+cell_outcome run_cell(const grid_cell& c, double jobs_per_gpu) {
   auto table = throughput_table::load_bundled();
   auto templates = bundled_job_templates();
   auto cl = parse_cluster_shorthand(c.cluster, "grid");
   auto pol = make_policy(c.policy);
-  if (!table || !templates || !cl || !pol) return "error: cannot load the cell's inputs";
+  if (!table || !templates || !cl || !pol) return failed("cannot load the cell's inputs");
   trace_gen_config g;
   g.rate_per_hour = c.load * cl->total_gpus();
   g.num_jobs = static_cast<int>(jobs_per_gpu * cl->total_gpus());
   g.seed = c.seed;
   g.multi_gpu = true;
   auto jobs = generate_trace(g, templates.value(), table.value());
-  if (!jobs) return "error: " + jobs.err().message;
+  if (!jobs) return failed(jobs.err().message);
   const auto t0 = std::chrono::steady_clock::now();
   auto res = simulate(cl.value(), table.value(), jobs.value(), *pol.value(), sim_config{});
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!res) return "error: " + res.err().message;
+  cell_outcome out;
+  out.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!res) return failed(res.err().message);
   const auto m = compute_metrics(res.value());
-  double active = 0;
-  for (const auto& r : res->rounds) active += r.active_jobs;
-  if (!res->rounds.empty()) active /= static_cast<double>(res->rounds.size());
-  char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "\"gpus\":%d,\"jobs\":%d,\"rate_per_hour\":%.1f,\"sim_wall_s\":%.2f,"
-                "\"rounds\":%zu,\"avg_active_jobs\":%.1f,\"avg_jct_h\":%.3f,\"finished\":%d",
-                cl->total_gpus(), g.num_jobs, g.rate_per_hour, wall, res->rounds.size(), active,
-                m.avg_jct / 3600, m.finished);
-  return buf;
+  for (const auto& r : res->rounds) out.avg_active += r.active_jobs;
+  if (!res->rounds.empty()) out.avg_active /= static_cast<double>(res->rounds.size());
+  out.gpus = cl->total_gpus();
+  out.jobs = g.num_jobs;
+  out.rate_per_hour = g.rate_per_hour;
+  out.rounds = res->rounds.size();
+  out.avg_jct_h = m.avg_jct / 3600;
+  out.finished = m.finished;
+  return out;
 }
 
 /// A running cell: its child and the pipe its outcome comes back on.
@@ -103,51 +117,40 @@ running_cell start_cell(const grid_cell& c, double jobs_per_gpu) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(p[0]);
-    const std::string out = run_cell(c, jobs_per_gpu);
-    const bool ok = ::write(p[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
+    const cell_outcome out = run_cell(c, jobs_per_gpu);
+    const bool ok = ::write(p[1], &out, sizeof out) == static_cast<ssize_t>(sizeof out);
     ::_exit(ok ? 0 : 1);
   }
   ::close(p[1]);
   return {c, pid, p[0], std::chrono::steady_clock::now()};
 }
 
-/// Waits for `r`'s child; prints its JSON line and returns it.
-std::string finish_cell(const running_cell& r) {
-  std::string out;
-  char buf[512];
-  for (ssize_t n; (n = ::read(r.fd, buf, sizeof buf)) > 0;)
-    out.append(buf, static_cast<std::size_t>(n));
+/// Waits for `r`'s child; prints its JSON line and returns its outcome.
+cell_outcome finish_cell(const running_cell& r) {
+  cell_outcome out;
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&out);
+  for (ssize_t n; got < sizeof out && (n = ::read(r.fd, bytes + got, sizeof out - got)) > 0;)
+    got += static_cast<std::size_t>(n);
   ::close(r.fd);
+  if (got != sizeof out) out = failed("the cell's process died");
   int status = 0;
   rusage ru{};
   ::wait4(r.pid, &status, 0, &ru);
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
-  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                     static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  if (out.empty() || out.rfind("error", 0) == 0)
-    out = "\"error\":\"" + (out.empty() ? std::string("the cell's process died") : out) + "\"";
-  char head[256];
-  std::snprintf(head, sizeof head,
-                "{\"bench\":\"sim_grid\",\"policy\":\"%s\",\"seed\":%llu,\"load\":%.3f,"
-                "\"cpu_s\":%.2f,\"wall_s\":%.2f,\"peak_rss_mb\":%.1f,",
-                r.cell.policy.c_str(), static_cast<unsigned long long>(r.cell.seed), r.cell.load,
-                cpu, wall, static_cast<double>(ru.ru_maxrss) / 1024.0);
-  std::string line = head + out + "}";
-  std::printf("%s\n", line.c_str());
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.started).count();
+  out.cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+              static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  out.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  std::printf(
+      "{\"bench\":\"sim_grid\",\"policy\":\"%s\",\"seed\":%llu,\"load\":%.3f,\"cpu_s\":%.2f,"
+      "\"wall_s\":%.2f,\"peak_rss_mb\":%.1f,\"gpus\":%d,\"jobs\":%d,\"rate_per_hour\":%.1f,"
+      "\"sim_wall_s\":%.2f,\"rounds\":%zu,\"avg_active_jobs\":%.1f,\"avg_jct_h\":%.3f,"
+      "\"finished\":%d,\"error\":\"%s\"}\n",
+      r.cell.policy.c_str(), static_cast<unsigned long long>(r.cell.seed), r.cell.load, out.cpu_s,
+      out.wall_s, out.peak_rss_mb, out.gpus, out.jobs, out.rate_per_hour, out.sim_wall_s,
+      out.rounds, out.avg_active, out.avg_jct_h, out.finished, out.error);
   std::fflush(stdout);
-  return line;
-}
-
-/// The value of `key` in a JSON line this program printed ("" when absent).
-std::string field(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  if (at == std::string::npos) return "";
-  const auto from = at + key.size() + 3;
-  auto to = line.find_first_of(",}", from);
-  std::string v = line.substr(from, to - from);
-  v.erase(std::remove(v.begin(), v.end(), '"'), v.end());
-  return v;
+  return out;
 }
 
 int run_grid(const grid_options& o) {
@@ -157,25 +160,26 @@ int run_grid(const grid_options& o) {
       for (auto seed : o.seeds)
         for (const auto& p : o.policies) cells.push_back({cl, p, seed, load});
   std::vector<running_cell> running;
-  std::vector<std::string> lines;
+  std::vector<cell_outcome> outcomes;  // in start order: the table's order
   std::size_t next = 0;
   while (next < cells.size() || !running.empty()) {
     while (next < cells.size() && static_cast<int>(running.size()) < std::max(1, o.parallel))
       running.push_back(start_cell(cells[next++], o.jobs_per_gpu));
-    lines.push_back(finish_cell(running.front()));  // in start order: the table's order
+    outcomes.push_back(finish_cell(running.front()));
     running.erase(running.begin());
   }
   std::printf(
       "\n| GPUs / jobs | policy | load (jobs/h/GPU) | seed | rounds | avg active jobs | "
       "CPU s | wall s | peak RSS MB | avg JCT h |\n|---|---|---:|---:|---:|---:|---:|---:|"
       "---:|---:|\n");
-  for (const auto& l : lines)
-    std::printf("| %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                field(l, "gpus").c_str(), field(l, "jobs").c_str(), field(l, "policy").c_str(),
-                field(l, "load").c_str(), field(l, "seed").c_str(), field(l, "rounds").c_str(),
-                field(l, "avg_active_jobs").c_str(), field(l, "cpu_s").c_str(),
-                field(l, "wall_s").c_str(), field(l, "peak_rss_mb").c_str(),
-                field(l, "avg_jct_h").c_str());
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const auto& c = cells[i];
+    const auto& out = outcomes[i];
+    std::printf("| %d / %d | %s | %.3f | %llu | %zu | %.1f | %.2f | %.2f | %.1f | %.3f |%s\n",
+                out.gpus, out.jobs, c.policy.c_str(), c.load,
+                static_cast<unsigned long long>(c.seed), out.rounds, out.avg_active, out.cpu_s,
+                out.wall_s, out.peak_rss_mb, out.avg_jct_h, out.error[0] ? " failed" : "");
+  }
   return 0;
 }
 

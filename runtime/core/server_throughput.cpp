@@ -68,16 +68,15 @@ void server_throughput::build_tier2_cache() {
       cached_max_gpus_ = std::max(cached_max_gpus_, key.scale_factor);
       job_types.push_back(key.job_type);
     }
-  const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
   for (const auto& jt : job_types) {
     auto& values = cached_[jt];
     if (!values.empty()) continue;
-    values.assign(kinds.size() * per_kind, 0.0);
+    values.assign(cached_at(static_cast<int>(kinds.size()), 0, false), 0.0);
     for (std::size_t k = 0; k < kinds.size(); ++k)
       for (int g = 1; g <= cached_max_gpus_; ++g)
         for (int multi = 0; multi < 2; ++multi) {
           const auto v = types_.isolated(kinds[k], job_key{jt, g}, multi == 0);
-          values[k * per_kind + 2 * static_cast<std::size_t>(g) + multi] = v ? *v : 0.0;
+          values[cached_at(static_cast<int>(k), g, multi == 1)] = v ? *v : 0.0;
         }
   }
 }
@@ -95,9 +94,13 @@ std::optional<double> server_throughput::cached_tier2(int server, const std::str
   if (gpus < 1 || gpus > cached_max_gpus_) return std::nullopt;
   auto it = cached_.find(job_type);
   if (it == cached_.end()) return std::nullopt;
+  return it->second[cached_at(cached_kind_[server], gpus, multi)];
+}
+
+std::size_t server_throughput::cached_at(int kind, int gpus, bool multi) const {
   const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
-  return it->second[static_cast<std::size_t>(cached_kind_[server]) * per_kind +
-                    2 * static_cast<std::size_t>(gpus) + (multi ? 1 : 0)];
+  return static_cast<std::size_t>(kind) * per_kind + 2 * static_cast<std::size_t>(gpus) +
+         (multi ? 1 : 0);
 }
 
 server_rate server_throughput::tabled(int server, const std::string& job_type, int gpus,
@@ -187,12 +190,10 @@ double server_throughput::cached_rate(const std::string& job_type, const std::ve
                                       bool multi) const {
   if (!row || !measured_.empty() || gpus < 1 || gpus > cached_max_gpus_ || (gpus == 1 && multi))
     return -1;
-  const std::size_t per_kind = 2 * (static_cast<std::size_t>(cached_max_gpus_) + 1);
-  const std::size_t at = 2 * static_cast<std::size_t>(gpus) + (multi ? 1 : 0);
   double best = std::numeric_limits<double>::infinity();
   for (const auto& sh : shares) {
     if (sh.server < 0 || sh.server >= static_cast<int>(cl_->servers.size())) return 0;
-    const double c = (*row)[static_cast<std::size_t>(cached_kind_[sh.server]) * per_kind + at];
+    const double c = (*row)[cached_at(cached_kind_[sh.server], gpus, multi)];
     double r = c * cl_->servers[sh.server].speed;
     if (!(c > 0) || !(r > 0)) r = rate_at(sh.server, job_type, gpus, multi).steps_per_s;
     if (r <= 0) return 0;

@@ -128,6 +128,9 @@ class server_throughput {
   server_rate tabled(int server, const std::string& job_type, int gpus, bool multi) const;
   /// Fills cached_ (constructor).
   void build_tier2_cache();
+  /// Index into a cached_ row of (server GPU-type kind, GPU count, multi-server); with gpus 0,
+  /// kind = the number of kinds gives the row's length.
+  std::size_t cached_at(int kind, int gpus, bool multi) const;
   /// The GPU-type table's isolated value (0 when it has none) of `job_type` on `gpus` GPUs
   /// of `server`'s type, from cached_; nullopt when the cache does not cover the question.
   std::optional<double> cached_tier2(int server, const std::string& job_type, int gpus,

@@ -3,8 +3,9 @@
 #                                 nodes in it (slurm_cluster.sh); exits 77 with the reason
 #                                 where Slurm cannot start here (not root, no ip(8), no Slurm)
 # Afterwards: $bin (the tessera under test, the test's first argument), $here, $repo, $work,
-# $cluster, $tag; SLURM_CONF and Open MPI's permission to run as root exported. The jobs in
-# $slurm_jobs are cancelled, the cluster stopped and $work removed at exit.
+# $cluster, $tag; SLURM_CONF and Open MPI's permission to run as root exported; write_jobs,
+# fail, now, ms, on_n1 and same_results (below). The jobs in $slurm_jobs are cancelled, the
+# cluster stopped and $work removed at exit.
 
 bin=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +39,18 @@ fail() {
     [ -f "$work/$f" ] && { echo "== $f"; tail -n 30 "$work/$f"; }
   done
   exit 1
+}
+
+# Writes a job-set file $1 of built-in trainables at $2 seconds a step: one job per KIND:STEPS.
+#   write_jobs FILE STEP_TIME KIND:STEPS...
+write_jobs() {
+  local file=$1 step=$2 spec
+  shift 2
+  : > "$file"
+  for spec in "$@"; do
+    printf '[[job]]\nkind = "%s"\ntotal_steps = %s\nstep_time = %s\n' \
+      "${spec%%:*}" "${spec#*:}" "$step" >> "$file"
+  done
 }
 
 now() { date +%s%N; }

@@ -13,20 +13,7 @@ source "$(dirname "$0")/slurm_test.sh"
 slurm_test_begin slurm 3
 fail_logs=(batch.out mpirun.out local.out)
 
-cat > "$work/jobs.toml" <<JOBS
-[[job]]
-kind = "mlp"
-total_steps = 60
-step_time = 0.01
-[[job]]
-kind = "softmax_regression"
-total_steps = 80
-step_time = 0.01
-[[job]]
-kind = "mlp"
-total_steps = 40
-step_time = 0.01
-JOBS
+write_jobs "$work/jobs.toml" 0.01 mlp:60 softmax_regression:80 mlp:40
 cat > "$work/batch.sh" <<BATCH
 #!/bin/bash
 #SBATCH --nodes=3 --ntasks-per-node=1 --output=$work/batch.out

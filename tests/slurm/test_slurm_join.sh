@@ -31,8 +31,7 @@ except Exception:
 print(sum(1 for j in jobs if j["state"] == "finished"))'
 }
 
-{ for k in 1 2 3 4; do printf '[[job]]\nkind = "mlp"\ntotal_steps = 600\nstep_time = 0.02\n'; done; } \
-  > "$work/jobs.toml"
+write_jobs "$work/jobs.toml" 0.02 mlp:600 mlp:600 mlp:600 mlp:600
 serve_job=$(cd "$repo" && TESSERA="$bin" STATE="$work/state" LISTEN=127.0.0.1:0 SPARE="n4:v100:1" \
             SERVE_ARGS="--round-length 1" sbatch --parsable -w "n[1-3]" \
             --output="$work/serve.out" examples/slurm/serve.sbatch) || fail "sbatch refused serve"

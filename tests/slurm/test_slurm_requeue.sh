@@ -28,20 +28,7 @@ print(len(jobs), sum(1 for j in jobs if j["state"] == "finished"), sum(j["steps"
 }
 job_state() { squeue -h -j "$job" -o %T 2>/dev/null; }
 
-cat > "$work/jobs.toml" <<JOBS
-[[job]]
-kind = "mlp"
-total_steps = 700
-step_time = 0.02
-[[job]]
-kind = "softmax_regression"
-total_steps = 800
-step_time = 0.02
-[[job]]
-kind = "mlp"
-total_steps = 600
-step_time = 0.02
-JOBS
+write_jobs "$work/jobs.toml" 0.02 mlp:700 softmax_regression:800 mlp:600
 job=$(cd "$repo" && TESSERA="$bin" STATE="$work/state" LISTEN=127.0.0.1:0 \
       SERVE_ARGS="--round-length 1" sbatch --parsable --output="$work/serve.out" \
       examples/slurm/serve.sbatch) || fail "sbatch refused the script"
