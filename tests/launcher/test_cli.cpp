@@ -203,6 +203,7 @@ TEST_CASE("cli: --copy-efficiency charges forked jobs only", "[cli][copy_eff]") 
   auto table = [&](const std::string& policy, const std::string& eff) {
     auto r = run_bounded("simulate -q --trace " + trace + " --policy " + policy +
                          " --copy-efficiency " + eff);
+    INFO(r.out);
     REQUIRE(r.code == 0);
     return r.out;
   };

@@ -201,6 +201,7 @@ TEST_CASE("cli run: --timeline holds the rounds the scheduler planned", "[cli][r
                        tessera::test::config_file("run_example_cluster.toml") + " --jobs " +
                        tessera::test::config_file("run_example_jobs.toml") + " --timeline " +
                        timeline + " --json " + summary);
+  INFO(r.out);  // a failed run says why on stderr ("tessera: run failed: ...")
   REQUIRE(r.code == 0);
   std::ifstream in(timeline);
   auto rounds = tessera::read_timeline(in, timeline);

@@ -111,6 +111,7 @@ TEST_CASE("sweep: each cell's command reproduces its metrics", "[sweep]") {
   for (const auto& t : std::filesystem::directory_iterator(dir + "/traces"))
     std::filesystem::remove(t.path());  // the command regenerates the trace
   auto r = test::run_shell(cell.at("command").get<std::string>() + " -q");
+  INFO(r.out);
   REQUIRE(r.code == 0);
   std::ostringstream jct;
   jct << std::fixed << std::setprecision(2) << cell.at("avg_jct_h").get<double>();
@@ -156,6 +157,7 @@ TEST_CASE("progress: simulate in a pipe prints periodic plain lines with an ETA"
               .code == 0);
   auto r = test::run_tessera("simulate --trace " + d.file("t.trace") +
                              " --policy max_min_fairness --progress-interval 0.1");
+  INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("progress: ") && Catch::Contains("ETA"));
   CHECK(r.out.find('\r') == std::string::npos);
@@ -188,6 +190,7 @@ TEST_CASE("sweep: --copy-efficiency reaches every cell and its command", "[sweep
   CHECK_THAT(cmd, Catch::Contains("--copy-efficiency off"));
   CHECK(off.at("avg_jct_h").get<double>() < on.at("avg_jct_h").get<double>());
   auto r = test::run_shell(cmd + " -q");
+  INFO(r.out);
   REQUIRE(r.code == 0);
   std::ostringstream jct;
   jct << std::fixed << std::setprecision(2) << off.at("avg_jct_h").get<double>();
