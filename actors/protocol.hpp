@@ -407,6 +407,7 @@ struct run_summary {
   std::vector<job_summary> jobs;            ///< in job-set order
   std::vector<std::int32_t> failed_ranks;   ///< nodes lost during the run
   std::vector<double> dispatch_latency;     ///< per round: start -> every copy running (s)
+  std::vector<double> plan_seconds;         ///< per round: start -> orders out (s)
   std::vector<round_record> round_records;  ///< per round: GPUs busy and idle, jobs waiting
   std::int64_t messages = 0;                ///< messages the scheduler handled
   std::int64_t dropped = 0;                 ///< messages from actors that are not live nodes
@@ -538,7 +539,7 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs, x.failed_ranks,
-                      x.dispatch_latency, x.round_records, x.messages, x.dropped, x.refused,
+                      x.dispatch_latency, x.plan_seconds, x.round_records, x.messages, x.dropped, x.refused,
                       x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_pauses,
                       x.registration_seconds, x.stalled_seconds);
 }

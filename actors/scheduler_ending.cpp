@@ -128,6 +128,7 @@ void finish(self_ptr self, bool ok, std::string why, bool at_boundary) {
   sum.seconds = elapsed(self);
   sum.failed_ranks = st.failed_ranks;
   sum.dispatch_latency = st.dispatch_latency;
+  sum.plan_seconds = st.plan_seconds;
   sum.round_records = st.round_records;
   sum.refused = st.refused;
   sum.joins = st.joins;

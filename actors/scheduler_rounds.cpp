@@ -102,6 +102,7 @@ void note_round(scheduler_state& st, const std::map<int, round_orders>& orders,
   r.active_jobs = rec.active_jobs;
   r.waiting_jobs = rec.waiting_jobs;
   r.plan_seconds = plan_seconds;
+  st.plan_seconds.push_back(plan_seconds);
   st.plan_histogram.observe(plan_seconds);
   for (const auto& [rank, o] : orders)
     for (const auto& c : o.copies) r.assignments.push_back({st.round, c.job, c.copy, rank, c.gpus});

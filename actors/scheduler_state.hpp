@@ -180,6 +180,7 @@ struct scheduler_state {
   bool have_last = false;                   ///< last_plan is valid for `live`
   std::vector<std::int32_t> failed_ranks;   ///< lost nodes
   std::vector<double> dispatch_latency;     ///< per round, seconds
+  std::vector<double> plan_seconds;         ///< per round: start -> orders out, seconds
   std::vector<round_record> round_records;  ///< per round, as runtime/core/metrics.hpp reads them
   std::int64_t messages = 0;                ///< messages handled
   std::int64_t dropped = 0;                 ///< messages from actors not live nodes

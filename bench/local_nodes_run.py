@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`tessera run --local N` with default settings and cheap jobs (one 20 s softmax job per node),
 RUNS times; one JSON line per run: exit code, wall seconds, seconds from the scheduler's start
-to the last registration, dispatch latency p50/p99 (rounds after the first), lost ranks and the
-scheduler's own lateness. Run it beside `stress-ng --cpu 4` to see the runtime on a busy host.
+to the last registration, dispatch latency p50/p99 (rounds after the first) and its planning part
+(round start to orders out), lost ranks and the scheduler's own lateness. Run it beside `stress-ng --cpu 4` to see the runtime on a busy host.
 
 usage: /usr/bin/python3 bench/local_nodes_run.py [--nodes 64] [--runs 3] [--tessera build/tessera]"""
 
@@ -46,6 +46,8 @@ def one_run(tessera, nodes, d, i):
         line.update(ok=s["ok"], rounds=s["rounds"], registration_s=round(s["registration_seconds"], 3),
                     dispatch_ms_p50=round(1000 * percentile(lat, 0.5), 2),
                     dispatch_ms_p99=round(1000 * percentile(lat, 0.99), 2),
+                    plan_ms_p50=round(1000 * percentile(s["plan_seconds"][1:], 0.5), 2),
+                    plan_ms_p99=round(1000 * percentile(s["plan_seconds"][1:], 0.99), 2),
                     failed_ranks=s["failed_ranks"],
                     scheduler_stalled_s=round(s["scheduler_stalled_seconds"], 3))
         if not s["ok"]:

@@ -83,6 +83,7 @@ nlohmann::json to_json(const run_summary& s, const run_settings& o, const cluste
   j["seconds"] = s.seconds;
   j["failed_ranks"] = s.failed_ranks;
   j["dispatch_latency"] = s.dispatch_latency;
+  j["plan_seconds"] = s.plan_seconds;
   j["messages"] = s.messages;
   j["dropped"] = s.dropped;
   j["refused"] = s.refused;
