@@ -53,12 +53,18 @@ caf::timespan seconds(double s) {
 /// middleman, its heartbeats and connection timeout, and a small thread pool. The connection
 /// time-out is the loss detector's ceiling: within it the scheduler's adaptive bound
 /// (actors/liveness.hpp) decides, so a slow peer is not cut off by CAF first.
+/// The pool shares one queue (CAF's "sharing" policy): an idle worker blocks on it. CAF's
+/// default work stealing makes an idle worker poll, 50 us sleeps for about 25 ms after each
+/// message, then 10 ms naps; a node process is idle between a few messages a second, so on a
+/// host with many of them the polling was most of the CPU (64 node processes on 2 cores:
+/// 23.5 CPU s against 8.6, dispatch median 90 ms against 12; docs/benchmarks/runtime.md).
 struct run_actor_config : caf::actor_system_config {
   run_actor_config(double heartbeat_interval, double connection_timeout) {
     register_protocol(*this);
     load<caf::io::middleman>();
     set("middleman.heartbeat-interval", seconds(heartbeat_interval));
     set("middleman.connection-timeout", seconds(connection_timeout));
+    set("scheduler.policy", caf::atom("sharing"));
     set("scheduler.max-threads", static_cast<std::size_t>(2));
     set("logger.console", caf::atom("none"));
   }

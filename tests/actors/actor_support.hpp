@@ -22,10 +22,12 @@
 
 namespace tessera::actors::test {
 
-/// An actor_system_config with the protocol registered (no middleman: one process).
+/// An actor_system_config with the protocol registered (no middleman: one process); its
+/// pool shares one queue, as a run's processes do (actors/launch.cpp, run_actor_config).
 struct test_config : caf::actor_system_config {
   test_config() {
     register_protocol(*this);
+    set("scheduler.policy", caf::atom("sharing"));
     set("scheduler.max-threads", static_cast<std::size_t>(2));
     set("logger.console", caf::atom("none"));
   }
