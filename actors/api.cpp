@@ -119,9 +119,41 @@ void submit(api_ptr self, const api_call& c) {
           });
 }
 
+/// A page of the job list (`limit` and/or `after` given): the scheduler builds only the page,
+/// asked for one job more than `limit` to know whether another page follows ("next": the
+/// page's last id, else null).
+void list_job_page(api_ptr self, const api_call& c, const std::string& filter) {
+  std::int64_t limit = 100, after = -1;
+  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
+    auto n = parse_id(it->second);
+    if (!n || *n < 1 || *n > 1000)
+      return reply_error(c, 400, "query 'limit': expected an integer in [1, 1000]");
+    limit = *n;
+  }
+  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
+    auto n = parse_id(it->second);
+    if (!n) return reply_error(c, 400, "query 'after': expected a job id (an integer >= 0)");
+    after = *n;
+  }
+  ask<std::vector<job_status>>(
+      self, c,
+      [=](std::vector<job_status>& v) {
+        const bool more = static_cast<std::int64_t>(v.size()) > limit;
+        if (more) v.resize(static_cast<std::size_t>(limit));
+        ojson a = ojson::array();
+        for (const auto& j : v) a.push_back(to_json(j, false));
+        ojson body{{"jobs", std::move(a)}, {"next", nullptr}};
+        if (more) body["next"] = v.back().summary.id;
+        reply_json(c, 200, body.dump());
+      },
+      job_page_atom::value, after, static_cast<std::int32_t>(limit + 1), filter);
+}
+
 void list_jobs(api_ptr self, const api_call& c) {
   std::string filter;
   if (auto it = c.req.query.find("state"); it != c.req.query.end()) filter = it->second;
+  if (c.req.query.count("limit") || c.req.query.count("after"))
+    return list_job_page(self, c, filter);
   ask<std::vector<job_status>>(
       self, c,
       [=](std::vector<job_status>& v) {
@@ -316,13 +348,18 @@ http::handler api_handler(caf::actor api) {
 
 std::string query_refusal(const http::request& r) {
   static const std::map<std::string, std::set<std::string>> reads = {
-      {"GET /v1/jobs", {"state"}}, {"POST /v1/jobs", {"base_dir"}}, {"GET /v1/rounds", {"limit"}}};
+      {"GET /v1/jobs", {"after", "limit", "state"}},
+      {"POST /v1/jobs", {"base_dir"}},
+      {"GET /v1/rounds", {"limit"}}};
   const auto it = reads.find(r.method + " " + r.path);
-  for (const auto& [name, value] : r.query)
-    if (it == reads.end() || !it->second.count(name))
-      return "query '" + name + "': " + r.method + " " + r.path + " takes " +
-             (it == reads.end() ? std::string("no query parameters")
-                                : "only '" + *it->second.begin() + "'");
+  for (const auto& [name, value] : r.query) {
+    if (it != reads.end() && it->second.count(name)) continue;
+    if (it == reads.end())
+      return "query '" + name + "': " + r.method + " " + r.path + " takes no query parameters";
+    std::string names;
+    for (const auto& n : it->second) names += (names.empty() ? "'" : ", '") + n + "'";
+    return "query '" + name + "': " + r.method + " " + r.path + " takes only " + names;
+  }
   return "";
 }
 

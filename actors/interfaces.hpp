@@ -44,6 +44,8 @@ using scheduler_client_api =
                      caf::replies_to<cancel_job>::with<cancel_outcome>,
                      caf::replies_to<stop_atom>::with<bool>,
                      caf::replies_to<jobs_atom, std::int64_t, bool>::with<std::vector<job_status>>,
+                     caf::replies_to<job_page_atom, std::int64_t, std::int32_t,
+                                     std::string>::with<std::vector<job_status>>,
                      caf::replies_to<nodes_atom>::with<std::vector<node_status>>,
                      caf::replies_to<rounds_atom, std::int32_t>::with<std::vector<round_status>>,
                      caf::replies_to<cluster_atom>::with<cluster_status>>;

@@ -387,12 +387,16 @@ struct cluster_status {
 
 /// Client queries, each `(atom, args...)`:
 ///   jobs_atom, int64 id (-1 = all), bool placements  -> std::vector<job_status>
+///   job_page_atom, int64 after, int32 count, string state -> std::vector<job_status>: the
+///                jobs with an id above `after`, in id order, in `state` ("" = any), at most
+///                `count` (the API's paginated list)
 ///   nodes_atom                                       -> std::vector<node_status>
 ///   rounds_atom, int32 limit                         -> std::vector<round_status> (oldest first)
 ///   cluster_atom                                     -> cluster_status
 ///   stop_atom -> bool: shut down after the round in flight (checkpoints written); the
 ///                listener gets the run_summary as at any end
 using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
+using job_page_atom = caf::atom_constant<caf::atom("jobpage")>;
 using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
 using rounds_atom = caf::atom_constant<caf::atom("rounds")>;
 using cluster_atom = caf::atom_constant<caf::atom("cluster")>;
@@ -539,9 +543,9 @@ typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return wire::fields(f, "run_summary", x.ok, x.error, x.rounds, x.seconds, x.jobs, x.failed_ranks,
-                      x.dispatch_latency, x.plan_seconds, x.round_records, x.messages, x.dropped, x.refused,
-                      x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch, x.checkpoint_pauses,
-                      x.registration_seconds, x.stalled_seconds);
+                      x.dispatch_latency, x.plan_seconds, x.round_records, x.messages, x.dropped,
+                      x.refused, x.joins, x.checkpoint_fallbacks, x.restarts_from_scratch,
+                      x.checkpoint_pauses, x.registration_seconds, x.stalled_seconds);
 }
 
 // ---- errors -------------------------------------------------------------------------------

@@ -108,6 +108,9 @@ caf::behavior ending(self_ptr self, end_ptr end) {
       [=](jobs_atom, std::int64_t id, bool placements) {
         return job_statuses(client_view_of(self->state), id, placements);
       },
+      [=](job_page_atom, std::int64_t after, std::int32_t count, const std::string& state) {
+        return job_page(client_view_of(self->state), after, count, state);
+      },
       [=](nodes_atom) { return node_statuses(client_view_of(self->state), self->clock().now()); },
       [=](rounds_atom, std::int32_t limit) {
         return round_statuses(client_view_of(self->state), limit);

@@ -48,6 +48,16 @@ std::vector<job_status> job_statuses(const client_view& st, std::int64_t id, boo
   return out;
 }
 
+std::vector<job_status> job_page(const client_view& st, std::int64_t after, std::int32_t count,
+                                 const std::string& state) {
+  std::vector<job_status> out;
+  for (auto it = st.by_id.upper_bound(after);
+       it != st.by_id.end() && static_cast<std::int32_t>(out.size()) < count; ++it)
+    if (state.empty() || it->second->latest.status.state == state)
+      out.push_back(status_of(*it->second, false));
+  return out;
+}
+
 namespace {
 
 /// waiting, alive, lost or left.

@@ -46,6 +46,12 @@ client_view client_view_of(const scheduler_state& st);
 /// with `placements`, each job's parts in its recent rounds.
 std::vector<job_status> job_statuses(const client_view& v, std::int64_t id, bool placements);
 
+/// A page of the job list: the jobs with an id above `after`, in id order, whose state is
+/// `state` (any when empty), at most `count`; without placements. Costs the page, not the
+/// job count (by_id is ordered), except for the jobs a state filter skips.
+std::vector<job_status> job_page(const client_view& v, std::int64_t after, std::int32_t count,
+                                 const std::string& state);
+
 /// Every node of the cluster file, by rank, with its parts in the current round and, for a
 /// live one, its silence at `now` against its loss bound.
 std::vector<node_status> node_statuses(const client_view& v, caf::actor_clock::time_point now);

@@ -119,9 +119,9 @@ TEST_CASE("only the query parameters a route reads pass, and they make the cache
   CHECK(query_refusal(req("GET", "/v1/rounds", {{"limit", "5"}})).empty());
   CHECK(query_refusal(req("GET", "/v1/cluster", {})).empty());
   CHECK(query_refusal(req("GET", "/v1/jobs", {{"x", "1"}})) ==
-        "query 'x': GET /v1/jobs takes only 'state'");
+        "query 'x': GET /v1/jobs takes only 'after', 'limit', 'state'");
   CHECK(query_refusal(req("GET", "/v1/jobs", {{"base_dir", "/tmp"}})) ==
-        "query 'base_dir': GET /v1/jobs takes only 'state'");
+        "query 'base_dir': GET /v1/jobs takes only 'after', 'limit', 'state'");
   CHECK(query_refusal(req("GET", "/metrics", {{"t", "9"}})) ==
         "query 't': GET /metrics takes no query parameters");
   // Property: the key depends on the method, path and parameters only, never on their order.

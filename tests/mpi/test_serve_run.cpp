@@ -186,7 +186,8 @@ TEST_CASE("serve: bad requests get 4xx with a message and the cluster stays up",
   // kept an answer of its own (1,100 polls took the scheduler from 59 to 995 MB).
   auto busting = call("GET", "/v1/jobs?x=17", "", "");
   CHECK(busting.status == 400);
-  CHECK(busting.body.find("query 'x': GET /v1/jobs takes only 'state'") != std::string::npos);
+  CHECK(busting.body.find("query 'x': GET /v1/jobs takes only 'after', 'limit', 'state'") !=
+        std::string::npos);
   CHECK(call("GET", "/v1/cluster?t=1", "", "").status == 400);
   // One submission holds at most 10,000 jobs (100,000 wedged the scheduler for 150 s).
   std::string many = "{\"job\": [";
@@ -459,4 +460,55 @@ TEST_CASE("serve: the cluster secret and the API token as an orchestrator hands 
   REQUIRE(nodes.size() == 2);
   CHECK(nodes[1]["state"] == "alive");
   CHECK_THAT(s.proc->output(), Catch::Contains("(token in " + token_file + ")"));
+}
+
+TEST_CASE("serve: the job list pages in id order, a state filter pages too", "[serve][pages]") {
+  served s("serve_pages", {1.0});
+  // Given ids out of order, then automatic ones after the largest: 3, 7, 9, 10, 11, 12, 13.
+  const std::string job =
+      R"("kind": "softmax_regression", "total_steps": 100000, "step_time": 0.01)";
+  auto r = s.client()->post("/v1/jobs",
+                            "{\"job\": [{\"id\": 9, " + job + "}, {\"id\": 3, " + job +
+                                "}, {\"id\": 7, " + job + "}, {" + job + "}, {" + job + "}, {" +
+                                job + "}, {" + job + "}]}",
+                            "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 201);
+  for (std::int64_t id : {3, 10, 12}) REQUIRE(s.cli("cancel " + std::to_string(id)).code == 0);
+  for (std::int64_t id : {3, 10, 12})
+    REQUIRE(s.await_state(id, "cancelled", 20)["state"] == "cancelled");
+
+  // Every page holds at most `limit` jobs in id order, and the pages together are the list.
+  auto pages = [&](const std::string& query, std::size_t limit) {
+    std::vector<std::int64_t> ids;
+    std::string after;
+    for (int page = 0; page < 20; ++page) {
+      auto p = s.get("/v1/jobs?limit=" + std::to_string(limit) + query + after);
+      REQUIRE(p["jobs"].size() <= limit);
+      for (const auto& j : p["jobs"]) ids.push_back(j["id"].get<std::int64_t>());
+      if (p["next"].is_null()) return ids;
+      CHECK(p["next"] == ids.back());
+      after = "&after=" + std::to_string(p["next"].get<std::int64_t>());
+    }
+    FAIL("the pages did not end");
+    return ids;
+  };
+  CHECK(pages("", 3) == std::vector<std::int64_t>{3, 7, 9, 10, 11, 12, 13});
+  CHECK(pages("", 7) == std::vector<std::int64_t>{3, 7, 9, 10, 11, 12, 13});
+  CHECK(pages("", 1000) == std::vector<std::int64_t>{3, 7, 9, 10, 11, 12, 13});
+  CHECK(pages("&state=cancelled", 2) == std::vector<std::int64_t>{3, 10, 12});
+  CHECK(s.get("/v1/jobs?after=11")["jobs"].size() == 2);  // limit defaults to 100
+  CHECK(s.get("/v1/jobs?after=13")["jobs"].empty());
+  // Without limit or after, the whole list in submission order, as before.
+  auto all = s.get("/v1/jobs");
+  REQUIRE(all["jobs"].size() == 7);
+  CHECK(all["jobs"][0]["id"] == 9);
+  CHECK_FALSE(all.contains("next"));
+  for (const std::string bad : {"limit=0", "limit=1001", "limit=x", "after=-1", "after=1.5"}) {
+    INFO(bad);
+    auto b = s.client()->get("/v1/jobs?" + bad);
+    REQUIRE(b);
+    CHECK(b->status == 400);
+  }
 }
