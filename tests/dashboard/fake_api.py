@@ -13,8 +13,9 @@ It also answers as an HTTP proxy would be asked (an absolute URL in the request 
 CONNECT), so a browser told --proxy-server=127.0.0.1:PORT shows here every request it tries to
 make to another host; `external` lists them (the dashboard must make none).
 `page=bytes` serves another page; `job_overrides={id: {field: value}}` changes the canned
-jobs (None removes a field, as an older server would); `gone_after=N` drops every API request
-after the first N without an answer (a server gone).
+jobs (None removes a field, as an older server would); `extra_jobs=N` adds N queued jobs after
+them (paging); `gone_after=N` drops every API request after the first N without an answer (a
+server gone). `GET /v1/jobs` pages with `limit` and `after` as the server does.
 
 As a process, for looking at the page by hand:
     python3 fake_api.py [--port 8080] [--token T]
@@ -109,7 +110,7 @@ def nodes():
 def job(j, with_placements=False):
     out = dict(j)
     out["gpu_seconds"] = sum((last - first + 1) * gpus * ROUND_LENGTH
-                             for first, last, _, _, gpus in PARTS[j["id"]])
+                             for first, last, _, _, gpus in PARTS.get(j["id"], []))
     if with_placements:
         out["placements"] = [{"round": r, "copy": a["copy"], "rank": a["rank"], "gpus": a["gpus"]}
                              for r in range(CURRENT_ROUND + 1) for a in assignments(r)
@@ -149,9 +150,11 @@ def with_overrides(j, overrides):
 
 
 class FakeApi:
-    def __init__(self, token, gone_after=None, port=0, job_overrides=None, page=None):
+    def __init__(self, token, gone_after=None, port=0, job_overrides=None, page=None,
+                 extra_jobs=0):
         self.token = token
         self.jobs = [with_overrides(j, (job_overrides or {}).get(j["id"], {})) for j in JOBS]
+        self.jobs += [dict(JOBS[4], id=len(JOBS) + i) for i in range(extra_jobs)]  # queued
         self.gone_after = gone_after
         self.requests = []   # (method, path, Authorization header or None)
         self.external = []   # requests meant for another host (proxy form or CONNECT)
@@ -180,7 +183,16 @@ class FakeApi:
             return 200, cluster(self.jobs)
         if path == "/v1/jobs":
             state = query.get("state", [None])[0]
-            return 200, {"jobs": [job(j) for j in self.jobs if state in (None, j.get("state"))]}
+            chosen = [j for j in self.jobs if state in (None, j.get("state"))]
+            if "limit" not in query and "after" not in query:
+                return 200, {"jobs": [job(j) for j in chosen]}
+            limit, after = int(query.get("limit", ["100"])[0]), int(query.get("after", ["-1"])[0])
+            if not 0 < limit <= 1000 or after < 0 and "after" in query:
+                return 400, {"error": "limit or after out of range"}
+            page = sorted((j for j in chosen if j["id"] > after), key=lambda j: j["id"])
+            more = len(page) > limit
+            page = page[:limit]
+            return 200, {"jobs": [job(j) for j in page], "next": page[-1]["id"] if more else None}
         if path.startswith("/v1/jobs/") and path[len("/v1/jobs/"):].isdigit():
             found = [j for j in self.jobs if j["id"] == int(path[len("/v1/jobs/"):])]
             return (200, job(found[0], True)) if found else (404, {"error": "no such job"})

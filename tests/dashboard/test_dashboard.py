@@ -159,6 +159,31 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(cells, want)
         self.check_only_own_api()
 
+    def test_the_job_table_shows_a_page_and_follows_the_fragment(self):
+        def rows(dom):
+            return [int(e["attrs"]["data-job-id"]) for e in dom.find(data_job_id=None)
+                    if e["tag"] == "tr"]
+        # 5 canned jobs and 245 queued ones: the first page holds ids 0-99, "next" leads on.
+        dom = self.load(extra_jobs=245)
+        self.assertEqual(rows(dom), list(range(100)))
+        self.assertEqual(dom.by_id("job-next")["attrs"]["data-next"], "99")
+        self.assertNotIn("disabled", dom.by_id("job-next")["attrs"])
+        self.assertIn("disabled", dom.by_id("job-first")["attrs"])
+        self.assertIn("ids 0-99", dom.by_id("job-page")["text"])
+        self.assertIn("/v1/jobs?limit=100", self.api_paths("/v1/jobs"))
+        self.api.stop()
+        # The last page, by the fragment a "next page" click sets.
+        dom = self.load(f"#token={TOKEN}&after=199", extra_jobs=245)
+        self.assertEqual(rows(dom), list(range(200, 250)))
+        self.assertIn("disabled", dom.by_id("job-next")["attrs"])
+        self.assertNotIn("disabled", dom.by_id("job-first")["attrs"])
+        self.api.stop()
+        # A state filter pages the jobs of that state only.
+        dom = self.load(f"#token={TOKEN}&state=running", extra_jobs=245)
+        self.assertEqual(rows(dom), [0, 2])
+        self.assertIn("/v1/jobs?limit=100&state=running", self.api_paths("/v1/jobs"))
+        self.check_only_own_api()
+
     def test_progress_bars_match_steps_over_total(self):
         dom = self.load()
         for j in fake_api.JOBS:
