@@ -44,12 +44,12 @@ speed = 0.5
 class Served:
     """`tessera serve --local 2` in a scratch directory; its address, token and pid."""
 
-    def __init__(self, binary, d, state=None, extra=(), cluster=CLUSTER):
+    def __init__(self, binary, d, state=None, extra=(), cluster=CLUSTER, local=None):
         self.d = d
         self.state = state or os.path.join(d, "state")
         with open(os.path.join(d, "cluster.toml"), "w") as f:
             f.write(cluster)
-        nodes = cluster.count("[[cluster.server]]")
+        nodes = local or cluster.count("[[cluster.server]]")  # one per server table by default
         self.log = open(os.path.join(d, "serve.log"), "a")
         self.proc = subprocess.Popen(
             [binary, "serve", "--local", str(nodes), "--launcher", "fork", "--cluster",
