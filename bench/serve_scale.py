@@ -82,7 +82,10 @@ def wait_for(pred, limit, step=0.05):
 
 
 def get_json(s, path):
-    code, body = s.call("GET", path)
+    try:
+        code, body = s.call("GET", path)
+    except OSError:  # not listening (yet)
+        return None
     return json.loads(body) if code == 200 else None
 
 
@@ -120,6 +123,7 @@ def nodes_run(binary, n, d):
 
 
 def resume_time(binary, d, state, n):
+    os.remove(os.path.join(state, "address"))  # the last run's: wait for the new one
     start = time.monotonic()
     s = Served(binary, d, state=state, cluster=cluster_toml(3), extra=["--resume"], local=3)
 
