@@ -34,9 +34,9 @@ using scheduler_node_api =
 
 /// The scheduler as its job actors see it: their latest snapshots, measured rates and failed
 /// checkpoint writes.
-using scheduler_job_api =
-    caf::typed_actor<caf::reacts_to<job_snapshot>, caf::reacts_to<rate_sample>,
-                     caf::reacts_to<write_failed_atom, std::int64_t, std::string>>;
+using scheduler_job_api = caf::typed_actor<
+    caf::reacts_to<job_snapshot>, caf::reacts_to<view_atom, std::uint64_t, job_snapshot>,
+    caf::reacts_to<rate_sample>, caf::reacts_to<write_failed_atom, std::int64_t, std::string>>;
 
 /// The scheduler as clients in its process see it (the control API, the launcher).
 using scheduler_client_api =
@@ -53,7 +53,7 @@ using scheduler_client_api =
 /// A job actor as its scheduler sees it: the round boundary, the round's assignment, a lost
 /// node of its round, the run's end and a client's cancel (delegated).
 using job_scheduler_api =
-    caf::typed_actor<caf::replies_to<view_atom>::with<job_snapshot>, caf::reacts_to<job_assignment>,
+    caf::typed_actor<caf::reacts_to<view_atom, std::uint64_t>, caf::reacts_to<job_assignment>,
                      caf::reacts_to<node_lost_atom, std::int64_t, std::int32_t>,
                      caf::replies_to<summary_atom, bool>::with<job_final>,
                      caf::replies_to<cancel_job>::with<cancel_outcome>>;

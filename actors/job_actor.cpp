@@ -464,10 +464,10 @@ cancel_outcome on_cancel(self_ptr self) {
 /// What every phase handles the same way: the scheduler's messages and a client's cancel.
 job_scheduler_api::behavior_type common(self_ptr self) {
   return {
-      [=](view_atom) -> caf::result<job_snapshot> {
-        if (!from_scheduler(self)) return caf::sec::unexpected_message;
+      [=](view_atom, std::uint64_t start) {
+        if (!from_scheduler(self)) return;
         close_round(self);
-        return snapshot_of(self->state.job);
+        self->send(self->state.scheduler, view_atom::value, start, snapshot_of(self->state.job));
       },
       [=](const job_assignment& a) {
         if (from_scheduler(self)) on_assignment(self, a);

@@ -13,8 +13,11 @@
 ///   ended     finished, failed or cancelled, its last round closed: every report refused.
 ///
 /// A round, as the job sees it (actors/README.md has the whole flow):
-///   1. scheduler -> job: view_atom. The round boundary: the job closes its round (a cancel a
-///      client asked for takes effect now) and answers with its job_snapshot, from which the
+///   1. scheduler -> job: (view_atom, round start id). The round boundary: the job closes its
+///      round (a cancel a client asked for takes effect now) and answers with (view_atom, the
+///      id, its job_snapshot), a message, not a response: CAF 0.17 keeps an actor's pending
+///      responses in a flat map (a vector searched and erased in place), so thousands of
+///      requests in flight cost quadratic time (10,000 jobs: ~100 ms a round); from which the
 ///      scheduler builds the policy's view and the dispatch of the job. Every report of the
 ///      round is in its mailbox ahead of the request: a node sends its reports before its
 ///      round_done, CAF enqueues a message when it is sent (the middleman delivers one

@@ -102,6 +102,9 @@ caf::behavior ending(self_ptr self, end_ptr end) {
       [=](job_snapshot& snap) {
         if (auto* e = job_sender(self)) take_snapshot(self, *e, std::move(snap));
       },
+      [=](view_atom, std::uint64_t, job_snapshot& snap) {  // a view the round start outlived
+        if (auto* e = job_sender(self)) take_snapshot(self, *e, std::move(snap));
+      },
       [=](journal_ack_atom, std::uint64_t ticket, const std::string& err) {
         on_synced(self, ticket, err);
       },

@@ -54,6 +54,9 @@ inline double elapsed(self_ptr self) {
 job_entry* find_job(scheduler_state& st, std::int64_t id);
 /// The job whose actor sent the current message, or null (dropped, counted).
 job_entry* job_sender(self_ptr self);
+
+/// A job's view for round start `id` (its answer to view_atom): planning follows the last.
+void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap);
 /// Keeps a job's latest snapshot (journaling what changed unless `journal` is false).
 void take_snapshot(self_ptr self, job_entry& e, job_snapshot&& snap, bool journal = true);
 /// Adds a job: its job actor, its entry, its place in the arrival queue.

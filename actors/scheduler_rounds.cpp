@@ -252,16 +252,6 @@ void plan_and_dispatch(self_ptr self) {
   self->become(self->state.phases.running);
 }
 
-/// A job's answer to the view request of round start `id`.
-void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
-  auto& st = self->state;
-  ++st.messages;
-  take_snapshot(self, e, std::move(snap));
-  auto& start = st.starting;
-  if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
-  if (--start.left == 0) plan_and_dispatch(self);
-}
-
 /// Job `e` gave no view for round start `id` (`why`): it is left out of the round (logged).
 void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::string& why) {
   auto& start = self->state.starting;
@@ -274,6 +264,16 @@ void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::stri
 }
 
 }  // namespace
+
+/// A job's view for round start `id` (its answer to view_atom).
+void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
+  auto& st = self->state;
+  ++st.messages;
+  take_snapshot(self, e, std::move(snap));
+  auto& start = st.starting;
+  if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
+  if (--start.left == 0) plan_and_dispatch(self);
+}
 
 /// At a heartbeat scan: when the round start has waited job_timeout for views, every job
 /// still silent is left out of the round.
@@ -312,13 +312,11 @@ void start_round(self_ptr self) {
   start.open = true;
   self->become(self->state.phases.starting);
   if (start.left == 0) return plan_and_dispatch(self);
-  // No timer per request, nor per round (each costs a clock entry on the round's critical
-  // path): the heartbeat scan leaves out the jobs still silent after job_timeout.
-  const auto id = start.id;
-  for (auto* e : start.asked)
-    self->request(e->handle, caf::infinite, view_atom::value)
-        .then([=](job_snapshot& snap) { on_view(self, id, *e, std::move(snap)); },
-              [=](caf::error& err) { view_missing(self, id, *e, describe(self->system(), err)); });
+  // Plain messages, not requests (actors/job_actor.hpp: CAF's pending responses cost
+  // quadratic time at thousands of jobs). No timer per job, nor per round (each costs a clock
+  // entry on the round's critical path): the heartbeat scan leaves out the jobs still silent
+  // after job_timeout (a job actor that died among them).
+  for (auto* e : start.asked) self->send(e->handle, view_atom::value, start.id);
 }
 
 /// A node reported every copy of a round; true when it was the current round's report of a

@@ -67,15 +67,23 @@ struct job_fixture : virtual_system {
     sched->send(job, std::move(a));
     coord.run();
   }
-  /// The job's answer to a view request (the round boundary).
+  /// The job's answer to a view request (the round boundary): a message naming the round
+  /// start it answers; pushes sent before it stay for drain().
   job_snapshot view() {
-    auto rh = sched->request(job, caf::infinite, view_atom::value);
+    const std::uint64_t start = ++starts;
+    sched->send(job, view_atom::value, start);
     coord.run();
     std::optional<job_snapshot> out;
-    rh.receive([&](job_snapshot& s) { out = std::move(s); }, [](caf::error&) {});
+    sched->receive(
+        [&](view_atom, std::uint64_t answered, job_snapshot& s) {
+          CHECK(answered == start);
+          out = std::move(s);
+        },
+        caf::after(std::chrono::seconds(0)) >> [] {});
     REQUIRE(out);
     return *out;
   }
+  std::uint64_t starts = 0;  ///< round starts asked so far
   /// The job's answer to a summary request.
   job_final final_state(bool at_boundary = false) {
     auto rh = sched->request(job, caf::infinite, summary_atom::value, at_boundary);
