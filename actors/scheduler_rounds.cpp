@@ -234,7 +234,11 @@ void plan_and_dispatch(self_ptr self) {
   st.round_t0 = start.now;
   auto assignments = book_round(st, plan->plan, *orders);
   for (auto* e : assigned) {
-    auto& a = assignments[e->spec.spec.id];  // none: left out
+    auto it = assignments.find(e->spec.spec.id);
+    // Left out again after waiting, with nothing paused: nothing changes for the job.
+    if (it == assignments.end() && !e->asked_view && !wait) continue;
+    job_assignment left_out;
+    auto& a = it == assignments.end() ? left_out : it->second;  // none: left out
     a.round = st.round;
     a.start = plan->plan.start;
     a.run_start = st.t0;
@@ -270,6 +274,7 @@ void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap)
   auto& st = self->state;
   ++st.messages;
   take_snapshot(self, e, std::move(snap));
+  e.viewed = true;
   auto& start = st.starting;
   if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
   if (--start.left == 0) plan_and_dispatch(self);
@@ -282,7 +287,7 @@ void check_views(self_ptr self) {
   if (!start.open ||
       seconds_between(start.since, self->clock().now()) < self->state.cfg.job_timeout)
     return;
-  const auto asked = start.asked;
+  const auto asked = start.viewing;
   for (auto* e : asked) view_missing(self, start.id, *e, "no answer within the job time-out");
 }
 
@@ -304,11 +309,19 @@ void start_round(self_ptr self) {
   }
   ++start.id;
   start.asked.clear();
+  start.viewing.clear();
   start.answered.clear();
   start.silent.clear();
-  for (auto& e : st.jobs)
-    if (active_job(e)) start.asked.push_back(&e);
-  start.left = start.asked.size();
+  // Only the jobs that ran in the round that ended (it closes that round for them) and those
+  // that never gave a view are asked: a job that waited changed only by what it pushed (a
+  // cancel, for one), so the round costs the jobs that ran, not the queue.
+  for (auto& e : st.jobs) {
+    if (!active_job(e)) continue;
+    start.asked.push_back(&e);
+    e.asked_view = !e.pieces.empty() || !e.viewed;
+    if (e.asked_view) start.viewing.push_back(&e);
+  }
+  start.left = start.viewing.size();
   start.open = true;
   self->become(self->state.phases.starting);
   if (start.left == 0) return plan_and_dispatch(self);
@@ -316,7 +329,7 @@ void start_round(self_ptr self) {
   // quadratic time at thousands of jobs). No timer per job, nor per round (each costs a clock
   // entry on the round's critical path): the heartbeat scan leaves out the jobs still silent
   // after job_timeout (a job actor that died among them).
-  for (auto* e : start.asked) self->send(e->handle, view_atom::value, start.id);
+  for (auto* e : start.viewing) self->send(e->handle, view_atom::value, start.id);
 }
 
 /// A node reported every copy of a round; true when it was the current round's report of a

@@ -109,6 +109,10 @@ struct job_entry {
   job_snapshot latest;               ///< pushed by the job or its answer to a view request
   std::deque<placement> placements;  ///< its parts in its last 100 rounds (for clients)
   std::vector<copy_piece> pieces;    ///< its parts in the current round, as planned
+  bool viewed = false;               ///< it answered a view request once
+  /// Asked for its view at the current round start: it ran in the round that ended, or it
+  /// never gave a view. A job that waited needs no question: its latest push is its view.
+  bool asked_view = false;
   bool ended() const { return is_final(latest.life); }  ///< finished, failed or cancelled
 };
 
@@ -117,7 +121,8 @@ struct round_start {
   std::uint64_t id = 0;  ///< answers to an older start are ignored
   double now = 0;        ///< the round's start, seconds after the run's start
   std::chrono::steady_clock::time_point wall0;  ///< when planning began (plan_seconds)
-  std::vector<job_entry*> asked;                ///< the jobs asked, in submission order
+  std::vector<job_entry*> asked;                ///< the active jobs, in submission order (planned)
+  std::vector<job_entry*> viewing;              ///< those asked for a view (asked_view)
   std::set<std::int64_t> answered;              ///< ids of the jobs that answered (or timed out)
   std::set<std::int64_t> silent;                ///< ids of the jobs that timed out: left out
   std::size_t left = 0;                         ///< answers still missing (or timed out)
