@@ -32,11 +32,12 @@ using scheduler_node_api =
                      caf::reacts_to<leave_atom>, caf::reacts_to<copy_started>,
                      caf::reacts_to<round_done>>;
 
-/// The scheduler as its job actors see it: their latest snapshots, measured rates and failed
-/// checkpoint writes.
+/// The scheduler as its job actors see it: their latest snapshots, their views at a round
+/// start and their summaries at the end, measured rates and failed checkpoint writes.
 using scheduler_job_api = caf::typed_actor<
     caf::reacts_to<job_snapshot>, caf::reacts_to<view_atom, std::uint64_t, job_snapshot>,
-    caf::reacts_to<rate_sample>, caf::reacts_to<write_failed_atom, std::int64_t, std::string>>;
+    caf::reacts_to<summary_atom, std::uint64_t, job_final>, caf::reacts_to<rate_sample>,
+    caf::reacts_to<write_failed_atom, std::int64_t, std::string>>;
 
 /// The scheduler as clients in its process see it (the control API, the launcher).
 using scheduler_client_api =
@@ -55,7 +56,7 @@ using scheduler_client_api =
 using job_scheduler_api =
     caf::typed_actor<caf::reacts_to<view_atom, std::uint64_t>, caf::reacts_to<job_assignment>,
                      caf::reacts_to<node_lost_atom, std::int64_t, std::int32_t>,
-                     caf::replies_to<summary_atom, bool>::with<job_final>,
+                     caf::reacts_to<summary_atom, bool, std::uint64_t>,
                      caf::replies_to<cancel_job>::with<cancel_outcome>>;
 
 /// A job actor as the nodes of its round see it: its copies' reports.

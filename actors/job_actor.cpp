@@ -475,11 +475,12 @@ job_scheduler_api::behavior_type common(self_ptr self) {
       [=](node_lost_atom, std::int64_t round, std::int32_t rank) {
         if (from_scheduler(self)) on_node_lost(self, round, rank);
       },
-      [=](summary_atom, bool at_boundary) -> caf::result<job_final> {
-        if (!from_scheduler(self)) return caf::sec::unexpected_message;
+      [=](summary_atom, bool at_boundary, std::uint64_t index) {
+        if (!from_scheduler(self)) return;
         if (at_boundary) close_round(self);
         const auto& s = self->state;
-        return job_final{summary_of(s.job), s.job.ckpt.book, s.dropped};
+        self->send(s.scheduler, summary_atom::value, index,
+                   job_final{summary_of(s.job), s.job.ckpt.book, s.dropped});
       },
       [=](const cancel_job&) { return on_cancel(self); },
   };

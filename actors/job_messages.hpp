@@ -16,12 +16,15 @@
 
 namespace tessera::actors {
 
-/// scheduler -> job: the round boundary; the answer is the job's job_snapshot.
+/// scheduler -> job: `view_atom, uint64 start`: the round boundary; the job answers with the
+/// message `view_atom, start, job_snapshot` (messages, not requests: actors/job_actor.hpp).
 using view_atom = caf::atom_constant<caf::atom("jobview")>;
 /// scheduler -> job: `node_lost_atom, int64 round, int32 rank`: a node of that round is lost.
 using node_lost_atom = caf::atom_constant<caf::atom("jobnodelst")>;
-/// scheduler -> job: `summary_atom, bool at_boundary`: the run ends; the answer is a job_final.
-/// At a round boundary a cancel the job is waiting for takes effect first.
+/// scheduler -> job: `summary_atom, bool at_boundary, uint64 index`: the run ends; the job
+/// answers with the message `summary_atom, index, job_final` (`index`: its place in the
+/// scheduler's job list). At a round boundary a cancel the job is waiting for takes effect
+/// first.
 using summary_atom = caf::atom_constant<caf::atom("jobsummary")>;
 /// job -> scheduler: `write_failed_atom, int64 job, std::string why`: its round checkpoint
 /// could not be written (the checkpoint directory's health is the scheduler's).

@@ -43,6 +43,7 @@ scheduler_job_api::behavior_type from_jobs(self_ptr self) {
       [=](view_atom, std::uint64_t start, job_snapshot& snap) {
         if (auto* e = job_sender(self)) on_view(self, start, *e, std::move(snap));
       },
+      [=](summary_atom, std::uint64_t, job_final&) {},  // asked only once the run ends
       [=](const rate_sample& r) {
         if (job_sender(self))
           self->state.rates->record(r.rank, r.job_type, r.scale, r.task_times, r.steps_per_s);

@@ -271,8 +271,7 @@ void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::stri
 
 /// A job's view for round start `id` (its answer to view_atom).
 void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
-  auto& st = self->state;
-  ++st.messages;
+  auto& st = self->state;  // job_sender counted the message
   take_snapshot(self, e, std::move(snap));
   e.viewed = true;
   auto& start = st.starting;

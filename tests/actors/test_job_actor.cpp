@@ -86,10 +86,15 @@ struct job_fixture : virtual_system {
   std::uint64_t starts = 0;  ///< round starts asked so far
   /// The job's answer to a summary request.
   job_final final_state(bool at_boundary = false) {
-    auto rh = sched->request(job, caf::infinite, summary_atom::value, at_boundary);
+    sched->send(job, summary_atom::value, at_boundary, std::uint64_t{5});
     coord.run();
     std::optional<job_final> out;
-    rh.receive([&](job_final& f) { out = std::move(f); }, [](caf::error&) {});
+    sched->receive(
+        [&](summary_atom, std::uint64_t index, job_final& f) {
+          CHECK(index == 5);
+          out = std::move(f);
+        },
+        caf::after(std::chrono::seconds(0)) >> [] {});
     REQUIRE(out);
     return *out;
   }
