@@ -44,6 +44,7 @@ bool node_lost(self_ptr self, int rank, const std::string& why) {
     const auto on_rank = [&](const copy_piece& p) { return p.rank == rank; };
     if (std::none_of(e.pieces.begin(), e.pieces.end(), on_rank)) continue;
     self->send(e.handle, node_lost_atom::value, st.round, static_cast<std::int32_t>(rank));
+    e.view_due = true;  // asked after this message: the view sees the fence
     e.pieces.erase(std::remove_if(e.pieces.begin(), e.pieces.end(), on_rank), e.pieces.end());
   }
   ++st.job_set_version;

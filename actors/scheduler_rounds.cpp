@@ -273,9 +273,9 @@ void view_missing(self_ptr self, std::uint64_t id, job_entry& e, const std::stri
 void on_view(self_ptr self, std::uint64_t id, job_entry& e, job_snapshot&& snap) {
   auto& st = self->state;  // job_sender counted the message
   take_snapshot(self, e, std::move(snap));
-  e.viewed = true;
   auto& start = st.starting;
   if (!start.open || start.id != id || !start.answered.insert(e.spec.spec.id).second) return;
+  e.view_due = false;  // the answer to this start's question (sent after any node_lost_atom)
   if (--start.left == 0) plan_and_dispatch(self);
 }
 
@@ -317,7 +317,7 @@ void start_round(self_ptr self) {
   for (auto& e : st.jobs) {
     if (!active_job(e)) continue;
     start.asked.push_back(&e);
-    e.asked_view = !e.pieces.empty() || !e.viewed;
+    e.asked_view = !e.pieces.empty() || e.view_due;
     if (e.asked_view) start.viewing.push_back(&e);
   }
   start.left = start.viewing.size();

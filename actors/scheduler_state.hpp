@@ -109,9 +109,11 @@ struct job_entry {
   job_snapshot latest;               ///< pushed by the job or its answer to a view request
   std::deque<placement> placements;  ///< its parts in its last 100 rounds (for clients)
   std::vector<copy_piece> pieces;    ///< its parts in the current round, as planned
-  bool viewed = false;               ///< it answered a view request once
-  /// Asked for its view at the current round start: it ran in the round that ended, or it
-  /// never gave a view. A job that waited needs no question: its latest push is its view.
+  /// Its view must be asked for at the next round start even if it did not run: it never gave
+  /// one, or it was told of a lost node (it fences its writers: the view must follow that).
+  bool view_due = true;
+  /// Asked for its view at the current round start: it ran in the round that ended, or its
+  /// view is due. A job that waited needs no question: its latest push is its view.
   bool asked_view = false;
   bool ended() const { return is_final(latest.life); }  ///< finished, failed or cancelled
 };
