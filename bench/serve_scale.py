@@ -11,7 +11,7 @@
   jobs queued: `GET /v1/jobs?limit=100` p50/p99 over 200 pages at random `after` (each a new
   cache key: the scheduler builds every one), the whole list's time and bytes, the planning
   time of the rounds with N jobs (policy --policy, default tessera), the journal's size; then
-  shutdown and `serve --resume`: seconds from its start until the API lists N jobs again; and,
+  `POST /v1/shutdown` until the process exits, and `serve --resume`: seconds from its start until the API lists N jobs again; and,
   when Chromium is installed, the dashboard loaded against the resumed cluster (its job rows
   and the wall time of the headless load).
 
@@ -182,8 +182,10 @@ def queued_run(binary, n, policy, d):
         line.update(plan_ms_p50_all_in=ms(percentile(full, 0.5)),
                     plan_ms_p99_all_in=ms(percentile(full, 0.99)), rounds_all_in=len(full),
                     scheduler_rss_mb=round(peak_rss_mb(s.proc.pid), 1))
+        t0 = time.monotonic()
         code, _ = s.call("POST", "/v1/shutdown")
         s.proc.wait(120)
+        line["shutdown_s"] = round(time.monotonic() - t0, 2)  # round end, summaries, exit
         line["journal_mb"] = round(os.path.getsize(os.path.join(s.state, "journal")) / 2**20, 2)
     finally:
         s.stop()
