@@ -29,10 +29,18 @@ std::vector<double> type_throughputs(const cluster& cl, const throughput_table& 
 namespace {
 
 /// What the simulation keeps of one active job besides its view.
+/// An active job's record fields that change every round, kept beside its view (one
+/// contiguous array in active order) and stored into its job_record when it retires or the
+/// run ends: the records (one per trace job) are visited at random otherwise, a cache miss
+/// per active job and round at 100,000 jobs.
 struct live_job {
   std::size_t record = 0;  ///< index into schedule_result::jobs and the trace
   double contention = 0;   ///< integral of active-job count over time active
   double active_time = 0;
+  double first_start = -1;  ///< job_record's fields, current while the job is active
+  double finish = -1;
+  double run_time = 0;
+  double gpu_seconds = 0;
 };
 
 /// Space sharing: for each job of a pair, half the seconds both jobs held their shared GPUs,
@@ -72,6 +80,8 @@ class simulation {
   status make_records();
   status admit();
   status play_round();
+  /// Stores active job i's round-by-round fields (live_job, steps done) into its record.
+  void store(std::size_t i);
   void apply_progress(const round_plan& p, const std::vector<copy_progress>& ran,
                       std::vector<bool>& done);
   void retire(const std::vector<bool>& done);
@@ -140,6 +150,11 @@ status simulation::admit() {
     if (auto st = check_runnable(*j, v.throughput); !st) return st.err();
     live_job lj;
     lj.record = record_of_.at(j->id);
+    const auto& rec = res_.jobs[lj.record];
+    lj.first_start = rec.first_start;
+    lj.finish = rec.finish;
+    lj.run_time = rec.run_time;
+    lj.gpu_seconds = rec.gpu_seconds;
     views_.push_back(std::move(v));
     live_.push_back(lj);
   }
@@ -177,6 +192,7 @@ result<schedule_result> simulation::run() {
     if (cfg_.on_progress) cfg_.on_progress(prog);
     if (windowed_ && cfg_.stop_after_window && window_left_ == 0) break;
   }
+  for (std::size_t i = 0; i < views_.size(); ++i) store(i);  // the jobs still active
   for (const auto& r : res_.jobs) res_.end_time = std::max(res_.end_time, r.finish);
   res_.complete = windowed_ && cfg_.stop_after_window
                       ? window_left_ == 0
@@ -187,9 +203,8 @@ result<schedule_result> simulation::run() {
 /// Plans the round at now_, runs it through the executor, applies its progress.
 status simulation::play_round() {
   for (std::size_t i = 0; i < views_.size(); ++i) {
-    const auto& rec = res_.jobs[live_[i].record];
-    views_[i].run_time = rec.run_time;
-    views_[i].attained_service = rec.gpu_seconds;
+    views_[i].run_time = live_[i].run_time;
+    views_[i].attained_service = live_[i].gpu_seconds;
   }
   round_context ctx;
   ctx.now = now_;
@@ -241,8 +256,8 @@ void simulation::apply_progress(const round_plan& p, const std::vector<copy_prog
     const auto& cp = ran[c];
     const std::size_t i = index_.find(cp.job);
     auto& v = views_.at(i);
-    auto& rec = res_.jobs[live_[i].record];
-    if (rec.first_start < 0) rec.first_start = now_;
+    auto& lj = live_[i];
+    if (lj.first_start < 0) lj.first_start = now_;
     v.steps_done += cp.steps;
     // A forked job's copies run side by side (the executor reports them one after another):
     // its run time grows by its longest copy's.
@@ -250,25 +265,35 @@ void simulation::apply_progress(const round_plan& p, const std::vector<copy_prog
       double held = 0;
       for (std::size_t d = c; d < ran.size() && ran[d].job == cp.job; ++d)
         held = std::max(held, ran[d].busy_seconds);
-      rec.run_time += held;
+      lj.run_time += held;
     }
     const int gpus = cp.gpus > 0 ? cp.gpus : v.spec->scale_factor;
     auto half = shared.find(cp.job);
-    rec.gpu_seconds += (cp.busy_seconds - (half == shared.end() ? 0.0 : half->second)) * gpus;
+    lj.gpu_seconds += (cp.busy_seconds - (half == shared.end() ? 0.0 : half->second)) * gpus;
     if (cp.finished) {
       v.steps_done = v.spec->total_steps;
-      rec.finish = cp.finish_time;
+      lj.finish = cp.finish_time;
       done[i] = true;
     }
   }
   const double n_active = static_cast<double>(views_.size());
   for (std::size_t i = 0; i < views_.size(); ++i) {
     auto& lj = live_[i];
-    const double in_round = done[i] ? res_.jobs[lj.record].finish - now_ : cfg_.round_length;
+    const double in_round = done[i] ? lj.finish - now_ : cfg_.round_length;
     lj.contention += n_active * in_round;
     lj.active_time += in_round;
     views_[i].last_type = type_of[i] == -2 ? -1 : type_of[i];
   }
+}
+
+void simulation::store(std::size_t i) {
+  const auto& lj = live_[i];
+  auto& rec = res_.jobs[lj.record];
+  rec.first_start = lj.first_start;
+  rec.finish = lj.finish;
+  rec.run_time = lj.run_time;
+  rec.gpu_seconds = lj.gpu_seconds;
+  rec.steps_done = views_[i].steps_done;
 }
 
 /// Time the job would take on an isolated 1/M share of the cluster (M = the mean number of
@@ -287,8 +312,6 @@ double simulation::iso_share_time(const job_view& v, const live_job& lj) const {
 void simulation::retire(const std::vector<bool>& done) {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < views_.size(); ++i) {
-    auto& rec = res_.jobs[live_[i].record];
-    rec.steps_done = views_[i].steps_done;
     if (!done[i]) {
       if (kept != i) {
         views_[kept] = std::move(views_[i]);
@@ -298,6 +321,8 @@ void simulation::retire(const std::vector<bool>& done) {
       continue;
     }
     ++completed_;
+    store(i);
+    auto& rec = res_.jobs[live_[i].record];
     rec.restarts = exec_.restarts(views_[i].spec->id);
     rec.iso_share_time = iso_share_time(views_[i], live_[i]);
     double best = 0;  // the job's fastest GPU type (no types: no expected time)
