@@ -312,8 +312,8 @@ void start_round(self_ptr self) {
   start.answered.clear();
   start.silent.clear();
   // Only the jobs that ran in the round that ended (it closes that round for them) and those
-  // that never gave a view are asked: a job that waited changed only by what it pushed (a
-  // cancel, for one), so the round costs the jobs that ran, not the queue.
+  // whose view is due (new, or told of a lost node) are asked: a job that waited changed only
+  // by what it pushed (a cancel, for one), so the round costs the jobs that ran, not the queue.
   for (auto& e : st.jobs) {
     if (!active_job(e)) continue;
     start.asked.push_back(&e);
