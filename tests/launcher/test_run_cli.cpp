@@ -261,3 +261,32 @@ TEST_CASE("cli run: --secret-from and --token-file are refused where they mean n
   CHECK_THAT(open.out, Catch::Contains(secret + ": the secret file may be read or written by "
                                                 "others"));
 }
+
+TEST_CASE("cli run: a waiting job costs the scheduler nothing per round", "[cli][run][scale]") {
+  // One GPU under FIFO: N short jobs run one after another, two rounds each, while the others
+  // wait. The scheduler asks for a view only the job that ran (and each job once, new), so its
+  // messages grow linearly in N; asking every waiting job each round would add sum(active)
+  // = N(N+1) views, quadratic.
+  const auto cl = temp_file("c_wait.toml",
+                            "[cluster]\nname = \"one\"\n[[cluster.server]]\nname = \"a\"\n"
+                            "gpu_type = \"v100\"\ngpus = 1\n");
+  auto messages = [&](int n) {
+    std::string jobs;
+    for (int i = 0; i < n; ++i)
+      jobs += "[[job]]\nkind = \"softmax_regression\"\ntotal_steps = 15\nstep_time = 0.01\n";
+    const auto file = temp_file("j_wait" + std::to_string(n) + ".toml", jobs);
+    const auto out = file + ".json";
+    auto r = run_tessera(
+        "run --local 1 --launcher fork -q --policy fifo --round-length 0.1 "
+        "--cluster " +
+        cl + " --jobs " + file + " --json " + out);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    auto s = nlohmann::json::parse(tessera::test::file_contents(out));
+    INFO("rounds " << s.at("rounds"));
+    return s.at("messages").get<double>();
+  };
+  const double m12 = messages(12), m24 = messages(24);
+  INFO("messages: 12 jobs " << m12 << ", 24 jobs " << m24);
+  CHECK(m24 < 2.5 * m12);
+}
