@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -77,6 +78,19 @@ std::optional<std::int64_t> parse_id(const std::string& s) {
   return std::stoll(s);
 }
 
+/// Query parameter `name` of `c` as an integer in [lo, hi]: `dflt` when absent, nullopt (after
+/// a 400 naming the parameter and `expected`) when it is not one.
+std::optional<std::int64_t> query_integer(const api_call& c, const std::string& name,
+                                          std::int64_t dflt, std::int64_t lo, std::int64_t hi,
+                                          const std::string& expected) {
+  const auto it = c.req.query.find(name);
+  if (it == c.req.query.end()) return dflt;
+  const auto n = parse_id(it->second);
+  if (n && *n >= lo && *n <= hi) return n;
+  reply_error(c, 400, "query '" + name + "': expected " + expected);
+  return std::nullopt;
+}
+
 /// JSON when the body says so (Content-Type, else a first character of '{'), else TOML.
 job_text_format body_format(const http::request& r) {
   if (r.content_type.find("json") != std::string::npos) return job_text_format::json;
@@ -123,30 +137,23 @@ void submit(api_ptr self, const api_call& c) {
 /// asked for one job more than `limit` to know whether another page follows ("next": the
 /// page's last id, else null).
 void list_job_page(api_ptr self, const api_call& c, const std::string& filter) {
-  std::int64_t limit = 100, after = -1;
-  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
-    auto n = parse_id(it->second);
-    if (!n || *n < 1 || *n > 1000)
-      return reply_error(c, 400, "query 'limit': expected an integer in [1, 1000]");
-    limit = *n;
-  }
-  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
-    auto n = parse_id(it->second);
-    if (!n) return reply_error(c, 400, "query 'after': expected a job id (an integer >= 0)");
-    after = *n;
-  }
+  const auto limit = query_integer(c, "limit", 100, 1, 1000, "an integer in [1, 1000]");
+  if (!limit) return;
+  const auto after = query_integer(c, "after", -1, 0, std::numeric_limits<std::int64_t>::max(),
+                                   "a job id (an integer >= 0)");
+  if (!after) return;
   ask<std::vector<job_status>>(
       self, c,
       [=](std::vector<job_status>& v) {
-        const bool more = static_cast<std::int64_t>(v.size()) > limit;
-        if (more) v.resize(static_cast<std::size_t>(limit));
+        const bool more = static_cast<std::int64_t>(v.size()) > *limit;
+        if (more) v.resize(static_cast<std::size_t>(*limit));
         ojson a = ojson::array();
         for (const auto& j : v) a.push_back(to_json(j, false));
         ojson body{{"jobs", std::move(a)}, {"next", nullptr}};
         if (more) body["next"] = v.back().summary.id;
         reply_json(c, 200, body.dump());
       },
-      job_page_atom::value, after, static_cast<std::int32_t>(limit + 1), filter);
+      job_page_atom::value, *after, static_cast<std::int32_t>(*limit + 1), filter);
 }
 
 void list_jobs(api_ptr self, const api_call& c) {
@@ -195,13 +202,8 @@ void cancel(api_ptr self, const api_call& c, std::int64_t id) {
 }
 
 void rounds(api_ptr self, const api_call& c) {
-  std::int32_t limit = 50;
-  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
-    auto n = parse_id(it->second);
-    if (!n || *n < 1 || *n > 1000)
-      return reply_error(c, 400, "query 'limit': expected an integer in [1, 1000]");
-    limit = static_cast<std::int32_t>(*n);
-  }
+  const auto limit = query_integer(c, "limit", 50, 1, 1000, "an integer in [1, 1000]");
+  if (!limit) return;
   ask<std::vector<round_status>>(
       self, c,
       [=](std::vector<round_status>& v) {
@@ -209,7 +211,7 @@ void rounds(api_ptr self, const api_call& c) {
         for (const auto& r : v) a.push_back(to_json(r));
         reply_json(c, 200, ojson{{"rounds", std::move(a)}}.dump());
       },
-      rounds_atom::value, limit);
+      rounds_atom::value, static_cast<std::int32_t>(*limit));
 }
 
 /// Routes under /v1/jobs: the list, one job, its cancel.

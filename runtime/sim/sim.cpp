@@ -28,11 +28,10 @@ std::vector<double> type_throughputs(const cluster& cl, const throughput_table& 
 
 namespace {
 
-/// What the simulation keeps of one active job besides its view.
-/// An active job's record fields that change every round, kept beside its view (one
-/// contiguous array in active order) and stored into its job_record when it retires or the
-/// run ends: the records (one per trace job) are visited at random otherwise, a cache miss
-/// per active job and round at 100,000 jobs.
+/// What the simulation keeps of one active job besides its view, in active order: its
+/// contention, and the job_record fields that change every round, stored into the record when
+/// the job retires or the run ends (the records, one per trace job, would be visited at random
+/// every round: a cache miss per active job and round at 100,000 jobs).
 struct live_job {
   std::size_t record = 0;  ///< index into schedule_result::jobs and the trace
   double contention = 0;   ///< integral of active-job count over time active
@@ -149,12 +148,7 @@ status simulation::admit() {
     v.throughput = type_throughputs(cl_, table_, *j);
     if (auto st = check_runnable(*j, v.throughput); !st) return st.err();
     live_job lj;
-    lj.record = record_of_.at(j->id);
-    const auto& rec = res_.jobs[lj.record];
-    lj.first_start = rec.first_start;
-    lj.finish = rec.finish;
-    lj.run_time = rec.run_time;
-    lj.gpu_seconds = rec.gpu_seconds;
+    lj.record = record_of_.at(j->id);  // admitted once: its record's fields are live_job's defaults
     views_.push_back(std::move(v));
     live_.push_back(lj);
   }
