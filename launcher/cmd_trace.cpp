@@ -70,7 +70,8 @@ int cmd_trace(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace generate --jobs N --rate R [--multi-gpu] [--seed S] --output FILE\n"
       "       tessera trace generate --preset hops [--seed S] --output FILE\n"
-      "       tessera trace import FORMAT FILE --output FILE  (helios, philly; see --help)\n"
+      "       tessera trace import FORMAT FILE --output FILE  (helios, philly, pai, sia; see "
+      "--help)\n"
       "Writes a trace with Gavel's recipe: Poisson arrivals at R jobs/hour (R = 0 puts every\n"
       "job at time 0), job types uniform over the 26 templates, durations 60*10^U(1.5,3) s\n"
       "(p = 0.8) else 60*10^U(3,4) s, steps = duration x V100 throughput. --preset hops is\n"

@@ -1,6 +1,6 @@
 /// @file cmd_trace_import.cpp
-/// `tessera trace import FORMAT FILE -o OUT`: a production-derived trace (Helios, Philly) in
-/// tessera's trace format, by the rule of runtime/workload/trace_import.hpp.
+/// `tessera trace import FORMAT FILE -o OUT`: a production-derived trace (Helios, Philly, PAI, Sia)
+/// in tessera's trace format, by the rule of runtime/workload/trace_import.hpp.
 
 #include <fstream>
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "launcher/commands.hpp"
 #include "launcher/common.hpp"
 #include "runtime/workload/trace.hpp"
+#include "runtime/workload/sia_workload.hpp"
 #include "runtime/workload/trace_import.hpp"
 
 namespace po = boost::program_options;
@@ -32,24 +33,46 @@ void print_summary(const import_summary& s, const std::string& out) {
   std::cerr << '\n';
 }
 
+/// `trace import sia`: Sia's workload with its measurements.
+int import_sia(const std::string& file, const std::string& sia_dir, const std::string& out) {
+  if (sia_dir.empty()) {
+    std::cerr << "tessera: sia needs --sia-dir (a checkout's sia-simulator folder)\n";
+    return exit_code::bad_input;
+  }
+  auto data = sia_data::load(sia_dir, {});
+  if (!data) return report(data.err());
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return report(error{error_kind::io, file + ": cannot open"});
+  import_summary summary;
+  auto jobs = import_sia_workload(in, file, *data, summary);
+  if (!jobs) return report(jobs.err());
+  if (auto st = tessera::write_trace_file(out, *jobs); !st) return report(st.err());
+  print_summary(summary, out);
+  return exit_code::ok;
+}
+
 }  // namespace
 
 int cmd_trace_import(const std::vector<std::string>& args) {
   const char* usage =
       "usage: tessera trace import FORMAT FILE --output OUT [--seed S]\n"
       "       tessera trace import pai pai_job_table.csv --tasks pai_task_table.csv --output OUT\n"
+      "       tessera trace import sia workload-1.csv --sia-dir SIA/sia-simulator --output OUT\n"
       "FORMAT: helios (cluster_log.csv), philly (cluster_job_log) or pai (Alibaba PAI 2020's\n"
-      "job table, with its task table). Each job that ran to its end becomes one line of a\n"
+      "job table, with its task table); sia reads Sia's and Pollux's workload CSVs, each job\n"
+      "keeping its GPU count and batch size, its steps from Sia's measurements (docs/traces.md,\n"
+      "\"Sia's workloads\"). For the others, each job that ran to its end becomes one line of a\n"
       "Gavel-format trace: arrival from its submit time, its GPUs as the scale factor (rounded\n"
       "up to one the throughput table knows), a job type drawn among the templates, steps =\n"
       "its run time x that type's throughput on the reference GPU type (docs/traces.md,\n"
       "\"Imported traces\"). Prints what it dropped and why.";
-  std::string format, file, out, table_file, templates_file, tasks_file;
+  std::string format, file, out, table_file, templates_file, tasks_file, sia_dir;
   import_options opt;
   po::options_description d("tessera trace import options");
   d.add_options()("output,o", po::value(&out)->required(), "trace file to write")(
       "seed,s", po::value(&opt.seed)->default_value(0), "seed of the job-type draw")(
       "tasks", po::value(&tasks_file), "pai: the task table (pai_task_table.csv)")(
+      "sia-dir", po::value(&sia_dir), "sia: a checkout's sia-simulator folder (or its traces)")(
       "reference-type", po::value(&opt.reference_type)->default_value("v100"),
       "GPU type whose throughput turns a job's run time into steps")(
       "throughputs", po::value(&table_file), "throughput table (default: bundled)")(
@@ -76,6 +99,7 @@ int cmd_trace_import(const std::vector<std::string>& args) {
   }
   auto fmt = parse_trace_format(format);
   if (!fmt) return report(fmt.err());
+  if (*fmt == trace_format::sia) return import_sia(file, sia_dir, out);
   auto table = load_table_arg(table_file);
   if (!table) return report(table.err());
   auto templates =

@@ -18,6 +18,8 @@ int cmd_trace(const std::vector<std::string>& args);
 /// `tessera trace import FORMAT FILE -o OUT` (launcher/cmd_trace_import.cpp); `args` after
 /// "import".
 int cmd_trace_import(const std::vector<std::string>& args);
+/// `tessera table import sia`: a throughput table from Sia's measurements (launcher/cmd_table.cpp).
+int cmd_table(const std::vector<std::string>& args);
 /// `tessera cluster from-slurm`: the cluster file of the Slurm allocation it runs in.
 int cmd_cluster(const std::vector<std::string>& args);
 int cmd_policies(const std::vector<std::string>& args);

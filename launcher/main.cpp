@@ -19,6 +19,8 @@ const char* usage =
     "  sweep            simulate policies x rates x seeds in parallel (resumable), one CSV\n"
     "  plot             draw JCT vs rate, JCT CDFs, utilisation and Gantt charts (PNG, SVG)\n"
     "  trace generate   write a synthetic trace with Gavel's recipe\n"
+    "  trace import     a production trace (helios, philly, pai) or Sia's workload as a trace\n"
+    "  table import     a throughput table from Sia's measurements (sia)\n"
     "  cluster          write the cluster file of a Slurm allocation (from-slurm)\n"
     "  policies         list the registered policies and their options\n"
     "  run              run a job set on node processes (under mpirun, or --local N)\n"
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
   if (cmd == "plot") return cmd_plot(rest);
   if (cmd == "trace") return cmd_trace(rest);
   if (cmd == "cluster") return cmd_cluster(rest);
+  if (cmd == "table") return cmd_table(rest);
   if (cmd == "policies") return cmd_policies(rest);
   if (cmd == "submit") return cmd_submit(rest);
   if (cmd == "status") return cmd_status(rest);

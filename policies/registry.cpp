@@ -14,6 +14,7 @@
 #include "policies/max_sum_throughput.hpp"
 #include "policies/min_total_duration.hpp"
 #include "policies/min_total_duration_packed.hpp"
+#include "policies/sia.hpp"
 #include "policies/tessera_policy.hpp"
 #include "policies/type_blind.hpp"
 
@@ -70,6 +71,7 @@ std::vector<policy_entry> build_registry() {
   r.push_back({"hadare", "HadarE: Hadar plus forking each job into up to max_copies copies on distinct servers", hadare_options(), make_hadare});
   r.push_back({"hare", "Hare HLAS: least attained service (work done) first, each job's K tasks on its fastest free GPUs, several per GPU when that is faster", hare_options(), make_hare});
   r.push_back({"hare_offline", "Hare offline (clairvoyant): shortest remaining work at the job's best speed first, same task filling as hare", hare_offline_options(), make_hare_offline});
+  r.push_back(gavel("sia", "Sia (rigid jobs): each round an ILP (CBC) gives every job one GPU type or none by its normalised goodput to the power p, damped where it would restart", sia_options(), make_sia));
   r.push_back({"tessera", "tessera: least remaining work first under makespan, latency-ratio and fairness guards, Hare's task filling, forked copies on idle GPUs where they pay after the averaging loss", tessera_policy_options(), make_tessera});
   // clang-format on
   return r;

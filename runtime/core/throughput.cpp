@@ -338,4 +338,21 @@ void throughput_table::set_colocated(const std::string& gpu_type, const job_key&
   rows_[{detail::to_lower(gpu_type), true}][key].with[other] = steps_per_s;
 }
 
+std::string throughput_table::to_json() const {
+  auto key_text = [](const job_key& k) {
+    return "('" + k.job_type + "', " + std::to_string(k.scale_factor) + ")";
+  };
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [type, rows] : rows_) {
+    auto& t = out[type.first + (type.second ? "" : std::string(unconsolidated_suffix))];
+    t = nlohmann::ordered_json::object();
+    for (const auto& [key, r] : rows) {
+      auto& row = t[key_text(key)];
+      row["null"] = r.alone;
+      for (const auto& [other, v] : r.with) row[key_text(other)] = {v.first, v.second};
+    }
+  }
+  return out.dump(1) + "\n";
+}
+
 }  // namespace tessera

@@ -69,6 +69,9 @@ class throughput_table {
   /// `gpu_type`: (steps/s of `key`, steps/s of `other`). The mirror entry is not touched.
   void set_colocated(const std::string& gpu_type, const job_key& key, const job_key& other,
                      std::pair<double, double> steps_per_s);
+  /// The table in Gavel's JSON layout, as load() reads it (values in their shortest exact
+  /// form, so a written table reads back equal).
+  std::string to_json() const;
 
  private:
   class sax_builder;  // builds a table from the JSON parser's events

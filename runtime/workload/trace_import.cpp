@@ -13,6 +13,7 @@
 
 #include "runtime/core/detail/text.hpp"
 #include "runtime/core/input_limits.hpp"
+#include "runtime/workload/sia_workload.hpp"
 
 namespace tessera {
 
@@ -30,26 +31,6 @@ error field_error(const std::string& where, const std::string& field, const std:
   return error{error_kind::invalid_input, where + ": field '" + field + "': " + why};
 }
 
-/// One CSV line's fields (double quotes may hold commas; "" is a quote inside them).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else if (c != '\r') {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
 /// A number field, or an error naming where and what.
 result<double> number_field(const std::string& text, const std::string& where,
                             const std::string& field) {
@@ -64,7 +45,7 @@ struct helios_columns {
 
 result<helios_columns> helios_header(const std::string& line, const std::string& name) {
   helios_columns c;
-  const auto names = csv_fields(line);
+  const auto names = detail::csv_fields(line);
   for (int i = 0; i < static_cast<int>(names.size()); ++i) {
     const auto& n = names[static_cast<std::size_t>(i)];
     int* slot = n == "gpu_num"       ? &c.gpus
@@ -130,7 +111,7 @@ result<std::vector<raw_job>> read_helios(std::istream& in, const std::string& na
   std::vector<raw_job> out;
   for (std::size_t no = 2; std::getline(in, line); ++no) {
     if (line.empty() || line == "\r") continue;
-    const auto f = csv_fields(line);
+    const auto f = detail::csv_fields(line);
     const std::string where = name + ":" + std::to_string(no);
     if (static_cast<int>(f.size()) < need)
       return error{error_kind::invalid_input, where + ": expected at least " +
@@ -222,7 +203,7 @@ result<pai_tasks> read_pai_tasks(std::istream& in, const std::string& name) {
   pai_tasks out;
   std::string line;
   for (std::size_t no = 1; std::getline(in, line); ++no) {
-    const auto f = csv_fields(line);
+    const auto f = detail::csv_fields(line);
     if (line.empty() || (no == 1 && f[0] == "job_name")) continue;
     const std::string where = name + ":" + std::to_string(no);
     if (f.size() < 10)
@@ -247,7 +228,7 @@ result<std::vector<raw_job>> read_pai(std::istream& in, const std::string& name,
   std::vector<raw_job> out;
   std::string line;
   for (std::size_t no = 1; std::getline(in, line); ++no) {
-    const auto f = csv_fields(line);
+    const auto f = detail::csv_fields(line);
     if (line.empty() || (no == 1 && f[0] == "job_name")) continue;
     const std::string where = name + ":" + std::to_string(no);
     if (f.size() < 6)
@@ -296,8 +277,9 @@ result<trace_format> parse_trace_format(const std::string& name) {
   if (name == "helios") return trace_format::helios;
   if (name == "philly") return trace_format::philly;
   if (name == "pai") return trace_format::pai;
+  if (name == "sia") return trace_format::sia;
   return error{error_kind::invalid_input,
-               "unknown trace format '" + name + "' (known: helios, philly, pai)"};
+               "unknown trace format '" + name + "' (known: helios, philly, pai, sia)"};
 }
 
 result<double> parse_trace_time(const std::string& text) {
@@ -323,6 +305,10 @@ result<std::vector<job>> import_trace(trace_format format, std::istream& in,
                                       const std::vector<job_template>& templates,
                                       const throughput_table& table, const import_options& opt,
                                       import_summary& summary) {
+  if (format == trace_format::sia) {
+    if (!opt.sia) return error{error_kind::invalid_input, "sia: Sia's measurements are needed"};
+    return import_sia_workload(in, name, *opt.sia, summary);
+  }
   auto raws = format == trace_format::helios   ? read_helios(in, name, summary)
               : format == trace_format::philly ? read_philly(in, name, summary)
                                                : read_pai(in, name, opt, summary);

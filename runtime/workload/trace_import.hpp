@@ -36,10 +36,12 @@
 
 namespace tessera {
 
-/// The formats `tessera trace import` reads.
-enum class trace_format { helios, philly, pai };
+class sia_data;  // runtime/workload/sia_workload.hpp
 
-/// The format named `name` ("helios", "philly", "pai"); an error listing the known ones.
+/// The formats `tessera trace import` reads.
+enum class trace_format { helios, philly, pai, sia };
+
+/// The format named `name` ("helios", "philly", "pai", "sia"); an error listing the known ones.
 result<trace_format> parse_trace_format(const std::string& name);
 
 /// How imported jobs are made.
@@ -49,6 +51,9 @@ struct import_options {
   /// pai only: the task table (the job table is the main stream) and its name in messages.
   std::istream* tasks = nullptr;
   std::string tasks_name;
+  /// sia only: Sia's measurements, which give each job its steps (templates, table, seed and
+  /// reference type are not used: runtime/workload/sia_workload.hpp).
+  const sia_data* sia = nullptr;
 };
 
 /// What an import read, kept and dropped.

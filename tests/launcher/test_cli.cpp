@@ -20,9 +20,9 @@ const std::string good_line =
 }  // namespace
 
 TEST_CASE("cli: --help on every command", "[cli]") {
-  for (const char* c :
-       {"--help", "simulate --help", "compare --help", "trace --help", "trace generate --help",
-        "trace import --help", "policies --help", "sweep --help", "plot --help"}) {
+  for (const char* c : {"--help", "simulate --help", "compare --help", "trace --help",
+                        "trace generate --help", "trace import --help", "table --help",
+                        "table import --help", "policies --help", "sweep --help", "plot --help"}) {
     INFO(c);
     auto r = run_tessera(c);
     CHECK(r.code == 0);
@@ -137,7 +137,7 @@ TEST_CASE("cli: trace import helios, then simulate the imported jobs", "[cli][im
   auto bad = run_tessera("trace import alibaba " + in + " -o " + out);
   CHECK(bad.code == 2);
   CHECK_THAT(bad.out,
-             Catch::Contains("unknown trace format 'alibaba' (known: helios, philly, pai)"));
+             Catch::Contains("unknown trace format 'alibaba' (known: helios, philly, pai, sia)"));
 }
 
 namespace {

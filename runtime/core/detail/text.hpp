@@ -52,6 +52,26 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
+/// One CSV line's fields (double quotes may hold commas; "" is a quote inside them).
+inline std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else if (c != '\r') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
 /// Parses all of `s` (after trimming) as a decimal integer; nullopt otherwise.
 inline std::optional<long long> parse_int(std::string_view s) {
   s = trim(s);

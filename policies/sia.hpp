@@ -1,0 +1,79 @@
+#pragma once
+/// @file sia.hpp
+/// Sia (Jayaram Subramanya et al., SOSP'23), its rigid mode: each round one integer program
+/// chooses, for every active job, one GPU type with room for all its GPUs or none, from the
+/// job's goodput on each type normalised to its slowest, raised to a fairness power p, and
+/// damped on types it would have to restart on.
+///
+/// Per job m and GPU type t where the job can run (throughput T[m][t] > 0, the type holds at
+/// least scale_m GPUs):
+/// - goodput G[m][t] = scale_m * T[m][t] / min_t' T[m][t'] (the slowest type gives the job
+///   its GPU count; a fixed batch makes goodput the throughput);
+/// - re-allocation factor r_m = max(age - restarts * P, 0) / (age + P), 1 while the job has
+///   attained under P GPU-seconds (P = restart_penalty, age = now - arrival); G[m][t] *= r_m
+///   on every type but the one the job ran on last round;
+/// - A[m][t] = min(round(G^p, 2 decimals), 3000);
+/// - binary x[m][t], at most one per job, sum_m scale_m x[m][t] <= GPUs of type t; a job
+///   that (re)started less than P seconds ago keeps its type (x = 1 there);
+/// - objective, p < 0: minimise sum x (A - lambda_n); p > 0: maximise it (lambda_n is Sia's
+///   penalty for leaving a job without GPUs, so every job that fits is worth placing).
+/// CBC solves it (runtime/solver/milp.hpp); the shared mechanism places each chosen job on
+/// servers of its type.
+///
+/// Reproduced from Sia's simulator (sia.py, rigid jobs; artifact commit aaf7a0d): the
+/// normalisation, the re-allocation factor and when it applies, the rounding and clipping
+/// of A, the objective and constraints, non-preemption during a restart, its defaults
+/// (p = -0.5, lambda_n = 1.1, P = 30 s). Not reproduced: adaptive jobs (Sia's default mode
+/// scales batch size and GPU count with Pollux's goodput model; tessera's jobs are rigid),
+/// per-application restart penalties (Sia looks them up by job name: 25-250 s; here one
+/// option), Sia's own placement within a type (the mechanism's), and restarts counted on a
+/// move within a type (here: a change of type, or a resume after a pause).
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "policies/options.hpp"
+#include "runtime/core/policy.hpp"
+
+namespace tessera {
+
+/// Sia's settings (see the file comment).
+struct sia_settings {
+  double p = -0.5;              ///< fairness power (not 0)
+  double lambda_n = 1.1;        ///< penalty for a job left without GPUs
+  double restart_penalty = 30;  ///< P, seconds
+  double clip = 3000;           ///< cap on A
+  double ilp_time_limit = 10;   ///< seconds CBC may spend on one round
+  double ilp_gap = 1e-4;        ///< relative gap at which CBC stops (Sia's threshold)
+};
+
+/// Sia's rigid-job allocation: one GPU type or none per job, every round.
+class sia_policy final : public allocation_policy {
+ public:
+  explicit sia_policy(sia_settings s) : s_(s) {}
+  /// x[m][t] in {0, 1} from the round's integer program.
+  result<allocation> allocate(const snapshot& s) override;
+  /// Ages, restarts and the re-allocation factor change every round.
+  bool recompute_every_round() const override { return true; }
+
+ private:
+  /// What Sia remembers of a job between rounds.
+  struct job_state {
+    int running = -1;       ///< type it ran on last round, -1 none
+    bool ever_ran = false;  ///< it has started once
+    int restarts = 0;       ///< starts after the first
+    double started = 0;     ///< when it last (re)started (s)
+  };
+  void observe(const snapshot& s);
+
+  sia_settings s_;
+  std::map<job_id, job_state> jobs_;
+};
+
+/// Options of sia (p, lambda_n, restart_penalty, ilp_time_limit, ilp_gap).
+std::vector<option_spec> sia_options();
+
+/// Builds sia from validated options.
+std::unique_ptr<allocation_policy> make_sia(const options& o);
+
+}  // namespace tessera
