@@ -30,6 +30,7 @@ namespace {
 /// Options common to simulate and compare.
 struct run_options {
   std::string cluster_file, cluster_spec, trace_file, table_file, window, json_out, csv_out;
+  std::string restart_costs_file;
   std::string copy_efficiency = "on";
   std::vector<std::string> policy_args;
   double round_length = 360, restart_cost = 0, max_hours = 0, progress_every = 5;
@@ -49,6 +50,9 @@ void add_common(po::options_description& d, run_options& o) {
       "round-length", po::value(&o.round_length)->default_value(360.0), "round length in seconds")(
       "restart-cost", po::value(&o.restart_cost)->default_value(0.0),
       "seconds a job loses each time it starts on new GPUs")(
+      "restart-costs", po::value(&o.restart_costs_file),
+      "CSV of job_type,seconds: the restart cost of the types it names (a restart longer than "
+      "a round goes on into the next while the job stays put)")(
       "assume-consolidated", po::bool_switch(&o.assume_consolidated),
       "Gavel's simulator's placement assumption: a multi-GPU job runs at its consolidated "
       "(one-server) throughput even when it spans servers, never at the table's "
@@ -102,6 +106,9 @@ result<inputs> load_inputs(const run_options& o) {
   in.policy_args = pa.value();
   in.cfg.round_length = o.round_length;
   in.cfg.restart_cost = o.restart_cost;
+  auto costs = load_restart_costs(o.restart_costs_file);
+  if (!costs) return costs.err();
+  in.cfg.restart_costs = std::move(costs.value());
   in.cfg.assume_consolidated = o.assume_consolidated;
   auto ce = parse_copy_efficiency(o.copy_efficiency);
   if (!ce) return ce.err();

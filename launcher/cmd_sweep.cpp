@@ -43,7 +43,7 @@ namespace {
 /// Everything `tessera sweep` reads from its command line.
 struct sweep_options {
   std::vector<std::string> policies, rates, seeds, rounds, policy_args;
-  std::string out_dir, cluster_file, cluster_spec, table_file, window;
+  std::string out_dir, cluster_file, cluster_spec, table_file, window, restart_costs_file;
   std::string copy_efficiency = "on";
   int jobs = 0;
   bool multi_gpu = false, run_to_end = false, quiet = false, keep_jobs = false;
@@ -82,6 +82,8 @@ void add_options(po::options_description& d, sweep_options& o) {
       "policy option key=value for every cell (repeatable)")(
       "restart-cost", po::value(&o.restart_cost)->default_value(0.0),
       "seconds a job loses each time it starts on new GPUs")(
+      "restart-costs", po::value(&o.restart_costs_file),
+      "CSV of job_type,seconds: the restart cost of the types it names")(
       "max-hours", po::value(&o.max_hours)->default_value(0.0),
       "stop each cell at this virtual time (0 = no limit)")(
       "copy-efficiency", po::value(&o.copy_efficiency)->default_value("on"), copy_efficiency_help)(
@@ -143,6 +145,7 @@ std::string settings_text(const sweep_options& o) {
      << number_name(o.restart_cost) << "\nmax-hours " << number_name(o.max_hours)
      << "\ncopy-efficiency " << o.copy_efficiency << '\n';
   for (const auto& a : o.policy_args) os << "policy-arg " << a << '\n';
+  if (!o.restart_costs_file.empty()) os << "restart-costs " << o.restart_costs_file << '\n';
   return os.str();
 }
 
@@ -156,6 +159,8 @@ std::string shared_simulate_args(const sweep_options& o) {
   add("--cluster-spec", o.cluster_spec);
   add("--throughputs", o.table_file.empty() ? "" : fs::absolute(o.table_file).string());
   if (o.restart_cost > 0) add("--restart-cost", number_name(o.restart_cost));
+  add("--restart-costs",
+      o.restart_costs_file.empty() ? "" : fs::absolute(o.restart_costs_file).string());
   if (o.max_hours > 0) add("--max-hours", number_name(o.max_hours));
   if (o.copy_efficiency != "on") add("--copy-efficiency", o.copy_efficiency);
   add("--window", o.window);
@@ -179,6 +184,9 @@ status load_shared_inputs(const sweep_options& o, sweep_plan& p) {
   if (!pa) return pa.err();
   p.base.policy_args = pa.value();
   p.base.cfg.restart_cost = o.restart_cost;
+  auto costs = load_restart_costs(o.restart_costs_file);
+  if (!costs) return costs.err();
+  p.base.cfg.restart_costs = std::move(costs.value());
   auto ce = parse_copy_efficiency(o.copy_efficiency);
   if (!ce) return ce.err();
   p.base.cfg.fork_efficiency = ce.value();

@@ -69,6 +69,20 @@ result<std::vector<job>> workload_jobs(const std::vector<std::string>& files,
   return all;
 }
 
+/// Sia's restart seconds of each job type of `jobs`, as `job_type,seconds` lines.
+status write_restart_costs(const std::string& path, const std::vector<job>& jobs) {
+  std::map<std::string, double> costs;
+  for (const auto& j : jobs)
+    if (const auto shape = parse_sia_job_type(j.job_type))
+      for (const auto& s : sia_app_settings())
+        if (s.name == shape->first) costs[j.job_type] = s.restart_seconds;
+  std::ofstream o(path, std::ios::binary | std::ios::trunc);
+  o << "job_type,seconds\n";
+  for (const auto& [type, seconds] : costs) o << '"' << type << "\"," << seconds << '\n';
+  if (!o.flush()) return error{error_kind::io, path + ": cannot write"};
+  return {};
+}
+
 }  // namespace
 
 int cmd_table(const std::vector<std::string>& args) {
@@ -80,14 +94,17 @@ int cmd_table(const std::vector<std::string>& args) {
       "onto that type's servers as Sia's simulator places a rigid job (docs/traces.md, \"Sia's\n"
       "workloads\"). GPU types map to Sia's kinds t4=aws, a100=dgx-ext, rtx2080ti=rtx,\n"
       "v100=azure, rtx6000=quad unless --kind says otherwise.";
-  std::string what, source, sia_dir, cluster_file, out;
+  std::string what, source, sia_dir, cluster_file, out, costs_out;
   std::vector<std::string> workloads, kind_args;
   po::options_description d("tessera table import options");
   d.add_options()("sia-dir", po::value(&sia_dir)->required(), "Sia's sia-simulator folder")(
       "cluster,c", po::value(&cluster_file)->required(), "cluster TOML whose GPU types to cover")(
       "workload,w", po::value(&workloads)->required()->multitoken(), "Sia workload CSV (repeat)")(
       "kind", po::value(&kind_args)->multitoken(), "TYPE=KIND: Sia measurements for a GPU type")(
-      "output,o", po::value(&out)->required(), "table to write")("help,h", "show this help");
+      "output,o", po::value(&out)->required(), "table to write")(
+      "restart-costs-out", po::value(&costs_out),
+      "also write each job type's restart seconds (Sia's per application) as CSV for "
+      "`simulate --restart-costs`")("help,h", "show this help");
   po::options_description hidden;
   hidden.add_options()("what", po::value(&what)->required(), "")(
       "source", po::value(&source)->required(), "");
@@ -137,6 +154,8 @@ int cmd_table(const std::vector<std::string>& args) {
   std::ofstream o(out, std::ios::binary | std::ios::trunc);
   o << table->to_json();
   if (!o.flush()) return report(error{error_kind::io, out + ": cannot write"});
+  if (!costs_out.empty())
+    if (auto st = write_restart_costs(costs_out, *jobs); !st) return report(st.err());
   std::size_t entries = 0;
   for (const auto& t : *types) entries += table->job_keys(t.gpu_type).size();
   std::cerr << "tessera: wrote " << entries << " entries (" << types->size() << " GPU types) to "

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "runtime/core/cluster_config.hpp"
+#include "runtime/core/detail/text.hpp"
 #include "runtime/core/input_limits.hpp"
 
 namespace tessera::cli {
@@ -84,6 +86,29 @@ std::optional<std::string> env_value(const std::string& name) {
 
 result<throughput_table> load_table_arg(const std::string& file) {
   return file.empty() ? throughput_table::load_bundled() : throughput_table::load(file);
+}
+
+result<std::map<std::string, double>> load_restart_costs(const std::string& file) {
+  std::map<std::string, double> out;
+  if (file.empty()) return out;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return error{error_kind::io, file + ": cannot open"};
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (detail::trim(line).empty() || (n == 1 && line.rfind("job_type,", 0) == 0)) continue;
+    const auto f = detail::csv_fields(line);
+    const std::string where = file + ":" + std::to_string(n);
+    if (f.size() != 2 || detail::trim(f[0]).empty())
+      return error{error_kind::invalid_input, where + ": expected job_type,seconds"};
+    const auto v = detail::parse_double(f[1]);
+    if (!v || *v < 0 || *v > option_bounds::max_restart_cost)
+      return error{error_kind::invalid_input,
+                   where + ": field 'seconds': expected a number in [0, " +
+                       detail::format_shortest(option_bounds::max_restart_cost) + "], got " +
+                       detail::quoted(f[1])};
+    out[std::string(detail::trim(f[0]))] = *v;
+  }
+  return out;
 }
 
 result<std::map<std::string, double>> parse_policy_args(const std::vector<std::string>& kv) {

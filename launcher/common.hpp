@@ -88,6 +88,11 @@ std::optional<std::string> env_value(const std::string& name);
 /// Loads the throughput table from a file, or the bundled one when `file` is empty.
 result<throughput_table> load_table_arg(const std::string& file);
 
+/// Reads --restart-costs: a CSV of `job_type,seconds` lines (a header line `job_type,seconds`
+/// may come first), e.g. what `tessera table import sia --restart-costs-out` writes. Errors
+/// name the file, line and field; an empty `file` gives an empty map.
+result<std::map<std::string, double>> load_restart_costs(const std::string& file);
+
 /// Parses "key=value" pairs given with --policy-arg: the value a finite number, or true/false
 /// (1/0) for a boolean option. Anything after the number ("3abc"), NaN and infinities are
 /// errors; each policy then checks its options' bounds (policies/options.hpp).

@@ -71,7 +71,9 @@ class simulation {
         jobs_(jobs),
         pol_(pol),
         cfg_(cfg),
-        exec_(cl, table, cfg.restart_cost, cfg.aggregation, cfg.fork_efficiency) {}
+        exec_(cl, table, cfg.restart_cost, cfg.aggregation, cfg.fork_efficiency) {
+    exec_.set_restart_costs(cfg.restart_costs);
+  }
 
   result<schedule_result> run();
 
@@ -161,6 +163,10 @@ result<schedule_result> simulation::run() {
     return error{error_kind::invalid_input, "round length must be positive and finite"};
   if (!(cfg_.restart_cost >= 0 && std::isfinite(cfg_.restart_cost)))
     return error{error_kind::invalid_input, "restart cost must be non-negative and finite"};
+  for (const auto& [type, seconds] : cfg_.restart_costs)
+    if (!(seconds >= 0 && std::isfinite(seconds)))
+      return error{error_kind::invalid_input,
+                   "restart cost of '" + type + "' must be non-negative and finite"};
   const auto& fe = cfg_.fork_efficiency;
   if (fe.enabled && !(fe.b_noise > 0 && fe.default_batch > 0 && std::isfinite(fe.default_batch)))
     return error{error_kind::invalid_input,

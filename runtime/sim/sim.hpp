@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ inline constexpr std::int64_t default_max_rounds = 10'000'000;
 struct sim_config {
   double round_length = 360;  ///< seconds (Gavel's default)
   double restart_cost = 0;    ///< seconds lost per start on new GPUs (Gavel: 0)
+  /// Seconds lost per start by job type, for the types named (others: restart_cost); a
+  /// restart longer than a round goes on into the next ones while the job stays put
+  /// (sim_executor::set_restart_costs).
+  std::map<std::string, double> restart_costs;
   /// Averaging time charged per round to jobs running as two or more copies (HadarE).
   copy_aggregation aggregation;
   /// Statistical efficiency of a forked job's averaged copies (runtime/core/copy_efficiency.hpp):

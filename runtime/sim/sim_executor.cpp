@@ -183,7 +183,9 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s, cons
     // Forked (two or more copies in this plan): its copies run together below.
     const bool forked = groups_[first_group_[g.view]].next_of_job != npos;
     const bool moved = moved_since_last_round(g, shares, forked);
-    const double lost = moved ? std::min(restart_cost_, p.length) : 0.0;
+    const double lost = forked
+                            ? (moved ? std::min(restart_cost_of(jv.spec->job_type), p.length) : 0.0)
+                            : restart_lost(g.job, jv.spec->job_type, moved, p.length);
     if (moved && jv.steps_done > 0) ++restarts_[g.job];
     int gpus = 0;
     for (const auto& sh : shares) gpus += sh.gpus;
@@ -250,6 +252,26 @@ bool sim_executor::moved_since_last_round(const copy_group& g,
   return moved;
 }
 
+double sim_executor::restart_cost_of(const std::string& job_type) const {
+  if (restart_by_type_.empty()) return restart_cost_;
+  const auto it = restart_by_type_.find(job_type);
+  return it == restart_by_type_.end() ? restart_cost_ : it->second;
+}
+
+double sim_executor::restart_lost(job_id job, const std::string& job_type, bool moved,
+                                  double length) {
+  if (restart_cost_ == 0 && restart_by_type_.empty()) return 0;  // no restart costs at all
+  if (!moved) {
+    const double* left = restart_left_.find(job);
+    if (!left || *left <= 0) return 0;
+  }
+  double& left = restart_left_[job];
+  if (moved) left = restart_cost_of(job_type);
+  const double lost = std::min(left, length);
+  left -= lost;
+  return lost;
+}
+
 void sim_executor::forget_unplaced(const round_plan& p) {
   // Entries older than this round are stale: drop them now and then, so the map holds
   // about the jobs placed lately rather than every job ever placed.
@@ -258,6 +280,8 @@ void sim_executor::forget_unplaced(const round_plan& p) {
     for (auto it = last_copy_shares_.begin(); it != last_copy_shares_.end();)
       it = it->second.round == round_ ? std::next(it) : last_copy_shares_.erase(it);
   }
+  if (restart_left_.size() > 2 * p.assignments.size() + 1024)
+    restart_left_.erase_if([](job_id, const double& left) { return left <= 0; });
   ++round_;
 }
 

@@ -117,6 +117,14 @@ class sim_executor {
   /// Number of times a job restarted on new GPUs (preemptions and migrations).
   int restarts(job_id id) const;
 
+  /// Restart costs per job type (seconds), replacing the constructor's for the types named.
+  /// A gang pays its restart over as many rounds as it takes while it stays where it is
+  /// (a 250 s restore in 60 s rounds idles it four rounds and 10 s of a fifth); a forked
+  /// copy pays at most one round's length per start.
+  void set_restart_costs(std::map<std::string, double> by_type) {
+    restart_by_type_ = std::move(by_type);
+  }
+
  private:
   static constexpr std::size_t npos = job_index::npos;
   /// One job copy of a plan: its assignments (one for a gang or a Hops/Hadar placement,
@@ -152,8 +160,16 @@ class sim_executor {
   /// Ends the round: drops placements of copies not placed lately.
   void forget_unplaced(const round_plan& p);
 
+  /// Seconds a copy of `job_type` loses per start.
+  double restart_cost_of(const std::string& job_type) const;
+  /// Seconds of a gang's start still to pay at the start of this round (see
+  /// set_restart_costs); moved: it starts anew on other GPUs.
+  double restart_lost(job_id job, const std::string& job_type, bool moved, double length);
+
   server_throughput rates_;
   double restart_cost_;
+  std::map<std::string, double> restart_by_type_;
+  id_table<double> restart_left_;  ///< a gang's restart seconds not yet paid
   copy_aggregation aggregation_;
   /// Off by default here (the constructors without it keep the upper-bound model); the
   /// simulator passes sim_config::copy_efficiency, on by default.

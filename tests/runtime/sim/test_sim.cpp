@@ -96,6 +96,28 @@ TEST_CASE("simulator: speed factor and restart cost", "[sim]") {
   CHECK(r->jobs[0].restarts == 0);  // the first start is not a restart
 }
 
+TEST_CASE("simulator: restart costs by job type, paid over several rounds", "[sim]") {
+  // Two 1-GPU servers at 1 step/s ("alpha" on "fast" runs 4 steps/s; speed 0.25), 60 s
+  // rounds. alpha's restart costs 150 s: rounds lose 60, 60 and 30 s while it stays put, so
+  // 300 steps take 150 + 300 / 1 = 450 s. beta is not named: it pays the default 20 s.
+  auto cl = make_cluster({{0, "a", "fast", 0, 1, 0.25}, {0, "b", "fast", 0, 1, 0.25}});
+  auto table = toy_table();
+  table.set_isolated("fast", {"beta", 1}, 4.0);
+  std::vector<job> jobs = {test::make_job(0, "alpha", 1, 300, 0, 1),
+                           test::make_job(1, "beta", 1, 300, 0, 1)};
+  first_fit pol;
+  sim_config cfg;
+  cfg.round_length = 60;
+  cfg.restart_cost = 20;
+  cfg.restart_costs = {{"alpha", 150}};
+  auto r = simulate(cl, table, jobs, pol, cfg);
+  REQUIRE(r);
+  CHECK(r->jobs[0].finish == Approx(450));
+  CHECK(r->jobs[1].finish == Approx(320));
+  cfg.restart_costs = {{"alpha", -1}};
+  CHECK_FALSE(simulate(cl, table, jobs, pol, cfg));
+}
+
 TEST_CASE("simulator: idle cluster jumps to the next arrival", "[sim]") {
   auto cl = make_cluster({{0, "f", "fast", 0, 1, 1.0}});
   auto table = toy_table();

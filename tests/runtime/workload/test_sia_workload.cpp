@@ -198,8 +198,10 @@ TEST_CASE("cli: table import sia and trace import sia, then simulate on Sia's ki
   w += "gpt-6,400,gpt_pmp,8,48\n";
   const std::string workload = f.dir.write("workload.csv", w);
   const std::string table = f.dir.file("table.json"), trace = f.dir.file("w.trace");
-  auto t = run_tessera("table import sia --sia-dir " + f.root() + " --cluster " + cluster +
-                       " --workload " + workload + " -o " + table);
+  const std::string restarts = f.dir.file("restarts.csv");
+  auto t =
+      run_tessera("table import sia --sia-dir " + f.root() + " --cluster " + cluster +
+                  " --workload " + workload + " -o " + table + " --restart-costs-out " + restarts);
   INFO(t.out);
   REQUIRE(t.code == 0);
   CHECK_THAT(t.out, Catch::Contains("wrote 2 entries (1 GPU types) to " + table));
@@ -208,11 +210,20 @@ TEST_CASE("cli: table import sia and trace import sia, then simulate on Sia's ki
   REQUIRE(i.code == 0);
   CHECK_THAT(i.out, Catch::Contains("read 7 jobs, wrote 6 to " + trace +
                                     "; dropped: 1 application not in Sia's data (gpt_pmp)"));
-  auto s = run_tessera("simulate -q --trace " + trace + " --cluster " + cluster +
-                       " --throughputs " + table + " --policy fifo_perf --round-length 60");
+  // Sia's bert restarts in 120 s (its applications.py): one line per job type.
+  CHECK(file_contents(restarts) ==
+        "job_type,seconds\n\"bert (batch size 24)\",120\n\"bert (batch size 48)\",120\n");
+  auto s =
+      run_tessera("simulate -q --trace " + trace + " --cluster " + cluster + " --throughputs " +
+                  table + " --policy sia --round-length 60 " + "--restart-costs " + restarts);
   INFO(s.out);
   CHECK(s.code == 0);
   CHECK_THAT(s.out, Catch::Contains("6/6"));
+  const std::string bad = f.dir.write("bad.csv", "job_type,seconds\nbert,-3\n");
+  auto b = run_tessera("simulate -q --trace " + trace + " --cluster " + cluster +
+                       " --throughputs " + table + " --restart-costs " + bad);
+  CHECK(b.code == 2);
+  CHECK_THAT(b.out, Catch::Contains(bad + ":2: field 'seconds': expected a number in [0, 86400]"));
   auto no_dir = run_tessera("trace import sia " + workload + " -o " + trace);
   CHECK(no_dir.code == 2);
   CHECK_THAT(no_dir.out, Catch::Contains("sia needs --sia-dir"));
