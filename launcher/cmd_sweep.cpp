@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -42,7 +43,7 @@ namespace {
 
 /// Everything `tessera sweep` reads from its command line.
 struct sweep_options {
-  std::vector<std::string> policies, rates, seeds, rounds, policy_args;
+  std::vector<std::string> policies, rates, seeds, rounds, policy_args, traces;
   std::string out_dir, cluster_file, cluster_spec, table_file, window, restart_costs_file;
   std::string copy_efficiency = "on";
   int jobs = 0;
@@ -54,20 +55,25 @@ struct sweep_options {
 const char* const usage =
     "usage: tessera sweep --policies P1,P2 --rates R1,R2,... --jobs N --out DIR [--seeds S1,..]\n"
     "                     [--round-lengths L1,..] [--window A-B] [-j N] [options]\n"
+    "       tessera sweep --policies P1,P2 --traces T1 T2 ... --out DIR [options]\n"
     "Simulates every policy x rate x seed (x round length) on one cluster. Traces are generated\n"
     "with Gavel's recipe (as `tessera trace generate`) into DIR/traces; each finished cell is\n"
     "kept in DIR/cells/<cell>.json, so running the same command again after an interruption\n"
     "only runs the cells left. DIR/sweep.csv and DIR/sweep.json hold every cell's metrics and\n"
-    "the command that reproduces it. `tessera plot jct-rate --csv DIR/sweep.csv` draws them.";
+    "the command that reproduces it. `tessera plot jct-rate --csv DIR/sweep.csv` draws them.\n"
+    "With --traces, the cells are policies x the given traces (x round lengths) instead, each\n"
+    "named by its trace's file stem (imported workloads, e.g. `trace import sia`).";
 
 void add_options(po::options_description& d, sweep_options& o) {
   d.add_options()("policies", po::value(&o.policies)->multitoken()->required(),
                   "policy names, comma- or space-separated (see `tessera policies`)")(
-      "rates", po::value(&o.rates)->multitoken()->required(),
+      "rates", po::value(&o.rates)->multitoken(),
       "arrival rates in jobs/hour, comma- or space-separated")(
+      "traces", po::value(&o.traces)->multitoken(),
+      "trace files to run instead of generated ones (not with --rates, --seeds, --jobs)")(
       "seeds", po::value(&o.seeds)->multitoken(), "trace seeds (default: 1)")(
       "round-lengths", po::value(&o.rounds)->multitoken(),
-      "round lengths in seconds (default: 360)")("jobs,n", po::value(&o.jobs)->required(),
+      "round lengths in seconds (default: 360)")("jobs,n", po::value(&o.jobs),
                                                  "jobs per generated trace")(
       "multi-gpu", po::bool_switch(&o.multi_gpu), "traces with multi-GPU jobs (scale 1/2/4/8)")(
       "out,o", po::value(&o.out_dir)->required(), "output directory (created; reused to resume)")(
@@ -146,6 +152,7 @@ std::string settings_text(const sweep_options& o) {
      << "\ncopy-efficiency " << o.copy_efficiency << '\n';
   for (const auto& a : o.policy_args) os << "policy-arg " << a << '\n';
   if (!o.restart_costs_file.empty()) os << "restart-costs " << o.restart_costs_file << '\n';
+  for (const auto& t : o.traces) os << "trace " << t << '\n';
   return os.str();
 }
 
@@ -201,16 +208,27 @@ status load_shared_inputs(const sweep_options& o, sweep_plan& p) {
   return {};
 }
 
-/// Loads and checks everything the cells need; bad input is reported before any work.
-result<sweep_plan> make_plan(const sweep_options& o) {
-  namespace b = option_bounds;
-  sweep_plan p;
-  p.policies = split_list(o.policies);
-  if (p.policies.empty()) return error{error_kind::invalid_input, "--policies: empty list"};
-  for (const auto& n : p.policies)
-    if (auto pol = make_policy(n, {}, "--policy-arg");
-        !pol && pol.err().kind == error_kind::not_found)
-      return pol.err();
+/// The traces: generated (--rates, --seeds, --jobs) or given (--traces), not both.
+status generated_or_given(const sweep_options& o, sweep_plan& p) {
+  if (!o.traces.empty()) {
+    if (!o.rates.empty() || !o.seeds.empty() || o.jobs != 0 || o.multi_gpu)
+      return error{error_kind::invalid_input,
+                   "--traces: not with --rates, --seeds, --jobs or --multi-gpu (those generate "
+                   "traces)"};
+    std::set<std::string> stems;
+    for (const auto& t : split_list(o.traces)) {
+      if (!fs::is_regular_file(t))
+        return error{error_kind::invalid_input, t + ": no such trace file"};
+      if (!stems.insert(fs::path(t).stem().string()).second)
+        return error{error_kind::invalid_input, "--traces: two files named " +
+                                                    fs::path(t).stem().string() +
+                                                    " (cells are named by the file stem)"};
+      p.traces.push_back(fs::absolute(t).string());
+    }
+    return {};
+  }
+  if (o.rates.empty() || o.jobs == 0)
+    return error{error_kind::invalid_input, "give --rates and --jobs, or --traces"};
   auto rates =
       parse_numbers("--rates", split_list(o.rates), 0, limits::max_rate_per_hour, "jobs per hour");
   if (!rates) return rates.err();
@@ -221,19 +239,36 @@ result<sweep_plan> make_plan(const sweep_options& o) {
   for (double s : *seeds)
     if (s != std::floor(s))
       return error{error_kind::invalid_input, "--seeds: " + number_name(s) + " is not whole"};
+  if (auto st =
+          check_option("--jobs", o.jobs, 1, static_cast<double>(limits::max_trace_jobs), "jobs");
+      !st)
+    return st;
+  p.rates = *rates;
+  p.seeds = *seeds;
+  return {};
+}
+
+/// Loads and checks everything the cells need; bad input is reported before any work.
+result<sweep_plan> make_plan(const sweep_options& o) {
+  namespace b = option_bounds;
+  sweep_plan p;
+  p.policies = split_list(o.policies);
+  if (p.policies.empty()) return error{error_kind::invalid_input, "--policies: empty list"};
+  for (const auto& n : p.policies)
+    if (auto pol = make_policy(n, {}, "--policy-arg");
+        !pol && pol.err().kind == error_kind::not_found)
+      return pol.err();
+  if (auto st = generated_or_given(o, p); !st) return st.err();
   auto rounds = parse_numbers(
       "--round-lengths", o.rounds.empty() ? std::vector<std::string>{"360"} : split_list(o.rounds),
       b::min_sim_round, b::max_sim_round, "seconds");
   if (!rounds) return rounds.err();
   for (const auto& st :
-       {check_option("--jobs", o.jobs, 1, static_cast<double>(limits::max_trace_jobs), "jobs"),
-        check_option("--parallel (-j)", o.parallel, 1, b::max_parallel),
+       {check_option("--parallel (-j)", o.parallel, 1, b::max_parallel),
         check_option("--restart-cost", o.restart_cost, 0, b::max_restart_cost, "seconds"),
         check_option("--max-hours", o.max_hours, 0, b::max_hours, "hours; 0 = no limit"),
         check_option("--progress-interval", o.progress_every, 0.1, 3600, "seconds")})
     if (!st) return st.err();
-  p.rates = *rates;
-  p.seeds = *seeds;
   p.rounds = *rounds;
   if (auto st = load_shared_inputs(o, p); !st) return st.err();
   p.self = self_exe();

@@ -63,6 +63,21 @@ trace_gen_config trace_config(const sweep_plan& p, double rate, double seed) {
 
 std::vector<sweep_cell> make_cells(const sweep_plan& p) {
   std::vector<sweep_cell> cells;
+  if (!p.traces.empty()) {
+    for (const auto& pol : p.policies)
+      for (const auto& t : p.traces)
+        for (double len : p.rounds) {
+          sweep_cell c;
+          c.policy = pol;
+          c.round_length = len;
+          c.workload = fs::path(t).stem().string();
+          c.name = pol + "_" + c.workload + "_L" + number_name(len);
+          c.trace = t;
+          c.given = true;
+          cells.push_back(std::move(c));
+        }
+    return cells;
+  }
   for (const auto& pol : p.policies)
     for (double rate : p.rates)
       for (double seed : p.seeds)
@@ -75,6 +90,7 @@ std::vector<sweep_cell> make_cells(const sweep_plan& p) {
           c.name =
               pol + "_r" + number_name(rate) + "_s" + number_name(seed) + "_L" + number_name(len);
           c.trace = trace_path(p, rate, seed);
+          c.workload = fs::path(c.trace).stem().string();
           cells.push_back(std::move(c));
         }
   return cells;
@@ -83,11 +99,14 @@ std::vector<sweep_cell> make_cells(const sweep_plan& p) {
 std::string cell_command(const sweep_plan& p, const sweep_cell& c) {
   const std::string exe = shell_quote(p.self.empty() ? "tessera" : p.self);
   const std::string trace = shell_quote(fs::absolute(c.trace).string());
+  const std::string sim = exe + " simulate --trace " + trace + " --policy " +
+                          shell_quote(c.policy) + " --round-length " + number_name(c.round_length) +
+                          p.simulate_args;
+  if (c.given) return sim;
   std::string gen = exe + " trace generate --jobs " + std::to_string(p.jobs) + " --rate " +
                     number_name(c.rate) + " --seed " + std::to_string(c.seed) +
                     (p.multi_gpu ? " --multi-gpu" : "") + " --output " + trace;
-  return gen + " && " + exe + " simulate --trace " + trace + " --policy " + shell_quote(c.policy) +
-         " --round-length " + number_name(c.round_length) + p.simulate_args;
+  return gen + " && " + sim;
 }
 
 status write_atomically(const std::string& path, const std::string& text) {
@@ -112,16 +131,16 @@ status write_atomically(const std::string& path, const std::string& text) {
 
 const std::vector<std::string>& sweep_csv_columns() {
   static const std::vector<std::string> cols = {
-      "policy",     "rate_per_hour", "seed",        "round_length",     "jobs",
-      "finished",   "complete",      "avg_jct_h",   "avg_jct_window_h", "window_jobs",
-      "makespan_h", "avg_wait_h",    "utilisation", "ftf_avg",          "ftf_max",
-      "lr_avg",     "lr_max",        "lre_avg",     "lre_max",          "fragmentation",
-      "rounds",     "command"};
+      "policy",        "rate_per_hour", "seed",       "trace",       "round_length",
+      "jobs",          "finished",      "complete",   "avg_jct_h",   "avg_jct_window_h",
+      "window_jobs",   "makespan_h",    "avg_wait_h", "utilisation", "ftf_avg",
+      "ftf_max",       "lr_avg",        "lr_max",     "lre_avg",     "lre_max",
+      "fragmentation", "rounds",        "command"};
   return cols;
 }
 
 bool sweep_csv_optional(const std::string& column) {
-  return column == "lre_avg" || column == "lre_max";
+  return column == "lre_avg" || column == "lre_max" || column == "trace";
 }
 
 std::map<std::string, json> load_finished_cells(const sweep_plan& p) {
@@ -154,7 +173,7 @@ void remove_leftovers(const sweep_plan& p) {
 status generate_traces(const sweep_plan& p, const std::map<std::string, json>& done) {
   std::set<std::string> made;
   for (const auto& c : p.cells) {
-    if (done.count(c.name) || made.count(c.trace)) continue;
+    if (c.given || done.count(c.name) || made.count(c.trace)) continue;
     made.insert(c.trace);
     std::error_code ec;
     if (fs::exists(c.trace, ec)) continue;  // whole: written under another name, then renamed
@@ -178,6 +197,7 @@ json cell_record(const sweep_plan& p, const sweep_cell& c, const schedule_result
               {"policy", c.policy},
               {"rate_per_hour", c.rate},
               {"seed", c.seed},
+              {"trace", c.workload},
               {"round_length", c.round_length},
               {"jobs", m.jobs},
               {"finished", m.finished},

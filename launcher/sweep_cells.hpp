@@ -31,15 +31,18 @@ struct sweep_cell {
   double rate = 0;  ///< jobs per hour
   std::uint64_t seed = 0;
   double round_length = 360;
-  std::string name;   ///< file stem, e.g. "fifo_r2.8_s1_L360"
-  std::string trace;  ///< the trace's path
+  std::string name;      ///< file stem, e.g. "fifo_r2.8_s1_L360"
+  std::string trace;     ///< the trace's path
+  std::string workload;  ///< the trace's file stem ("r2.8_s1"; a given trace's own)
+  bool given = false;    ///< a trace the user gave (--traces), not generated
 };
 
 /// A sweep ready to run: its axes, shared inputs and cells.
 struct sweep_plan {
   std::vector<std::string> policies;
   std::vector<double> rates, seeds, rounds;
-  sim_inputs base;  ///< cluster, table, settings and policy options (no jobs)
+  std::vector<std::string> traces;  ///< given traces (--traces), absolute; empty: generated
+  sim_inputs base;                  ///< cluster, table, settings and policy options (no jobs)
   std::vector<job_template> templates;
   std::string out_dir;
   int jobs = 0;  ///< jobs per trace
@@ -55,7 +58,8 @@ std::string number_name(double x);
 /// `s` quoted for a POSIX shell when it holds anything but [A-Za-z0-9_./=:,+-].
 std::string shell_quote(const std::string& s);
 
-/// Every cell, policies outermost, then rates, seeds and round lengths.
+/// Every cell, policies outermost, then rates, seeds and round lengths (or the given
+/// traces and round lengths).
 std::vector<sweep_cell> make_cells(const sweep_plan& p);
 
 /// The command lines that reproduce a cell: the trace's generation, then its simulation.
@@ -96,7 +100,7 @@ sweep_run run_cells(const sweep_plan& p, std::map<std::string, nlohmann::json>& 
 const std::vector<std::string>& sweep_csv_columns();
 /// Columns a finished cell may lack (cells written before the column existed): such a cell
 /// still counts as finished and its CSV field is empty. lre_avg / lre_max: the expected
-/// latency ratio (runtime/core/metrics.hpp).
+/// latency ratio (runtime/core/metrics.hpp); trace: the trace's file stem.
 bool sweep_csv_optional(const std::string& column);
 
 /// Writes sweep.csv and sweep.json from the finished cells, in the plan's order.

@@ -119,6 +119,56 @@ TEST_CASE("sweep: each cell's command reproduces its metrics", "[sweep]") {
              Catch::Contains(cell.at("policy").get<std::string>()) && Catch::Contains(jct.str()));
 }
 
+TEST_CASE("sweep: given traces are the cells' workloads, named by their file stems", "[sweep]") {
+  scratch_dir d("sweep_traces");
+  const auto dir = d.file("out");
+  for (const char* n : {"a", "b"})
+    REQUIRE(test::run_tessera(std::string("trace generate --jobs 12 --rate 6 --seed ") +
+                              (n[0] == 'a' ? "1" : "2") + " -o " +
+                              d.file(std::string(n) + ".trace"))
+                .code == 0);
+  const std::vector<std::string> args = {"--policies",
+                                         "fifo,max_min_fairness_perf",
+                                         "--traces",
+                                         d.file("a.trace"),
+                                         d.file("b.trace"),
+                                         "--out",
+                                         dir,
+                                         "-j",
+                                         "2",
+                                         "--quiet"};
+  std::string line;
+  for (const auto& a : args) line += " '" + a + "'";
+  REQUIRE(test::run_tessera("sweep" + line).code == 0);
+  const std::string csv = file_contents(dir + "/sweep.csv");
+  CHECK(lines_of(csv) == 5);
+  CHECK_THAT(csv, Catch::StartsWith("policy,rate_per_hour,seed,trace,round_length,jobs,"));
+  CHECK_THAT(csv, Catch::Contains("fifo,0,0,a,360,12,12,"));
+  CHECK_THAT(csv, Catch::Contains("max_min_fairness_perf,0,0,b,360,12,12,"));
+  CHECK(std::filesystem::is_empty(dir + "/traces"));  // nothing generated
+  // A cell's command is the simulation alone, and reproduces it.
+  auto all = nlohmann::json::parse(file_contents(dir + "/sweep.json"));
+  const auto& cell = all.at("cells").at(3);
+  CHECK(cell.at("cell").get<std::string>() == "max_min_fairness_perf_b_L360");
+  const auto command = cell.at("command").get<std::string>();
+  CHECK(command.find("trace generate") == std::string::npos);
+  auto r = test::run_shell(command + " -q");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::ostringstream jct;
+  jct << std::fixed << std::setprecision(2) << cell.at("avg_jct_h").get<double>();
+  CHECK_THAT(r.out, Catch::Contains(jct.str()));
+  // Generated and given traces do not mix; two traces of one stem, or none, are refused.
+  auto with = [&](std::vector<std::string> a) { return cli::cmd_sweep(a); };
+  const auto other = d.file("other");
+  CHECK(with({"--policies", "fifo", "--traces", d.file("a.trace"), "--rates", "1", "--out",
+              other}) == 2);
+  CHECK(with({"--policies", "fifo", "--traces", d.file("a.trace"), d.file("a.trace"), "--out",
+              other}) == 2);
+  CHECK(with({"--policies", "fifo", "--traces", d.file("none.trace"), "--out", other}) == 2);
+  CHECK(with({"--policies", "fifo", "--out", other}) == 2);
+}
+
 TEST_CASE("progress: the text has a bar, the elapsed time and an ETA", "[progress]") {
   CHECK(cli::progress_text(0.25, 60, 1, 4, "cells", "x", true) ==
         "[######..................] 25% 1/4 cells, elapsed 1m00s, ETA 3m00s | x");
