@@ -26,6 +26,8 @@ const char* const usage =
     "  cdf          JOBS.csv...: CDF of the job completion times of per-job CSVs (`simulate\n"
     "               --csv`, `compare --csv-dir`, `sweep --keep-jobs`); --window A-B keeps those\n"
     "               job ids\n"
+    "  policies     SWEEP.csv of a sweep over --traces: a panel per workload set, a bar per\n"
+    "               policy, the mean over the set's traces (--metric COLUMN, default avg_jct_h)\n"
     "  utilisation  TIMELINE...: busy GPUs of each GPU type over time (`simulate --timeline`,\n"
     "               `run --timeline`)\n"
     "  gantt        TIMELINE...: who ran where, one row per server; several timelines are\n"
@@ -33,7 +35,7 @@ const char* const usage =
     "Writes PREFIX.png and PREFIX.svg (--format picks). Needs python3-matplotlib.";
 
 bool known_kind(const std::string& k) {
-  return k == "jct-rate" || k == "cdf" || k == "utilisation" || k == "gantt";
+  return k == "jct-rate" || k == "cdf" || k == "policies" || k == "utilisation" || k == "gantt";
 }
 
 /// The inputs named on the command line (the arguments before the first option, after the
@@ -82,7 +84,7 @@ int cmd_plot(const std::vector<std::string>& args) {
   }
   if (!known_kind(args[0])) {
     std::cerr << "tessera: plot: unknown kind '" << args[0]
-              << "' (valid: jct-rate, cdf, utilisation, gantt)\n";
+              << "' (valid: jct-rate, cdf, policies, utilisation, gantt)\n";
     return exit_code::bad_input;
   }
   for (const auto& a : args)

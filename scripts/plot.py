@@ -8,6 +8,11 @@ usage: plot.py KIND INPUT... --out PREFIX [--format png,svg] [--title TEXT] [opt
       (CSV columns: policy,rate_per_hour,value,label).
   cdf JOBS.csv... [--window A-B] [--labels L1,L2,...]
       CDF of jct_s (hours) of the finished jobs of each per-job CSV.
+  policies SWEEP.csv [--metric COLUMN]
+      a sweep over given traces (`sweep --traces`): one panel per workload set (the trace
+      stem without its trailing "-N"), one bar per policy, the mean of COLUMN (default
+      avg_jct_h) over the set's traces with a min..max whisker; a policy with a cell that
+      did not finish every job is marked "(unfinished)".
   utilisation TIMELINE...
       busy GPUs of each GPU type over time, as a share of the type's GPUs.
   gantt TIMELINE...
@@ -85,6 +90,45 @@ def plot_jct_rate(args):
     ax.grid(alpha=0.3)
     ax.set_title(args.title or "average JCT vs input rate (band: min..max over seeds)",
                  fontsize=10)
+    save(fig, args)
+
+
+def workload_set(trace):
+    """'philly-3' -> 'philly'; a stem without a trailing number is its own set."""
+    head, _, tail = trace.rpartition("-")
+    return head if head and tail.isdigit() else trace
+
+
+def plot_policies(args):
+    path = args.inputs[0]
+    metric = "avg_jct_h" if args.metric == "avg_jct_window_h" else args.metric
+    sets, unfinished = {}, set()  # set -> policy -> [values]
+    for i, row in enumerate(read_csv(path), start=2):
+        if not row.get("trace"):
+            raise BadInput(f"{path}:{i}: field 'trace': empty (not a sweep over --traces)")
+        group, policy = workload_set(row["trace"]), row.get("policy", "?")
+        sets.setdefault(group, {}).setdefault(policy, []).append(number(path, i, row, metric))
+        if row.get("complete") == "false":
+            unfinished.add((group, policy))
+    most = max(len(v) for v in sets.values())
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.4 * len(sets), 0.26 * most + 1.4),
+                             squeeze=False)
+    for ax, (group, by_policy) in zip(axes[0], sorted(sets.items())):
+        items = sorted(by_policy.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+        means = [sum(v) / len(v) for _, v in items]
+        lo = [m - min(v) for m, (_, v) in zip(means, items)]
+        hi = [max(v) - m for m, (_, v) in zip(means, items)]
+        ax.barh(range(len(items)), means, xerr=[lo, hi], color="tab:blue", alpha=0.7,
+                error_kw={"lw": 0.8})
+        ax.set_yticks(range(len(items)))
+        ax.set_yticklabels([p + (" (unfinished)" if (group, p) in unfinished else "")
+                            for p, _ in items], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel(metric.replace("_h", " (hours)"), fontsize=8)
+        ax.set_title(f"{group} ({len(items[0][1])} traces)", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    if args.title:
+        fig.suptitle(args.title, fontsize=10)
     save(fig, args)
 
 
@@ -245,12 +289,13 @@ def plot_gantt(args):
 def main(argv):
     ap = argparse.ArgumentParser(prog="tessera plot", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=["jct-rate", "cdf", "utilisation", "gantt"])
+    ap.add_argument("kind", choices=["jct-rate", "cdf", "policies", "utilisation", "gantt"])
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--out", required=True, help="output path without extension")
     ap.add_argument("--format", default="png,svg", help="comma-separated: png, svg, pdf")
     ap.add_argument("--title")
-    ap.add_argument("--metric", default="avg_jct_window_h", help="jct-rate: the CSV column")
+    ap.add_argument("--metric", default="avg_jct_window_h",
+                    help="jct-rate, policies: the CSV column (policies: avg_jct_h by default)")
     ap.add_argument("--reference", help="jct-rate: published points to overlay (CSV)")
     ap.add_argument("--window", help="cdf: job-id window A-B")
     ap.add_argument("--labels", help="cdf: comma-separated curve labels")
@@ -264,7 +309,8 @@ def main(argv):
                   file=sys.stderr)
             return 2
     try:
-        {"jct-rate": plot_jct_rate, "cdf": plot_cdf, "utilisation": plot_utilisation,
+        {"jct-rate": plot_jct_rate, "cdf": plot_cdf, "policies": plot_policies,
+         "utilisation": plot_utilisation,
          "gantt": plot_gantt}[args.kind](args)
     except BadInput as e:
         print(f"tessera plot: {e}", file=sys.stderr)

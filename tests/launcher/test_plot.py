@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`tessera plot`: every kind writes a non-empty PNG and SVG from a tiny sweep's CSV, its
-per-job CSVs and a simulation's timeline; bad input exits 2. The kinds are drawn in this
+"""`tessera plot`: every kind writes a non-empty PNG and SVG from tiny sweeps' CSVs (rates,
+and given traces), per-job CSVs and a simulation's timeline; bad input exits 2. The kinds are drawn in this
 process (scripts/plot.py imported: matplotlib loads once), the CLI is run once.
 
 usage: /usr/bin/python3 tests/launcher/test_plot.py TESSERA_BINARY
@@ -40,7 +40,12 @@ def main():
                         "--cluster-spec", "4 v100 : 4 k80, 2 per server",
                         "--round-length", "3600"], check=True, stdout=subprocess.DEVNULL)
         jobs = [f"{d}/sw/cells/{p}_r8_s1_L360.jobs.csv" for p in ("fifo", "max_min_fairness_perf")]
-        cases = {"jct-rate": [f"{d}/sw/sweep.csv"], "cdf": jobs,
+        for n in (1, 2):  # two traces of one set, for the policies kind
+            os.link(f"{d}/sw/traces/r8_s{n}.trace", f"{d}/set-{n}.trace")
+        subprocess.run([binary, "sweep", "--policies", "fifo,max_min_fairness_perf", "--traces",
+                        f"{d}/set-1.trace", f"{d}/set-2.trace", "--out", f"{d}/tr", "-q"],
+                       check=True)
+        cases = {"jct-rate": [f"{d}/sw/sweep.csv"], "cdf": jobs, "policies": [f"{d}/tr/sweep.csv"],
                  "utilisation": [f"{d}/tl.jsonl"], "gantt": [f"{d}/tl.jsonl", f"{d}/tl.jsonl"]}
         for kind, inputs in cases.items():
             with contextlib.redirect_stdout(io.StringIO()):
@@ -50,12 +55,17 @@ def main():
                             "--format", "png,svg"], stdout=subprocess.PIPE, text=True)
         assert r.returncode == 0, r.stdout
         check_outputs(f"{d}/cli")
+        open(f"{d}/old.csv", "w").write("policy,avg_jct_h\nfifo,1\n")  # no trace column
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert plot.main(["policies", f"{d}/old.csv", "--out", f"{d}/p"]) == 2
+        assert "old.csv:2: field 'trace'" in err.getvalue(), err.getvalue()
         open(f"{d}/bad.jsonl", "w").write('{"timeline":1,"servers":[],"types":[]}\n{"x":1}\n')
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             assert plot.main(["gantt", f"{d}/bad.jsonl", "--out", f"{d}/bad"]) == 2
         assert "bad.jsonl:2" in err.getvalue(), err.getvalue()
-    print("jct-rate, cdf, utilisation, gantt: PNG and SVG written; bad timeline refused")
+    print("jct-rate, cdf, policies, utilisation, gantt: PNG and SVG written; bad input refused")
     return 0
 
 

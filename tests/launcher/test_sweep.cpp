@@ -222,7 +222,8 @@ TEST_CASE("plot: an unknown kind or a missing input exits 2", "[plot]") {
   CHECK(test::run_tessera("plot cdf --out y").code == 2);
   auto help = test::run_tessera("plot --help");
   CHECK(help.code == 0);
-  CHECK_THAT(help.out, Catch::Contains("jct-rate") && Catch::Contains("gantt"));
+  CHECK_THAT(help.out, Catch::Contains("jct-rate") && Catch::Contains("policies") &&
+                           Catch::Contains("gantt"));
 }
 
 TEST_CASE("sweep: --copy-efficiency reaches every cell and its command", "[sweep][copy_eff]") {
