@@ -65,15 +65,18 @@ result<allocation> sia_policy::allocate(const snapshot& s) {
     const double age = s.now - v.spec->arrival, pen = s_.restart_penalty;
     const double factor =
         v.attained_service < pen ? 1.0 : std::max(age - st.restarts * pen, 0.0) / (age + pen);
-    const bool keep = st.running >= 0 && s.now - st.started < pen && t[j][st.running] > 0 &&
-                      s.cl->types[st.running].gpus >= scale;
+    const bool keep = st.running >= 0 && s.now - st.started < v.restart_seconds &&
+                      t[j][st.running] > 0 && s.cl->types[st.running].gpus >= scale;
     std::vector<std::pair<int, double>> one_type;
     for (int c = 0; c < k; ++c) {
       if (!(t[j][c] > 0) || s.cl->types[c].gpus < scale) continue;
       if (keep && c != st.running) continue;  // restarting: Sia keeps it where it is
       double g = scale * t[j][c] / slowest;
       if (st.running >= 0 && c != st.running && !keep) g *= factor;
-      const double cost = sign * (powered(g, s_.p, s_.clip) - s_.lambda_n);
+      // A tie (equal A after Sia's rounding) goes to the type the job runs on: a move or a
+      // preemption that gains nothing costs a restart (settings::stay_tie_break).
+      const double tie = s_.stay_tie_break && c == st.running ? 1e-3 : 0.0;
+      const double cost = sign * (powered(g, s_.p, s_.clip) - s_.lambda_n) - tie;
       const int col = m.add_column(keep ? 1 : 0, 1, cost, true);
       cands.push_back({j, c, col});
       one_type.emplace_back(col, 1.0);
@@ -106,6 +109,10 @@ std::vector<option_spec> sia_options() {
        0.0, 1e6},
       {"ilp_time_limit", "seconds CBC may spend on one round's program", 10.0, 0.01, 3600.0},
       {"ilp_gap", "relative optimality gap at which CBC stops (Sia: 1e-4)", 1e-4, 0.0, 0.5},
+      bool_option("stay_tie_break",
+                  "1 = a tie between staying and a move or preemption goes to staying "
+                  "(default), 0 = CBC breaks it (docs/benchmarks/sia.md)",
+                  true),
   };
 }
 
@@ -116,6 +123,7 @@ std::unique_ptr<allocation_policy> make_sia(const options& o) {
   s.restart_penalty = o.get("restart_penalty");
   s.ilp_time_limit = o.get("ilp_time_limit");
   s.ilp_gap = o.get("ilp_gap");
+  s.stay_tie_break = o.flag("stay_tie_break");
   return std::make_unique<sia_policy>(s);
 }
 

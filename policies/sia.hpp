@@ -14,7 +14,8 @@
 ///   on every type but the one the job ran on last round;
 /// - A[m][t] = min(round(G^p, 2 decimals), 3000);
 /// - binary x[m][t], at most one per job, sum_m scale_m x[m][t] <= GPUs of type t; a job
-///   that (re)started less than P seconds ago keeps its type (x = 1 there);
+///   whose restart is still under way (it started less than job_view::restart_seconds ago,
+///   the executor's restart time for it) keeps its type (x = 1 there);
 /// - objective, p < 0: minimise sum x (A - lambda_n); p > 0: maximise it (lambda_n is Sia's
 ///   penalty for leaving a job without GPUs, so every job that fits is worth placing).
 /// CBC solves it (runtime/solver/milp.hpp); the shared mechanism places each chosen job on
@@ -23,7 +24,8 @@
 /// Reproduced from Sia's simulator (sia.py, rigid jobs; artifact commit aaf7a0d): the
 /// normalisation, the re-allocation factor and when it applies, the rounding and clipping
 /// of A, the objective and constraints, non-preemption during a restart, its defaults
-/// (p = -0.5, lambda_n = 1.1, P = 30 s). Not reproduced: adaptive jobs (Sia's default mode
+/// (p = -0.5, lambda_n = 1.1, P = 30 s). Added: ties go to staying (stay_tie_break). Not
+/// reproduced: adaptive jobs (Sia's default mode
 /// scales batch size and GPU count with Pollux's goodput model; tessera's jobs are rigid),
 /// per-application restart penalties (Sia looks them up by job name: 25-250 s; here one
 /// option), Sia's own placement within a type (the mechanism's), and restarts counted on a
@@ -45,6 +47,11 @@ struct sia_settings {
   double clip = 3000;           ///< cap on A
   double ilp_time_limit = 10;   ///< seconds CBC may spend on one round
   double ilp_gap = 1e-4;        ///< relative gap at which CBC stops (Sia's threshold)
+  /// Costs 0.001 less on the type a job ran on last round: below the 0.01 resolution of A,
+  /// so it only breaks ties, which Sia leaves to CBC: with many equal jobs CBC swapped a
+  /// running job for a waiting one round after round, each swap costing a restart
+  /// (docs/benchmarks/sia.md, "Ties").
+  bool stay_tie_break = true;
 };
 
 /// Sia's rigid-job allocation: one GPU type or none per job, every round.
@@ -70,7 +77,7 @@ class sia_policy final : public allocation_policy {
   std::map<job_id, job_state> jobs_;
 };
 
-/// Options of sia (p, lambda_n, restart_penalty, ilp_time_limit, ilp_gap).
+/// Options of sia (p, lambda_n, restart_penalty, ilp_time_limit, ilp_gap, stay_tie_break).
 std::vector<option_spec> sia_options();
 
 /// Builds sia from validated options.

@@ -56,6 +56,16 @@ def rigid_copy(src, dst):
     return arrivals
 
 
+def last_restarts(log):
+    """Restarts per job from the last record of Sia's per-round log (a start after the first
+    on a new placement, within a GPU type or across)."""
+    last = None
+    with open(log) as f:
+        for line in f:
+            last = line
+    return {j["name"]: j["num_restarts"] or 0 for j in json.loads(last)["submitted_jobs"]}
+
+
 def run_sia(a, policy, rigid, name):
     """Sia's simulator on one workload: its JCT per job and wall seconds."""
     out = os.path.join(a.work, "sia", f"{name}-{policy}.json")
@@ -77,7 +87,7 @@ def run_sia(a, policy, rigid, name):
     if rc != 0 or jcts is None:
         sys.exit(f"peer_sia: Sia's simulator failed on {rigid} ({policy}); see {stdout}")
     import ast
-    result = {"jcts": ast.literal_eval(jcts), "wall_s": wall}
+    result = {"jcts": ast.literal_eval(jcts), "wall_s": wall, "restarts": last_restarts(log)}
     json.dump(result, open(out, "w"))
     os.remove(log)  # Sia's per-round logs: tens of MB per run
     os.remove(stdout)
@@ -97,12 +107,13 @@ def run_tessera(a, policy, trace, table, restarts, name, names):
                            "--round-length", str(round_length), "--csv", jobs_csv],
                           stdout=subprocess.DEVNULL)
     wall = time.time() - start
-    jcts = {}
+    jcts, restarts = {}, {}
     with open(jobs_csv) as f:
         for row in csv.DictReader(f):
+            restarts[names[int(row["job_id"])]] = int(row["restarts"])
             if float(row["jct_s"]) >= 0:
                 jcts[names[int(row["job_id"])]] = float(row["jct_s"])
-    result = {"jcts": jcts, "wall_s": wall}
+    result = {"jcts": jcts, "wall_s": wall, "restarts": restarts}
     json.dump(result, open(out, "w"))
     return result
 
@@ -159,6 +170,8 @@ def main():
             t = run_tessera(a, policy, trace, table, restarts, name, names)
             ms, mt = metrics(arrivals, s["jcts"]), metrics(arrivals, t["jcts"])
             rows.append({"workload": name, "policy": policy, "jobs": len(arrivals),
+                         "sia_restarts": sum(s.get("restarts", {}).values()),
+                         "tessera_restarts": sum(t.get("restarts", {}).values()),
                          **{f"sia_{k}": v for k, v in ms.items()},
                          **{f"tessera_{k}": v for k, v in mt.items()},
                          "sia_wall_s": s["wall_s"], "tessera_wall_s": t["wall_s"]})
@@ -167,15 +180,16 @@ def main():
         w.writeheader()
         w.writerows(rows)
     print("| workload | policy | avg JCT h: Sia / tessera (diff) | p99 JCT h | makespan h "
-          "| finished | wall s: Sia / tessera |")
-    print("|---|---|---|---|---|---|---|")
+          "| finished | restarts | wall s: Sia / tessera |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         d = r["tessera_avg_jct_h"] / r["sia_avg_jct_h"] - 1
         print(f"| {r['workload']} | {r['policy']} | {r['sia_avg_jct_h']:.2f} / "
               f"{r['tessera_avg_jct_h']:.2f} ({100 * d:+.1f}%) | {r['sia_p99_jct_h']:.2f} / "
               f"{r['tessera_p99_jct_h']:.2f} | {r['sia_makespan_h']:.2f} / "
               f"{r['tessera_makespan_h']:.2f} | {r['sia_finished']} / {r['tessera_finished']} "
-              f"of {r['jobs']} | {r['sia_wall_s']:.0f} / {r['tessera_wall_s']:.1f} |")
+              f"of {r['jobs']} | {r['sia_restarts']} / {r['tessera_restarts']} | "
+              f"{r['sia_wall_s']:.0f} / {r['tessera_wall_s']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ struct job_view {
   /// 0 means the job cannot run on that type.
   std::vector<double> throughput;
   int last_type = -1;  ///< GPU type it ran on in the previous round, -1 if none
+  /// Seconds the executor idles the job each time it starts on new GPUs (the simulator's
+  /// restart cost for its type; 0 where the executor does not say). Sia keeps a job where
+  /// it is while its restart is still under way.
+  double restart_seconds = 0;
 };
 
 /// One copy of a job: the job and the copy's index (0 unless the job is forked, HadarE). What

@@ -148,6 +148,7 @@ status simulation::admit() {
     job_view v;
     v.spec = j;
     v.throughput = type_throughputs(cl_, table_, *j);
+    v.restart_seconds = exec_.restart_cost_of(j->job_type);
     if (auto st = check_runnable(*j, v.throughput); !st) return st.err();
     live_job lj;
     lj.record = record_of_.at(j->id);  // admitted once: its record's fields are live_job's defaults

@@ -124,6 +124,8 @@ class sim_executor {
   void set_restart_costs(std::map<std::string, double> by_type) {
     restart_by_type_ = std::move(by_type);
   }
+  /// Seconds a copy of `job_type` loses per start.
+  double restart_cost_of(const std::string& job_type) const;
 
  private:
   static constexpr std::size_t npos = job_index::npos;
@@ -160,8 +162,6 @@ class sim_executor {
   /// Ends the round: drops placements of copies not placed lately.
   void forget_unplaced(const round_plan& p);
 
-  /// Seconds a copy of `job_type` loses per start.
-  double restart_cost_of(const std::string& job_type) const;
   /// Seconds of a gang's start still to pay at the start of this round (see
   /// set_restart_costs); moved: it starts anew on other GPUs.
   double restart_lost(job_id job, const std::string& job_type, bool moved, double length);

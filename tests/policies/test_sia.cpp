@@ -111,20 +111,23 @@ TEST_CASE("sia: a restarting job keeps its type, and restarts damp moves", "[sia
   // Two 2-GPU types; one job of 2 GPUs that ran last round on the first.
   const cluster cl = make_cluster({{0, "s", "k80", 0, 2, 1.0}, {0, "f", "v100", 0, 2, 1.0}});
   const std::vector<job> jobs = {make_job(0, "a", 2, 1e6)};
+  double restart = 0;  // the executor's restart seconds for the job
   auto round = [&](sia_policy& p, const std::vector<double>& tput, double now, int last_type) {
     auto s = make_snapshot(cl, jobs, {tput}, now);
     s.round_length = 60;
+    s.jobs[0].restart_seconds = restart;
     s.jobs[0].last_type = last_type;
     s.jobs[0].attained_service = now > 0 ? 1000 : 0;
     auto a = p.allocate(s);
     REQUIRE(a);
     return a->x[0];
   };
-  sia_settings slow_restart;
-  slow_restart.restart_penalty = 120;  // more than a round: still restarting after one
-  sia_policy keeps(slow_restart);
-  CHECK(round(keeps, {1.0, 4.0}, 0, -1) == std::vector<double>{0, 1});  // fresh: fast type
-  CHECK(round(keeps, {1.0, 4.0}, 60, 0) == std::vector<double>{1, 0});  // started on slow
+  restart = 120;  // more than a round: still restarting after one
+  sia_policy keeps({});
+  CHECK(round(keeps, {1.0, 4.0}, 0, -1) == std::vector<double>{0, 1});   // fresh: fast type
+  CHECK(round(keeps, {1.0, 4.0}, 60, 0) == std::vector<double>{1, 0});   // started on slow
+  CHECK(round(keeps, {1.0, 4.0}, 120, 0) == std::vector<double>{0, 1});  // restored: it moves
+  restart = 30;
   // Default penalty 30 s, the second type 1.2x faster: at age 600 s with no restarts the
   // factor is 600 / 630, goodput 2.4 * 0.952 = 2.29 against 2 for staying: it moves.
   sia_policy moves({});
@@ -133,4 +136,25 @@ TEST_CASE("sia: a restarting job keeps its type, and restarts damp moves", "[sia
   sia_policy tired({});
   for (int i = 0; i < 4; ++i) round(tired, {1.0, 1.2}, 300 + 60 * i, i % 2);
   CHECK(round(tired, {1.0, 1.2}, 600, 0) == std::vector<double>{1, 0});
+}
+
+TEST_CASE("sia: a tie between a running job and a waiting one goes to the running one",
+          "[sia][policies]") {
+  // One 2-GPU type and two identical 2-GPU jobs: the same cost either way. The one that ran
+  // last round keeps the GPUs every round (stay_tie_break), so nothing pays a restart.
+  const cluster cl = make_cluster({{0, "s", "k80", 0, 2, 1.0}});
+  const std::vector<job> jobs = {make_job(0, "a", 2, 1e6), make_job(1, "a", 2, 1e6)};
+  for (int runner : {0, 1}) {
+    sia_policy p({});
+    for (int r = 1; r <= 5; ++r) {
+      auto s = make_snapshot(cl, jobs, {{1.0}, {1.0}}, 60.0 * r);
+      s.round_length = 60;
+      s.jobs[static_cast<std::size_t>(runner)].last_type = 0;
+      s.jobs[static_cast<std::size_t>(runner)].attained_service = 120.0 * r;
+      auto a = p.allocate(s);
+      REQUIRE(a);
+      CHECK(a->x[static_cast<std::size_t>(runner)][0] == 1.0);
+      CHECK(a->x[static_cast<std::size_t>(1 - runner)][0] == 0.0);
+    }
+  }
 }
