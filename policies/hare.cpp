@@ -313,6 +313,36 @@ double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
   return best.step;
 }
 
+bool hare_filler::keep(std::size_t idx) {
+  if (!s_.last_plan) return false;
+  const job_view& jv = s_.jobs.at(idx);
+  std::vector<const assignment*> parts;
+  std::map<int, int> need;  // server -> GPUs
+  for (const auto& as : s_.last_plan->assignments)
+    if (as.job == jv.spec->id && as.copy == 0) {
+      parts.push_back(&as);
+      for (const auto& sh : as.shares) need[sh.server] += sh.gpus;
+    }
+  if (parts.empty()) return false;
+  for (const auto& [u, g] : need)
+    if (free_[static_cast<std::size_t>(u)] < g) return false;
+  times_.get(s_, jv);  // may refine the server classes the buckets follow
+  if (times_.classes().version() != buckets_version_) {
+    buckets_ = free_buckets(times_.classes(), free_);
+    buckets_version_ = times_.classes().version();
+  }
+  for (const assignment* as : parts) {
+    assignment kept = *as;
+    kept.step_budget = -1;
+    plan_.assignments.push_back(std::move(kept));
+  }
+  for (const auto& [u, g] : need) {
+    take(u, g);
+    used_[jv.spec->id].insert(u);
+  }
+  return true;
+}
+
 const std::set<int>& hare_filler::servers_of(job_id job) const {
   static const std::set<int> none;
   auto it = used_.find(job);

@@ -119,6 +119,9 @@ class hare_filler {
   /// Returns the step time in seconds of the placement made, +infinity when none was.
   double place(std::size_t idx, int copy = 0, const std::set<int>& avoid = {},
                const std::function<bool(double)>& accept = {});
+  /// Places copy 0 of job s.jobs[idx] exactly where it ran last round (every part of its
+  /// last assignment), if all those GPUs are still free; returns whether it did.
+  bool keep(std::size_t idx);
   /// Free GPUs left over all servers.
   int free_total() const { return free_total_; }
   /// The servers holding any copy of `job` in the plan so far (empty when none).

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
@@ -106,14 +108,18 @@ class tessera_policy final : public policy {
     if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
     const std::vector<std::size_t> order = tessera_order(s, p_);
     hare_filler filler(s, p_.fill, times_);
+    const std::vector<char> kept = keep_restarted(s, filler);
     std::vector<double> rate(s.jobs.size(), 0.0);  // sum of the copies' step rates
     for (const std::size_t i : order) {
       if (filler.free_total() == 0) break;
+      if (kept[i]) continue;  // placed where it was, not forked
       const double step = filler.place(i);
       if (step > 0 && step < std::numeric_limits<double>::infinity()) rate[i] = 1.0 / step;
     }
     fork(s, order, filler, std::move(rate));
-    return filler.take_plan();
+    round_plan plan = filler.take_plan();
+    note_starts(s, plan);
+    return plan;
   }
 
  private:
@@ -158,9 +164,45 @@ class tessera_policy final : public policy {
     }
   }
 
+  /// Step 0: jobs still amortising their last restart keep last round's GPUs.
+  std::vector<char> keep_restarted(const snapshot& s, hare_filler& filler) const {
+    std::vector<char> kept(s.jobs.size(), 0);
+    if (!(p_.restart_amortize > 0)) return kept;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      const auto& jv = s.jobs[i];
+      const auto it = started_.find(jv.spec->id);
+      if (jv.restart_seconds > 0 && it != started_.end() &&
+          s.now - it->second < p_.restart_amortize * jv.restart_seconds)
+        kept[i] = filler.keep(i);
+    }
+    return kept;
+  }
+
+  /// Remembers when each placed job (re)started: now, unless its first copy runs on the
+  /// servers it ran on last round.
+  void note_starts(const snapshot& s, const round_plan& plan) {
+    std::map<job_id, std::set<int>> before, now;
+    if (s.last_plan)
+      for (const auto& as : s.last_plan->assignments)
+        if (as.copy == 0)
+          for (const auto& sh : as.shares) before[as.job].insert(sh.server);
+    for (const auto& as : plan.assignments)
+      if (as.copy == 0)
+        for (const auto& sh : as.shares) now[as.job].insert(sh.server);
+    std::map<job_id, double> started;
+    for (const auto& [job, servers] : now) {
+      const auto it = started_.find(job);
+      const auto b = before.find(job);
+      const bool stayed = it != started_.end() && b != before.end() && b->second == servers;
+      started[job] = stayed ? it->second : s.now;
+    }
+    started_ = std::move(started);
+  }
+
   std::string name_;
   tessera_params p_;
   hare_task_times times_;
+  std::map<job_id, double> started_;  ///< placed jobs: when they last (re)started
 };
 
 }  // namespace
@@ -194,6 +236,10 @@ std::vector<option_spec> tessera_policy_options() {
        "no copy that would lift the job's projected latency ratio above this x "
        "round length / 3600 s (rounds waited per hour of run); 0: no cap",
        2.4, 0, 1e6},
+      {"restart_amortize",
+       "a job the executor charges a restart keeps its GPUs until it has run this x its "
+       "restart time since it (re)started; 0: off",
+       8.0, 0, 1e6},
   };
 }
 
@@ -211,6 +257,7 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.fork_gain = o.get("fork_gain");
   p.fork_lr_cap = o.get("fork_lr_cap");
   p.by_remaining = o.flag("by_remaining");
+  p.restart_amortize = o.get("restart_amortize");
   return make_tessera_policy(name, p);
 }
 

@@ -49,6 +49,14 @@
 ///     its effective rate with the copy), would exceed c x round length / 3600 s: 0.02 at
 ///     Hops' 30 s rounds, 0.24 at Gavel's 360 s.
 ///
+///  0. Restarts (option `restart_amortize` a, default 8; 0 = off): before the classes, a job
+///     whose executor charges a restart (job_view::restart_seconds R > 0) keeps the GPUs it
+///     ran on last round until it has run a x R seconds there since it (re)started, so a
+///     restart costs at most 1 / a of the run it buys. Without it the order reshuffles the
+///     jobs each round: on Sia's workloads (restarts of 25-250 s, 60 s rounds) `tessera`
+///     restarted jobs 8,963 times on one workload of 160 jobs. R = 0 (Gavel's simulator,
+///     the runtime) leaves every plan as before.
+///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
 /// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
 /// servers), task times cached per (job type, K).
@@ -66,15 +74,16 @@ namespace tessera {
 
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
-  hare_fill_params fill;      ///< relaxed task filling
-  double lr_guard = 8;        ///< starving when LR >= this x round length / 3600 s; 0 = off
-  double ftf_guard = 1.2;     ///< starving when the projected FTF >= this; 0 = no guard
-  double critical_share = 5;  ///< critical when rem >= this x drain time; 0 = none
-  int max_copies = 3;         ///< copies per job; 1 = no forking
-  double fork_gain = 0.02;    ///< least relative gain in effective rate for a new copy
-  double fork_lr_cap = 2.4;   ///< no copy lifting the projected LR above this x round
-                              ///< length / 3600 s; 0 = none
-  bool by_remaining = true;   ///< normal class by least remaining work, not least service
+  hare_fill_params fill;        ///< relaxed task filling
+  double lr_guard = 8;          ///< starving when LR >= this x round length / 3600 s; 0 = off
+  double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
+  double critical_share = 5;    ///< critical when rem >= this x drain time; 0 = none
+  int max_copies = 3;           ///< copies per job; 1 = no forking
+  double fork_gain = 0.02;      ///< least relative gain in effective rate for a new copy
+  double fork_lr_cap = 2.4;     ///< no copy lifting the projected LR above this x round
+                                ///< length / 3600 s; 0 = none
+  bool by_remaining = true;     ///< normal class by least remaining work, not least service
+  double restart_amortize = 8;  ///< a restarted job keeps its GPUs for this x its restart time
 };
 
 /// The job classes of step 1, highest first.
@@ -91,7 +100,7 @@ bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
                        double eff_next);
 
 /// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
-/// by_remaining, fork_lr_cap.
+/// by_remaining, fork_lr_cap, restart_amortize.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);

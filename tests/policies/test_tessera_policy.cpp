@@ -369,3 +369,35 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   p.ftf_guard = 4;
   CHECK(tessera_order(s, p) == std::vector<std::size_t>{0, 1});
 }
+
+TEST_CASE("tessera: a job amortising its restart keeps its GPUs against a shorter job",
+          "[policies][tessera]") {
+  // One fast GPU: round 1 at t = 0 holds job 0 (1e5 steps) alone; at t = 60 job 1 (10 steps)
+  // arrives, less remaining work, so the order puts it first. With a restart of 100 s and
+  // restart_amortize 8, job 0 keeps the GPU until it has run 800 s; then job 1 gets it. With
+  // no restart cost (R = 0) job 1 takes the GPU at once.
+  const cluster cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}});
+  const std::vector<job> jobs = {make_job(0, "m", 1, 1e5, 0), make_job(1, "m", 1, 10, 60)};
+  for (const double restart : {100.0, 0.0}) {
+    INFO("restart " << restart);
+    tessera_params p;
+    p.max_copies = 1;
+    auto pol = make_tessera_policy("tessera", p);
+    round_plan last;
+    for (int r = 0; r < 16; ++r) {
+      const double now = 60.0 * r;
+      std::vector<job> active = {jobs[0]};
+      if (r >= 1) active.push_back(jobs[1]);
+      std::vector<std::vector<double>> tput(active.size(), std::vector<double>{4.0});
+      auto s = make_snapshot(cl, active, tput, now);
+      s.round_length = 60;
+      if (r > 0) s.last_plan = &last;
+      for (auto& v : s.jobs) v.restart_seconds = restart;
+      auto plan = pol->plan(s);
+      REQUIRE(plan);
+      const job_id holder = plan->assignments.at(0).job;
+      if (r >= 1) CHECK(holder == (restart > 0 && now < 800 ? 0 : 1));
+      last = *plan;
+    }
+  }
+}
