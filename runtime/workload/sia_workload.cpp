@@ -25,10 +25,6 @@ const std::vector<sia_app_setting>& sia_app_settings() {
 
 namespace {
 
-error field_error(const std::string& where, const std::string& field, const std::string& why) {
-  return error{error_kind::invalid_input, where + ": field '" + field + "': " + why};
-}
-
 /// A CSV file read whole: its header's column indices by name and its data lines.
 struct csv_file {
   std::string path;
@@ -64,13 +60,13 @@ result<csv_file> read_csv_file(const std::string& path) {
 result<double> number_at(const csv_file& f, std::size_t i, const std::string& name) {
   const std::string where = f.path + ":" + std::to_string(i + 2);
   const auto c = f.column.find(name);
-  if (c == f.column.end()) return field_error(f.path + ":1", name, "missing column");
+  if (c == f.column.end()) return import_field_error(f.path + ":1", name, "missing column");
   const auto& row = f.rows[i];
   if (static_cast<std::size_t>(c->second) >= row.size())
-    return field_error(where, name, "missing value");
+    return import_field_error(where, name, "missing value");
   const auto& text = row[static_cast<std::size_t>(c->second)];
   if (const auto v = detail::parse_double(text)) return *v;
-  return field_error(where, name, "expected a number, got " + detail::quoted(text));
+  return import_field_error(where, name, "expected a number, got " + detail::quoted(text));
 }
 
 result<std::vector<sia_epoch>> read_validation(const std::string& path) {
@@ -97,7 +93,7 @@ result<std::map<std::string, std::vector<sia_step>>> read_placements(const std::
   if (!f) return f.err();
   std::map<std::string, std::vector<sia_step>> out;
   const auto col = f->column.find("placement");
-  if (col == f->column.end()) return field_error(path + ":1", "placement", "missing column");
+  if (col == f->column.end()) return import_field_error(path + ":1", "placement", "missing column");
   for (std::size_t i = 0; i < f->rows.size(); ++i) {
     sia_step s;
     for (auto [field, slot] :
@@ -110,7 +106,7 @@ result<std::map<std::string, std::vector<sia_step>>> read_placements(const std::
     const auto& row = f->rows[i];
     const auto at = static_cast<std::size_t>(col->second);
     if (at >= row.size() || detail::trim(row[at]).empty())
-      return field_error(path + ":" + std::to_string(i + 2), "placement", "missing value");
+      return import_field_error(path + ":" + std::to_string(i + 2), "placement", "missing value");
     out[std::string(detail::trim(row[at]))].push_back(s);
   }
   for (auto& [id, rows] : out)
@@ -335,7 +331,7 @@ result<std::vector<job>> import_sia_workload(std::istream& in, const std::string
   auto f = read_csv(in, name);
   if (!f) return f.err();
   for (const char* col : {"time", "application", "num_replicas", "batch_size"})
-    if (!f->column.count(col)) return field_error(name + ":1", col, "missing column");
+    if (!f->column.count(col)) return import_field_error(name + ":1", col, "missing column");
   const auto app_col = static_cast<std::size_t>(f->column.at("application"));
   std::vector<job> jobs;
   summary.read = f->rows.size();
@@ -346,10 +342,10 @@ result<std::vector<job>> import_sia_workload(std::istream& in, const std::string
     auto batch = number_at(*f, i, "batch_size");
     for (const auto* r : {&time, &replicas, &batch})
       if (!*r) return r->err();
-    if (*time < 0) return field_error(where, "time", "negative");
+    if (*time < 0) return import_field_error(where, "time", "negative");
     for (auto [v, field] : {std::pair{*replicas, "num_replicas"}, std::pair{*batch, "batch_size"}})
       if (!(v >= 1 && v <= (1 << 20) && v == std::floor(v)))
-        return field_error(where, field, "expected a positive whole number");
+        return import_field_error(where, field, "expected a positive whole number");
     const auto& row = f->rows[i];
     const std::string app =
         app_col < row.size() ? std::string(detail::trim(row[app_col])) : std::string();

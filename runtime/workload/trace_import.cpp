@@ -27,15 +27,11 @@ struct raw_job {
   std::string gpu_type;  ///< the GPU type it ran on, lowercased ("" = unknown)
 };
 
-error field_error(const std::string& where, const std::string& field, const std::string& why) {
-  return error{error_kind::invalid_input, where + ": field '" + field + "': " + why};
-}
-
 /// A number field, or an error naming where and what.
 result<double> number_field(const std::string& text, const std::string& where,
                             const std::string& field) {
   if (const auto v = detail::parse_double(text)) return *v;
-  return field_error(where, field, "expected a number, got '" + text.substr(0, 40) + "'");
+  return import_field_error(where, field, "expected a number, got '" + text.substr(0, 40) + "'");
 }
 
 /// The columns a Helios log must have, by name, and their indices.
@@ -59,9 +55,10 @@ result<helios_columns> helios_header(const std::string& line, const std::string&
   }
   for (auto [col, field] : {std::pair{c.gpus, "gpu_num"}, std::pair{c.state, "state"},
                             std::pair{c.submit, "submit_time"}})
-    if (col < 0) return field_error(name + ":1", field, "no such column in the header");
+    if (col < 0) return import_field_error(name + ":1", field, "no such column in the header");
   if (c.duration < 0 && (c.start < 0 || c.end < 0))
-    return field_error(name + ":1", "duration", "no such column, nor start_time and end_time");
+    return import_field_error(name + ":1", "duration",
+                              "no such column, nor start_time and end_time");
   return c;
 }
 
@@ -71,7 +68,7 @@ result<bool> helios_line(const std::vector<std::string>& f, const helios_columns
   auto gpus = number_field(f[static_cast<std::size_t>(c.gpus)], where, "gpu_num");
   if (!gpus) return gpus.err();
   auto submit = parse_trace_time(f[static_cast<std::size_t>(c.submit)]);
-  if (!submit) return field_error(where, "submit_time", submit.err().message);
+  if (!submit) return import_field_error(where, "submit_time", submit.err().message);
   double run = 0;
   if (c.duration >= 0 && !f[static_cast<std::size_t>(c.duration)].empty()) {
     auto d = number_field(f[static_cast<std::size_t>(c.duration)], where, "duration");
@@ -80,8 +77,8 @@ result<bool> helios_line(const std::vector<std::string>& f, const helios_columns
   } else if (c.start >= 0) {
     auto s = parse_trace_time(f[static_cast<std::size_t>(c.start)]);
     auto e = parse_trace_time(f[static_cast<std::size_t>(c.end)]);
-    if (!s) return field_error(where, "start_time", s.err().message);
-    if (!e) return field_error(where, "end_time", e.err().message);
+    if (!s) return import_field_error(where, "start_time", s.err().message);
+    if (!e) return import_field_error(where, "end_time", e.err().message);
     run = *e - *s;
   }
   const std::string& state = f[static_cast<std::size_t>(c.state)];
@@ -103,7 +100,8 @@ result<bool> helios_line(const std::vector<std::string>& f, const helios_columns
 result<std::vector<raw_job>> read_helios(std::istream& in, const std::string& name,
                                          import_summary& summary) {
   std::string line;
-  if (!std::getline(in, line)) return field_error(name + ":1", "header", "the file is empty");
+  if (!std::getline(in, line))
+    return import_field_error(name + ":1", "header", "the file is empty");
   auto cols = helios_header(line, name);
   if (!cols) return cols.err();
   const int need =
@@ -131,23 +129,23 @@ result<std::optional<double>> philly_time(const nlohmann::json& j, const char* k
                                           const std::string& where) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::optional<double>();
-  if (!it->is_string()) return field_error(where, key, "expected a time string");
+  if (!it->is_string()) return import_field_error(where, key, "expected a time string");
   auto t = parse_trace_time(it->get<std::string>());
-  if (!t) return field_error(where, key, t.err().message);
+  if (!t) return import_field_error(where, key, t.err().message);
   return std::optional<double>(*t);
 }
 
 /// One Philly job as a raw job; false (counted) when it is dropped.
 result<bool> philly_job(const nlohmann::json& j, const std::string& where, raw_job& out,
                         import_summary& summary) {
-  if (!j.is_object()) return field_error(where, "job", "expected an object");
+  if (!j.is_object()) return import_field_error(where, "job", "expected an object");
   const std::string status = j.value("status", std::string());
   auto submit = philly_time(j, "submitted_time", where);
   if (!submit) return submit.err();
-  if (!*submit) return field_error(where, "submitted_time", "missing");
+  if (!*submit) return import_field_error(where, "submitted_time", "missing");
   const auto attempts = j.find("attempts");
   if (attempts == j.end() || !attempts->is_array())
-    return field_error(where, "attempts", "expected an array");
+    return import_field_error(where, "attempts", "expected an array");
   if (status != "Pass" && status != "Killed") return ++summary.dropped["status " + status], false;
   if (attempts->empty()) return ++summary.dropped["never ran"], false;
   const auto& last = attempts->back();
@@ -280,6 +278,11 @@ result<trace_format> parse_trace_format(const std::string& name) {
   if (name == "sia") return trace_format::sia;
   return error{error_kind::invalid_input,
                "unknown trace format '" + name + "' (known: helios, philly, pai, sia)"};
+}
+
+error import_field_error(const std::string& where, const std::string& field,
+                         const std::string& why) {
+  return error{error_kind::invalid_input, where + ": field '" + field + "': " + why};
 }
 
 result<double> parse_trace_time(const std::string& text) {

@@ -71,6 +71,10 @@ result<std::vector<job>> import_trace(trace_format format, std::istream& in,
                                       const throughput_table& table, const import_options& opt,
                                       import_summary& summary);
 
+/// The error of a bad input field: "<where>: field '<field>': <why>" (where = file:line).
+error import_field_error(const std::string& where, const std::string& field,
+                         const std::string& why);
+
 /// "2017-10-03 01:12:56" (UTC) or a number of seconds, as seconds since 1970; an error
 /// naming what it expected.
 result<double> parse_trace_time(const std::string& text);
