@@ -12,6 +12,7 @@ its GPU count and batch size: a `category` column of `rigid` is added to a copy)
 Each finished cell is kept as JSON under WORK, so a rerun only runs what is left.
 """
 import argparse
+import ast
 import csv
 import json
 import os
@@ -86,7 +87,6 @@ def run_sia(a, policy, rigid, name):
                 jcts = line
     if rc != 0 or jcts is None:
         sys.exit(f"peer_sia: Sia's simulator failed on {rigid} ({policy}); see {stdout}")
-    import ast
     result = {"jcts": ast.literal_eval(jcts), "wall_s": wall, "restarts": last_restarts(log)}
     json.dump(result, open(out, "w"))
     os.remove(log)  # Sia's per-round logs: tens of MB per run
@@ -170,8 +170,8 @@ def main():
             t = run_tessera(a, policy, trace, table, restarts, name, names)
             ms, mt = metrics(arrivals, s["jcts"]), metrics(arrivals, t["jcts"])
             rows.append({"workload": name, "policy": policy, "jobs": len(arrivals),
-                         "sia_restarts": sum(s.get("restarts", {}).values()),
-                         "tessera_restarts": sum(t.get("restarts", {}).values()),
+                         "sia_restarts": sum(s["restarts"].values()) if "restarts" in s else "-",
+                         "tessera_restarts": sum(t["restarts"].values()) if "restarts" in t else "-",
                          **{f"sia_{k}": v for k, v in ms.items()},
                          **{f"tessera_{k}": v for k, v in mt.items()},
                          "sia_wall_s": s["wall_s"], "tessera_wall_s": t["wall_s"]})

@@ -129,6 +129,7 @@ def plot_policies(args):
         ax.grid(axis="x", alpha=0.3)
     if args.title:
         fig.suptitle(args.title, fontsize=10)
+    fig.tight_layout()
     save(fig, args)
 
 
