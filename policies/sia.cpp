@@ -12,11 +12,6 @@ namespace tessera {
 
 namespace {
 
-/// One candidate (job, type) of the program: its column and cost.
-struct candidate {
-  int job = 0, type = 0, column = 0;
-};
-
 /// G^p rounded to 2 decimals and capped at `clip` (Sia's power-up of the goodput matrix);
 /// a goodput of 0 (a job whose factor reached 0) costs the cap.
 double powered(double goodput, double p, double clip) {
@@ -47,12 +42,36 @@ result<allocation> sia_policy::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
   if (s_.p == 0) return error{error_kind::invalid_input, "sia: p must not be 0"};
   observe(s);
+  const matrix t = policy_throughputs(s);
+  std::vector<candidate> cands;
+  milp_model m = build(s, t, true, cands);
+  milp_settings set;
+  set.time_limit_s = s_.ilp_time_limit;
+  set.relative_gap = s_.ilp_gap;
+  auto sol = solve_milp(m, set);
+  if (sol && sol->outcome == milp_outcome::infeasible) {
+    // The jobs kept through their restarts no longer fit (the cluster shrank): none is kept.
+    m = build(s, t, false, cands);
+    sol = solve_milp(m, set);
+  }
+  if (!sol) return sol.err();
+  if (!sol->has_solution)
+    return error{error_kind::internal,
+                 std::string("sia: CBC found no plan (") + to_string(sol->outcome) + ")"};
+  allocation a{std::vector<std::vector<double>>(s.jobs.size(),
+                                                std::vector<double>(s.cl->types.size(), 0.0))};
+  for (const auto& c : cands)
+    if (sol->x[static_cast<std::size_t>(c.column)] > 0.5) a.x[c.job][c.type] = 1.0;
+  return a;
+}
+
+milp_model sia_policy::build(const snapshot& s, const matrix& t, bool keep_restarting,
+                             std::vector<candidate>& cands) const {
   const int n = static_cast<int>(s.jobs.size());
   const int k = static_cast<int>(s.cl->types.size());
-  const matrix t = policy_throughputs(s);
   const double sign = s_.p < 0 ? 1.0 : -1.0;  // minimise for p < 0, maximise for p > 0
   milp_model m;
-  std::vector<candidate> cands;
+  cands.clear();
   std::vector<std::vector<std::pair<int, double>>> type_rows(static_cast<std::size_t>(k));
   for (int j = 0; j < n; ++j) {
     const auto& v = s.jobs[static_cast<std::size_t>(j)];
@@ -65,8 +84,9 @@ result<allocation> sia_policy::allocate(const snapshot& s) {
     const double age = s.now - v.spec->arrival, pen = s_.restart_penalty;
     const double factor =
         v.attained_service < pen ? 1.0 : std::max(age - st.restarts * pen, 0.0) / (age + pen);
-    const bool keep = st.running >= 0 && s.now - st.started < v.restart_seconds &&
-                      t[j][st.running] > 0 && s.cl->types[st.running].gpus >= scale;
+    const bool keep = keep_restarting && st.running >= 0 &&
+                      s.now - st.started < v.restart_seconds && t[j][st.running] > 0 &&
+                      s.cl->types[st.running].gpus >= scale;
     std::vector<std::pair<int, double>> one_type;
     for (int c = 0; c < k; ++c) {
       if (!(t[j][c] > 0) || s.cl->types[c].gpus < scale) continue;
@@ -87,18 +107,7 @@ result<allocation> sia_policy::allocate(const snapshot& s) {
   for (int c = 0; c < k; ++c)
     if (!type_rows[static_cast<std::size_t>(c)].empty())
       m.add_row(-INFINITY, s.cl->types[c].gpus, type_rows[static_cast<std::size_t>(c)]);
-  milp_settings set;
-  set.time_limit_s = s_.ilp_time_limit;
-  set.relative_gap = s_.ilp_gap;
-  auto sol = solve_milp(m, set);
-  if (!sol) return sol.err();
-  allocation a{std::vector<std::vector<double>>(n, std::vector<double>(k, 0.0))};
-  if (!sol->has_solution)
-    return error{error_kind::internal,
-                 std::string("sia: CBC found no plan (") + to_string(sol->outcome) + ")"};
-  for (const auto& c : cands)
-    if (sol->x[static_cast<std::size_t>(c.column)] > 0.5) a.x[c.job][c.type] = 1.0;
-  return a;
+  return m;
 }
 
 std::vector<option_spec> sia_options() {

@@ -34,8 +34,10 @@
 #include <memory>
 #include <vector>
 
+#include "policies/gavel_family.hpp"
 #include "policies/options.hpp"
 #include "runtime/core/policy.hpp"
+#include "runtime/solver/milp.hpp"
 
 namespace tessera {
 
@@ -71,7 +73,16 @@ class sia_policy final : public allocation_policy {
     int restarts = 0;       ///< starts after the first
     double started = 0;     ///< when it last (re)started (s)
   };
+  /// One (job, type) column of the program.
+  struct candidate {
+    int job = 0, type = 0, column = 0;
+  };
   void observe(const snapshot& s);
+  /// The round's program over throughputs `t`; `keep_restarting` false frees the jobs whose
+  /// restart is under way (the fallback when keeping them all does not fit). `cands` gets
+  /// the columns.
+  milp_model build(const snapshot& s, const matrix& t, bool keep_restarting,
+                   std::vector<candidate>& cands) const;
 
   sia_settings s_;
   std::map<job_id, job_state> jobs_;

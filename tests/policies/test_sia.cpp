@@ -158,3 +158,21 @@ TEST_CASE("sia: a tie between a running job and a waiting one goes to the runnin
     }
   }
 }
+
+TEST_CASE("sia: restarting jobs that no longer fit are not kept", "[sia][policies]") {
+  // Both 2-GPU jobs ran last round and are still restarting (120 s in 60 s rounds), but the
+  // type now has 2 GPUs (a server was lost): keeping both is infeasible, so neither is kept
+  // and one of them runs.
+  const cluster cl = make_cluster({{0, "s", "k80", 0, 2, 1.0}});
+  const std::vector<job> jobs = {make_job(0, "a", 2, 1e6), make_job(1, "a", 2, 1e6)};
+  sia_policy p({});
+  auto s = make_snapshot(cl, jobs, {{1.0}, {1.0}}, 60);
+  s.round_length = 60;
+  for (auto& v : s.jobs) {
+    v.last_type = 0;
+    v.restart_seconds = 120;
+  }
+  auto a = p.allocate(s);
+  REQUIRE(a);
+  CHECK(a->x[0][0] + a->x[1][0] == 1.0);
+}
