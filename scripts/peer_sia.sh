@@ -13,7 +13,7 @@
 #
 # Sia's Python environment is made once in $PEER_WORK/venv from PyPI: pandas < 2 (Sia calls
 # DataFrame.append), numpy < 2, scipy, cvxpy with CBC through cylp (built against Debian's
-# coinor-libcbc-dev), autograd, rich, psutil.
+# coinor-libcbc-dev), ECOS (Gavel's LPs in Sia's simulator), autograd, rich, psutil.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 [ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
@@ -29,7 +29,7 @@ mkdir -p "$work"
 if [ ! -x "$work/venv/bin/python" ]; then
   echo "peer_sia: making Sia's Python environment in $work/venv" >&2
   python3 -m venv "$work/venv"
-  "$work/venv/bin/pip" install -q "pandas<2" "numpy<2" scipy cvxpy cylp autograd rich psutil
+  "$work/venv/bin/pip" install -q "pandas<2" "numpy<2" scipy cvxpy cylp ecos autograd rich psutil
 fi
 # Sia's simulator writes into its own folder and reads traces/ beside its code: a copy.
 if [ ! -d "$work/sia-simulator" ]; then
