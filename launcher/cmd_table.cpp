@@ -94,7 +94,7 @@ int cmd_table(const std::vector<std::string>& args) {
       "onto that type's servers as Sia's simulator places a rigid job (docs/traces.md, \"Sia's\n"
       "workloads\"). GPU types map to Sia's kinds t4=aws, a100=dgx-ext, rtx2080ti=rtx,\n"
       "v100=azure, rtx6000=quad unless --kind says otherwise.";
-  std::string what, source, sia_dir, cluster_file, out, costs_out;
+  std::string sia_dir, cluster_file, out, costs_out;
   std::vector<std::string> workloads, kind_args;
   po::options_description d("tessera table import options");
   d.add_options()("sia-dir", po::value(&sia_dir)->required(), "Sia's sia-simulator folder")(
@@ -105,26 +105,21 @@ int cmd_table(const std::vector<std::string>& args) {
       "restart-costs-out", po::value(&costs_out),
       "also write each job type's restart seconds (Sia's per application) as CSV for "
       "`simulate --restart-costs`")("help,h", "show this help");
-  po::options_description hidden;
-  hidden.add_options()("what", po::value(&what)->required(), "")(
-      "source", po::value(&source)->required(), "");
-  po::positional_options_description pos;
-  pos.add("what", 1).add("source", 1);
-  po::options_description all;
-  all.add(d).add(hidden);
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    if (vm.count("help") || args.empty()) {
-      std::cout << usage << "\n\n" << d << '\n';
-      return args.empty() ? exit_code::bad_input : exit_code::ok;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "tessera: " << e.what() << "\n(see tessera table --help)\n";
+  // "import sia" then options; --help anywhere shows them.
+  std::vector<std::string> rest(args);
+  bool import_sia = false;
+  if (rest.size() >= 2 && rest[0] == "import" && rest[1] == "sia") {
+    import_sia = true;
+    rest.erase(rest.begin(), rest.begin() + 2);
+  } else if (!rest.empty() && rest[0] == "import") {
+    rest.erase(rest.begin());
+  }
+  if (args.empty()) {
+    std::cerr << usage << '\n';
     return exit_code::bad_input;
   }
-  if (what != "import" || source != "sia") {
+  if (int rc = parse_options(rest, d, d, usage, std::cerr); rc >= 0) return rc;
+  if (!import_sia) {
     std::cerr << "tessera: table: only 'table import sia' exists (see tessera table --help)\n";
     return exit_code::bad_input;
   }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <boost/program_options.hpp>
 
@@ -31,24 +32,6 @@ void print_summary(const import_summary& s, const std::string& out) {
     }
   }
   std::cerr << '\n';
-}
-
-/// `trace import sia`: Sia's workload with its measurements.
-int import_sia(const std::string& file, const std::string& sia_dir, const std::string& out) {
-  if (sia_dir.empty()) {
-    std::cerr << "tessera: sia needs --sia-dir (a checkout's sia-simulator folder)\n";
-    return exit_code::bad_input;
-  }
-  auto data = sia_data::load(sia_dir, {});
-  if (!data) return report(data.err());
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return report(error{error_kind::io, file + ": cannot open"});
-  import_summary summary;
-  auto jobs = import_sia_workload(in, file, *data, summary);
-  if (!jobs) return report(jobs.err());
-  if (auto st = tessera::write_trace_file(out, *jobs); !st) return report(st.err());
-  print_summary(summary, out);
-  return exit_code::ok;
 }
 
 }  // namespace
@@ -99,7 +82,17 @@ int cmd_trace_import(const std::vector<std::string>& args) {
   }
   auto fmt = parse_trace_format(format);
   if (!fmt) return report(fmt.err());
-  if (*fmt == trace_format::sia) return import_sia(file, sia_dir, out);
+  std::optional<sia_data> sia;
+  if (*fmt == trace_format::sia) {  // its steps come from Sia's measurements
+    if (sia_dir.empty()) {
+      std::cerr << "tessera: sia needs --sia-dir (a checkout's sia-simulator folder)\n";
+      return exit_code::bad_input;
+    }
+    auto data = sia_data::load(sia_dir, {});
+    if (!data) return report(data.err());
+    sia.emplace(std::move(*data));
+    opt.sia = &*sia;
+  }
   auto table = load_table_arg(table_file);
   if (!table) return report(table.err());
   auto templates =

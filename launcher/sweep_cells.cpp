@@ -73,7 +73,6 @@ std::vector<sweep_cell> make_cells(const sweep_plan& p) {
           c.workload = fs::path(t).stem().string();
           c.name = pol + "_" + c.workload + "_L" + number_name(len);
           c.trace = t;
-          c.given = true;
           cells.push_back(std::move(c));
         }
     return cells;
@@ -102,7 +101,7 @@ std::string cell_command(const sweep_plan& p, const sweep_cell& c) {
   const std::string sim = exe + " simulate --trace " + trace + " --policy " +
                           shell_quote(c.policy) + " --round-length " + number_name(c.round_length) +
                           p.simulate_args;
-  if (c.given) return sim;
+  if (!p.traces.empty()) return sim;  // a given trace: nothing to generate
   std::string gen = exe + " trace generate --jobs " + std::to_string(p.jobs) + " --rate " +
                     number_name(c.rate) + " --seed " + std::to_string(c.seed) +
                     (p.multi_gpu ? " --multi-gpu" : "") + " --output " + trace;
@@ -173,7 +172,8 @@ void remove_leftovers(const sweep_plan& p) {
 status generate_traces(const sweep_plan& p, const std::map<std::string, json>& done) {
   std::set<std::string> made;
   for (const auto& c : p.cells) {
-    if (c.given || done.count(c.name) || made.count(c.trace)) continue;
+    if (!p.traces.empty()) return {};  // given traces: nothing to generate
+    if (done.count(c.name) || made.count(c.trace)) continue;
     made.insert(c.trace);
     std::error_code ec;
     if (fs::exists(c.trace, ec)) continue;  // whole: written under another name, then renamed

@@ -34,7 +34,6 @@ struct sweep_cell {
   std::string name;      ///< file stem, e.g. "fifo_r2.8_s1_L360"
   std::string trace;     ///< the trace's path
   std::string workload;  ///< the trace's file stem ("r2.8_s1"; a given trace's own)
-  bool given = false;    ///< a trace the user gave (--traces), not generated
 };
 
 /// A sweep ready to run: its axes, shared inputs and cells.

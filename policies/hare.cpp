@@ -279,6 +279,16 @@ hare_filler::hare_filler(const snapshot& s, const hare_fill_params& p, hare_task
   plan_.length = s.round_length;
 }
 
+const std::pair<std::vector<double>, std::vector<double>>& hare_filler::task_times(
+    const job_view& jv) {
+  const auto& t = times_.get(s_, jv);                    // may refine the server classes
+  if (times_.classes().version() != buckets_version_) {  // new round, or classes split
+    buckets_ = free_buckets(times_.classes(), free_);
+    buckets_version_ = times_.classes().version();
+  }
+  return t;
+}
+
 void hare_filler::take(int u, int g) {
   const auto& classes = times_.classes();
   buckets_.update(u, classes.of(u), free_[u], free_[u] - g);
@@ -292,11 +302,7 @@ double hare_filler::place(std::size_t idx, int copy, const std::set<int>& avoid,
   if (free_total_ == 0) return inf;
   const job_view& jv = s_.jobs.at(idx);
   const int k = std::max(1, jv.spec->scale_factor);
-  const auto& [single, multi] = times_.get(s_, jv);      // may refine the server classes
-  if (times_.classes().version() != buckets_version_) {  // new round, or classes split
-    buckets_ = free_buckets(times_.classes(), free_);
-    buckets_version_ = times_.classes().version();
-  }
+  const auto& [single, multi] = task_times(jv);
   static const std::set<int> none;
   auto prev_it = previous_.find(copy_id{jv.spec->id, copy});
   const std::set<int>& prev = prev_it == previous_.end() ? none : prev_it->second;
@@ -326,11 +332,7 @@ bool hare_filler::keep(std::size_t idx) {
   if (parts.empty()) return false;
   for (const auto& [u, g] : need)
     if (free_[static_cast<std::size_t>(u)] < g) return false;
-  times_.get(s_, jv);  // may refine the server classes the buckets follow
-  if (times_.classes().version() != buckets_version_) {
-    buckets_ = free_buckets(times_.classes(), free_);
-    buckets_version_ = times_.classes().version();
-  }
+  task_times(jv);  // the buckets follow the server classes it may refine
   for (const assignment* as : parts) {
     assignment kept = *as;
     kept.step_budget = -1;

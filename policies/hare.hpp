@@ -132,6 +132,9 @@ class hare_filler {
   round_plan take_plan() { return std::move(plan_); }
 
  private:
+  /// The job's task times (times_.get), with the free-GPU buckets rebuilt when that split
+  /// the server classes (or on the round's first call).
+  const std::pair<std::vector<double>, std::vector<double>>& task_times(const job_view& jv);
   /// Takes g GPUs of server u.
   void take(int u, int g);
 

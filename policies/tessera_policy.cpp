@@ -170,27 +170,34 @@ class tessera_policy final : public policy {
     if (!(p_.restart_amortize > 0)) return kept;
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       const auto& jv = s.jobs[i];
+      if (!(jv.restart_seconds > 0)) continue;
       const auto it = started_.find(jv.spec->id);
-      if (jv.restart_seconds > 0 && it != started_.end() &&
-          s.now - it->second < p_.restart_amortize * jv.restart_seconds)
+      if (it != started_.end() && s.now - it->second < p_.restart_amortize * jv.restart_seconds)
         kept[i] = filler.keep(i);
     }
     return kept;
   }
 
-  /// Remembers when each placed job (re)started: now, unless its first copy runs on the
-  /// servers it ran on last round.
+  /// Remembers when each placed job charged a restart (re)started: now, unless its first
+  /// copy runs on the servers it ran on last round. Nothing when no job is charged one.
   void note_starts(const snapshot& s, const round_plan& plan) {
-    std::map<job_id, std::set<int>> before, now;
-    if (s.last_plan)
-      for (const auto& as : s.last_plan->assignments)
-        if (as.copy == 0)
-          for (const auto& sh : as.shares) before[as.job].insert(sh.server);
-    for (const auto& as : plan.assignments)
-      if (as.copy == 0)
-        for (const auto& sh : as.shares) now[as.job].insert(sh.server);
+    std::set<job_id> charged;
+    for (const auto& jv : s.jobs)
+      if (jv.restart_seconds > 0 && p_.restart_amortize > 0) charged.insert(jv.spec->id);
+    if (charged.empty()) {
+      started_.clear();
+      return;
+    }
+    auto collect = [&charged](const round_plan& from, std::map<job_id, std::set<int>>& into) {
+      for (const auto& as : from.assignments)
+        if (as.copy == 0 && charged.count(as.job))
+          for (const auto& sh : as.shares) into[as.job].insert(sh.server);
+    };
+    std::map<job_id, std::set<int>> before, placed;
+    if (s.last_plan) collect(*s.last_plan, before);
+    collect(plan, placed);
     std::map<job_id, double> started;
-    for (const auto& [job, servers] : now) {
+    for (const auto& [job, servers] : placed) {
       const auto it = started_.find(job);
       const auto b = before.find(job);
       const bool stayed = it != started_.end() && b != before.end() && b->second == servers;

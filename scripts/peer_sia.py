@@ -16,23 +16,17 @@ import ast
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
+
+from sweep_table import percentile
 
 POLICIES = {  # name: (Sia's arguments, tessera policy, round length)
     "sia": (["--policy=sia", "--policy_p_val=-0.5", "--mip_lambda_a=0.01", "--mip_lambda_n=1.1",
              "--interval=60", "--project_throughput", "--share_max_replicas"], "sia", 60),
     "gavel": (["--policy=gavel", "--interval=360"], "max_sum_throughput_perf", 360),
 }
-
-
-def percentile(values, q):
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    v = sorted(values)
-    k = max(0, min(len(v) - 1, int(-(-q * len(v) // 100)) - 1))
-    return v[k]
 
 
 def metrics(arrivals, jcts):

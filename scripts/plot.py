@@ -28,6 +28,8 @@ import sys
 
 import matplotlib
 
+from sweep_table import workload_set
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -91,12 +93,6 @@ def plot_jct_rate(args):
     ax.set_title(args.title or "average JCT vs input rate (band: min..max over seeds)",
                  fontsize=10)
     save(fig, args)
-
-
-def workload_set(trace):
-    """'philly-3' -> 'philly'; a stem without a trailing number is its own set."""
-    head, _, tail = trace.rpartition("-")
-    return head if head and tail.isdigit() else trace
 
 
 def plot_policies(args):

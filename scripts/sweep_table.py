@@ -16,7 +16,8 @@ import sys
 
 
 def workload_set(trace):
-    """'philly-3' -> 'philly' (as scripts/plot.py's policies kind groups them)."""
+    """'philly-3' -> 'philly'; a stem without a trailing number is its own set (also
+    scripts/plot.py's policies kind)."""
     head, _, tail = trace.rpartition("-")
     return head if head and tail.isdigit() else trace
 

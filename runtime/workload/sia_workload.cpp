@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 
 #include "runtime/core/detail/text.hpp"
@@ -69,19 +70,28 @@ result<double> number_at(const csv_file& f, std::size_t i, const std::string& na
   return import_field_error(where, name, "expected a number, got " + detail::quoted(text));
 }
 
+/// Fields of data row `i` into their slots, by name.
+status numbers_at(const csv_file& f, std::size_t i,
+                  std::initializer_list<std::pair<const char*, double*>> fields) {
+  for (const auto& [field, slot] : fields) {
+    auto v = number_at(f, i, field);
+    if (!v) return v.err();
+    *slot = *v;
+  }
+  return {};
+}
+
 result<std::vector<sia_epoch>> read_validation(const std::string& path) {
   auto f = read_csv_file(path);
   if (!f) return f.err();
   std::vector<sia_epoch> out;
   for (std::size_t i = 0; i < f->rows.size(); ++i) {
     sia_epoch e;
-    for (auto [field, slot] :
-         {std::pair{"progress", &e.progress}, std::pair{"grad_sqr", &e.grad_sqr},
-          std::pair{"grad_var", &e.grad_var}}) {
-      auto v = number_at(*f, i, field);
-      if (!v) return v.err();
-      *slot = *v;
-    }
+    if (auto st = numbers_at(
+            *f, i,
+            {{"progress", &e.progress}, {"grad_sqr", &e.grad_sqr}, {"grad_var", &e.grad_var}});
+        !st)
+      return st.err();
     out.push_back(e);
   }
   return out;
@@ -96,13 +106,12 @@ result<std::map<std::string, std::vector<sia_step>>> read_placements(const std::
   if (col == f->column.end()) return import_field_error(path + ":1", "placement", "missing column");
   for (std::size_t i = 0; i < f->rows.size(); ++i) {
     sia_step s;
-    for (auto [field, slot] :
-         {std::pair{"local_bsz", &s.local_batch}, std::pair{"step_time", &s.step_time},
-          std::pair{"sync_time", &s.sync_time}}) {
-      auto v = number_at(*f, i, field);
-      if (!v) return v.err();
-      *slot = *v;
-    }
+    if (auto st = numbers_at(*f, i,
+                             {{"local_bsz", &s.local_batch},
+                              {"step_time", &s.step_time},
+                              {"sync_time", &s.sync_time}});
+        !st)
+      return st.err();
     const auto& row = f->rows[i];
     const auto at = static_cast<std::size_t>(col->second);
     if (at >= row.size() || detail::trim(row[at]).empty())

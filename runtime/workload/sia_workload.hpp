@@ -72,8 +72,6 @@ class sia_data {
   /// Reads `dir` (a `sia-simulator` checkout, or its `traces` folder) for the GPU kinds
   /// `kinds`; errors name the file, line and field.
   static result<sia_data> load(const std::string& dir, const std::vector<std::string>& kinds);
-  /// Builds from applications already read (tests).
-  explicit sia_data(std::map<std::string, sia_application> apps) : apps_(std::move(apps)) {}
   /// True when `app` was read.
   bool knows(const std::string& app) const { return apps_.count(app) != 0; }
   /// Iterations at batch size `batch` that finish `app`; an error when `batch` is outside the
