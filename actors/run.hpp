@@ -15,7 +15,8 @@
 /// hands it to the nodes over MPI (mpirun) or in a file of mode 0600 in a private directory
 /// (`--local`); with `secret_file` set it also writes it there, for nodes that join later
 /// (`tessera node --join`). Only the gate (actors/gate.hpp) listens on the network, on
-/// `bind` (default: loopback when every node runs on this host); CAF listens on loopback.
+/// `bind` (default: loopback when every node runs on this host); CAF listens on no socket
+/// (each admitted peer reaches it over a socketpair: actors/gate.hpp).
 /// A node process that gets SIGTERM drains: it finishes its round, checkpoints and leaves.
 /// GPUs: every node process discovers its GPUs before it starts (settings::gpu); found ones
 /// that disagree with its server entry end the run (or that node) with bad input, naming the

@@ -60,7 +60,9 @@ ms() { echo $(( ($2 - $1) / 1000000 )); }
 on_n1() { nsenter --net="/run/netns/tsl${tag}n1" "$@"; }
 
 # Every job of JSON file $1 (a run's summary or `tessera status --json`) finished, with the
-# steps, loss and accuracy of the same job in $2 to the last bit; $3 names the pair.
+# steps, loss and accuracy of the same job in $2 to the last bit, and its final checkpoint's
+# payload (the trainable's parameters and optimiser state; runtime/node/train/checkpoint.hpp:
+# after a 56-byte header) equal byte for byte; $3 names the pair.
 same_results() {
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
@@ -73,6 +75,8 @@ for k, j in ja.items():
     assert done, (k, "not finished")
     for f in ("steps", "loss", "accuracy"):
         assert j[f] == jb[k][f], (k, f, j[f], jb[k][f])
-print("%s: %d jobs finished, steps, loss and accuracy equal" % (sys.argv[3], len(ja)))
+    pa, pb = (open(x["checkpoint"], "rb").read()[56:] for x in (j, jb[k]))
+    assert pa and pa == pb, (k, "parameters differ", j["checkpoint"], jb[k]["checkpoint"])
+print("%s: %d jobs finished, steps, loss, accuracy and parameters equal" % (sys.argv[3], len(ja)))
 PY
 }
