@@ -231,7 +231,7 @@ result<allocation_lp_result> allocation_lp::solve(const allocation_lp_input& in,
   const bool maxmin = obj == allocation_objective::max_min;
   class_lp lp{in, obj, static_cast<int>(in.capacity.size()), {}, {}, {}};
   allocation_lp_result out;
-  out.x.assign(in.rows.size(), std::vector<double>(lp.k, 0.0));
+  out.x = rows_.take(in.rows.size(), static_cast<std::size_t>(lp.k));
 
   lp.classes = build_classes(in, s.aggregate, lp.class_of);
   out.classes = static_cast<int>(lp.classes.size());
@@ -303,7 +303,29 @@ status check_snapshot(const snapshot& s) {
   return {};
 }
 
+std::vector<std::vector<double>> row_pool::take(std::size_t n, std::size_t k) {
+  std::vector<std::vector<double>> out;
+  out.reserve(n);
+  while (out.size() < n && !spare_.empty()) {
+    out.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+    out.back().assign(k, 0.0);
+  }
+  while (out.size() < n) out.emplace_back(k, 0.0);
+  return out;
+}
+
+void row_pool::give(std::vector<std::vector<double>>&& rows) {
+  for (auto& r : rows) spare_.push_back(std::move(r));
+  rows.clear();
+}
+
 allocation_lp_input lp_input_for(const snapshot& s) {
+  row_pool fresh;
+  return lp_input_for(s, fresh);
+}
+
+allocation_lp_input lp_input_for(const snapshot& s, row_pool& pool) {
   allocation_lp_input in;
   const std::size_t k = s.cl ? s.cl->types.size() : 0;
   in.ids.reserve(s.jobs.size());
@@ -312,7 +334,7 @@ allocation_lp_input lp_input_for(const snapshot& s) {
     in.ids.push_back(j.spec ? j.spec->id : 0);
     in.scale.push_back(j.spec ? j.spec->scale_factor : 1);
   }
-  in.rows.assign(s.jobs.size(), std::vector<double>(k, 0.0));
+  in.rows = pool.take(s.jobs.size(), k);
   in.capacity.resize(k);
   for (std::size_t j = 0; j < k; ++j) in.capacity[j] = s.cl->types[j].gpus;
   return in;

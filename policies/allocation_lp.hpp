@@ -111,6 +111,20 @@ struct allocation_lp_result {
   double seconds = 0;    ///< wall time, including building the classes
 };
 
+/// Spare rows of job x type matrices (an LP input's rows, an allocation's x): a policy that
+/// solves every round hands back last round's and the next round's matrices reuse them, where
+/// a 10,000-GPU round otherwise allocated and freed two vectors per active job.
+class row_pool {
+ public:
+  /// An n x k matrix of zeros, its rows taken from the pool where it has some.
+  std::vector<std::vector<double>> take(std::size_t n, std::size_t k);
+  /// Keeps `rows`' storage for later takes.
+  void give(std::vector<std::vector<double>>&& rows);
+
+ private:
+  std::vector<std::vector<double>> spare_;
+};
+
 /// Solves allocation LPs, keeping the CLP model and its basis between calls. Movable, not
 /// copyable.
 class allocation_lp {
@@ -133,9 +147,13 @@ class allocation_lp {
   /// Forgets the carried-over basis.
   void reset();
 
+  /// Where solutions' and inputs' rows come from and go back to (lp_input_for, recycle).
+  row_pool& rows() { return rows_; }
+
  private:
   struct state;
   std::unique_ptr<state> state_;
+  row_pool rows_;
 };
 
 /// Checks what every allocation policy needs of a snapshot (a cluster, a spec per job, and a
@@ -146,5 +164,7 @@ status check_snapshot(const snapshot& s);
 /// An LP input for the snapshot's jobs: ids, scale factors and GPUs per type, with every row
 /// sized to the cluster's types and set to 0 for the policy to fill.
 allocation_lp_input lp_input_for(const snapshot& s);
+/// The same, its rows taken from `pool`.
+allocation_lp_input lp_input_for(const snapshot& s, row_pool& pool);
 
 }  // namespace tessera

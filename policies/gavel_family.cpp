@@ -19,6 +19,8 @@ class gavel_policy final : public policy {
   result<round_plan> plan(const snapshot& s) override {
     const bool new_set = !have_ || s.job_set_version != version_;
     if (new_set || alloc_->recompute_every_round()) {
+      if (have_) alloc_->recycle(std::move(current_));  // its storage serves the next one
+      have_ = false;
       auto a = alloc_->allocate(s);
       if (!a) return error{a.err().kind, name_ + ": " + a.err().message};
       if (a->x.size() != s.jobs.size())

@@ -15,7 +15,7 @@ max_min_fairness::max_min_fairness(bool efficiency_stage, bool scale_weighted)
 result<allocation> max_min_fairness::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
   // The rows start as the throughputs and are normalised in place.
-  allocation_lp_input in = lp_input_for(s);
+  allocation_lp_input in = lp_input_for(s, lp_.rows());
   policy_throughputs_into(s, in.rows);
   const std::vector<double> eq = equal_share_throughputs(s, in.rows);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
@@ -32,6 +32,7 @@ result<allocation> max_min_fairness::allocate(const snapshot& s) {
     for (std::size_t j = 0; j < in.capacity.size(); ++j) row[j] = gpu_time * row[j] / (w * eq[m]);
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
+  lp_.rows().give(std::move(in.rows));
   if (!r) return r.err();
   allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());

@@ -56,6 +56,8 @@ class max_min_fairness final : public allocation_policy {
   explicit max_min_fairness(bool efficiency_stage, bool scale_weighted = true);
   /// Time fractions maximising the minimum normalised, weighted throughput.
   result<allocation> allocate(const snapshot& s) override;
+  /// Keeps the spent allocation's rows for the next round's input and solution.
+  void recycle(allocation&& spent) override { lp_.rows().give(std::move(spent.x)); }
   /// Statistics of the last LP solve (classes, iterations, warm, seconds, t*).
   const allocation_lp_result& last_solve() const { return last_; }
   /// LP settings, e.g. to switch class aggregation off for comparison.

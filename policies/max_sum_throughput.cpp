@@ -10,13 +10,14 @@ namespace tessera {
 result<allocation> max_sum_throughput::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
-  allocation_lp_input in = lp_input_for(s);
+  allocation_lp_input in = lp_input_for(s, lp_.rows());
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double best = t[m].empty() ? 0.0 : *std::max_element(t[m].begin(), t[m].end());
     if (best <= 0) continue;
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / best;
   }
   auto r = lp_.solve(in, allocation_objective::max_sum);
+  lp_.rows().give(std::move(in.rows));
   if (!r) return r.err();
   allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());

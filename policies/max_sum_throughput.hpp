@@ -36,6 +36,8 @@ class max_sum_throughput final : public allocation_policy {
  public:
   /// Time fractions maximising the sum of normalised throughputs.
   result<allocation> allocate(const snapshot& s) override;
+  /// Keeps the spent allocation's rows for the next round's input and solution.
+  void recycle(allocation&& spent) override { lp_.rows().give(std::move(spent.x)); }
   /// Statistics of the last LP solve; `value` is the optimal normalised sum.
   const allocation_lp_result& last_solve() const { return last_; }
 

@@ -1,6 +1,7 @@
 #include "policies/mechanism.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
@@ -23,6 +24,16 @@ void gavel_mechanism::reset(double now) {
 }
 
 namespace {
+
+/// Bits of `v` whose unsigned order is the reverse of the values' order (larger values
+/// first), equal exactly when the values compare equal (-0 and +0 alike; no NaN expected).
+std::uint64_t descending_bits(double v) {
+  v += 0.0;  // -0 -> +0
+  std::uint64_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const std::uint64_t ascending = (u >> 63) ? ~u : (u | (std::uint64_t{1} << 63));
+  return ~ascending;
+}
 
 /// Key of a pair's statistics: its two job ids, lower first.
 std::pair<job_id, job_id> pair_key(job_id a, job_id b) {
@@ -155,20 +166,27 @@ void gavel_mechanism::candidates(const snapshot& s, const allocation& a) {
       add(ref, pa.x, pa.a, pa.b, s.jobs[pa.a].spec->scale_factor == s.jobs[pa.b].spec->scale_factor,
           j);
   }
-  // Positions sorted, not the candidates themselves: the same comparisons give the same
-  // permutation (std::sort's steps depend only on their outcomes), with 4-byte moves.
-  order_.resize(cand.size());
-  for (std::size_t i = 0; i < cand.size(); ++i) order_[i] = static_cast<std::uint32_t>(i);
-  std::sort(order_.begin(), order_.end(), [&cand](std::uint32_t li, std::uint32_t ri) {
-    const candidate& l = cand[li];
-    const candidate& r = cand[ri];
-    if (l.full != r.full) return l.full;
-    if (l.priority != r.priority) return l.priority > r.priority;
-    if (l.deficit != r.deficit) return l.deficit > r.deficit;
+  // Order: full units first, then priority, deficit and x descending, then ids ascending.
+  // Sorted as compact keys (the first three criteria packed beside the position, so most
+  // comparisons read no candidate): the comparisons' outcomes are those of comparing the
+  // candidates themselves, so std::sort makes the same permutation (its steps depend only on
+  // the outcomes).
+  keys_.resize(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i)
+    keys_[i] = {descending_bits(cand[i].priority), descending_bits(cand[i].deficit),
+                static_cast<std::uint32_t>(i), cand[i].full};
+  std::sort(keys_.begin(), keys_.end(), [&cand](const sort_key& lk, const sort_key& rk) {
+    if (lk.full != rk.full) return lk.full;
+    if (lk.priority != rk.priority) return lk.priority < rk.priority;
+    if (lk.deficit != rk.deficit) return lk.deficit < rk.deficit;
+    const candidate& l = cand[lk.pos];
+    const candidate& r = cand[rk.pos];
     if (l.x != r.x) return l.x > r.x;
     if (l.id != r.id) return l.id < r.id;
     return l.id2 < r.id2;
   });
+  order_.resize(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) order_[i] = keys_[i].pos;
 }
 
 round_plan gavel_mechanism::plan(const snapshot& s, const allocation& a) {

@@ -102,6 +102,13 @@ class gavel_mechanism {
   std::vector<std::uint32_t> row_index_;
   std::vector<int> ran_scratch_;
   std::vector<candidate> cand_;
+  /// What the sort compares first, packed beside the candidate's position (see candidates).
+  struct sort_key {
+    std::uint64_t priority, deficit;  ///< order-preserving bits, descending values first
+    std::uint32_t pos;                ///< into cand_
+    bool full;
+  };
+  std::vector<sort_key> keys_;
   std::vector<std::uint32_t> order_;
   double reset_time_ = 0;
   double accounted_until_ = -1;  ///< start time of the last plan already accounted

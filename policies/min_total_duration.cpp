@@ -13,13 +13,14 @@ min_total_duration::min_total_duration(bool efficiency_stage) {
 result<allocation> min_total_duration::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
   const matrix t = policy_throughputs(s);
-  allocation_lp_input in = lp_input_for(s);
+  allocation_lp_input in = lp_input_for(s, lp_.rows());
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     const double rem = s.jobs[m].remaining_steps;
     if (!(rem > 0)) continue;  // nothing left to run
     for (std::size_t j = 0; j < in.capacity.size(); ++j) in.rows[m][j] = t[m][j] / rem;
   }
   auto r = lp_.solve(in, allocation_objective::max_min, settings_);
+  lp_.rows().give(std::move(in.rows));
   if (!r) return r.err();
   allocation out{std::move(r->x)};  // the rows move on; last_ keeps the solve's figures
   last_ = std::move(r.value());

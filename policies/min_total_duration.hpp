@@ -40,6 +40,8 @@ class min_total_duration final : public allocation_policy {
   explicit min_total_duration(bool efficiency_stage);
   /// Time fractions minimising the time by which every active job can finish.
   result<allocation> allocate(const snapshot& s) override;
+  /// Keeps the spent allocation's rows for the next round's input and solution.
+  void recycle(allocation&& spent) override { lp_.rows().give(std::move(spent.x)); }
   /// Progress changes rem, so the allocation is recomputed every round.
   bool recompute_every_round() const override { return true; }
   /// Makespan (seconds from now) of the last allocation at the throughputs the policy saw;

@@ -37,6 +37,9 @@ class allocation_policy {
   /// True when the allocation depends on progress or time, so it must be recomputed every
   /// round rather than only when the job set changes.
   virtual bool recompute_every_round() const { return false; }
+  /// Takes back an allocation the caller is done with, so a policy may reuse its storage in
+  /// the next allocate (none by default).
+  virtual void recycle(allocation&& spent) { (void)spent; }
 };
 
 }  // namespace tessera

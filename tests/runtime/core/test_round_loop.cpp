@@ -176,4 +176,14 @@ TEST_CASE("record_round counts busy and idle GPUs and the jobs left waiting", "[
   CHECK(rr.idle_gpus == 1);
   CHECK(rr.active_jobs == 3);
   CHECK(rr.waiting_jobs == 2);
+  // A task split names its job on every part; whole gangs once each.
+  round_plan split;
+  split.assignments.push_back(assignment{5, 0, 0, {{0, 1}}, 1, -1});
+  split.assignments.push_back(assignment{5, 0, 0, {{1, 1}}, 1, -1});
+  split.assignments.push_back(assignment{6, 0, 0, {{2, 2}}, 0, -1});
+  CHECK(record_round(split, 4, 3).waiting_jobs == 1);
+  split.assignments.erase(split.assignments.begin());
+  split.assignments.front().tasks = 0;
+  CHECK(record_round(split, 4, 3).waiting_jobs == 1);
+  CHECK(record_round(split, 4, 3).busy_gpus == 3);
 }
