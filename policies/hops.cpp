@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 #include <utility>
 
 #include "policies/hops_internal.hpp"
@@ -27,13 +26,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Each job's first copy in the last round, by job id.
-std::unordered_map<job_id, const assignment*> previous_assignments(const snapshot& s) {
-  std::unordered_map<job_id, const assignment*> prev;
-  if (s.last_plan)
-    for (const auto& as : s.last_plan->assignments)
-      if (as.copy == 0) prev[as.job] = &as;
-  return prev;
+/// Each active job's first copy in the last round (null: none), by position in
+/// snapshot::jobs; `index` is scratch whose storage is reused.
+void previous_assignments(const snapshot& s, job_index& index,
+                          std::vector<const assignment*>& prev) {
+  prev.assign(s.jobs.size(), nullptr);
+  if (!s.last_plan) return;
+  index.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
+  for (const auto& as : s.last_plan->assignments)
+    if (as.copy == 0)
+      if (const std::size_t m = index.find(as.job); m != job_index::npos) prev[m] = &as;
 }
 
 /// Builds the queue entries of step 2: each job's configurations and queue keys.
@@ -246,9 +248,11 @@ const server_throughput& hops::throughputs(const snapshot& s) {
 
 bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size_t window,
                         hops_round_state& st) {
-  hops_ilp_input in;
+  // Built in last_ilp_ (kept for last_ilp()), whose vectors' storage the assignments reuse.
+  hops_ilp_input& in = last_ilp_;
   in.classes = classes_->classes();
-  for (std::size_t i = 0; i < window; ++i) in.configs.push_back(st.queue[i].configs);
+  in.configs.resize(window);
+  for (std::size_t i = 0; i < window; ++i) in.configs[i] = st.queue[i].configs;
   in.value = value;
   in.group_tolerance = p_.group_tolerance;
   milp_settings ms;
@@ -256,7 +260,6 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
   ms.relative_gap = p_.ilp_gap;
   ms.preprocess = p_.ilp_preprocess;
   auto r = solve_hops_ilp(in, ms);
-  last_ilp_ = in;
   stats_.ilp_ran = true;
   if (r) {
     stats_.outcome = r->solution.outcome;
@@ -293,14 +296,12 @@ result<round_plan> hops::plan(const snapshot& s) {
   classes_->refresh(s, throughputs(s), !s.rates);
 
   // 2. The queue: configurations, expected run time and latency ratio of every job.
-  const auto prev = previous_assignments(s);
+  previous_assignments(s, index_, prev_);
   hops_round_state st;
   queue_builder builder(s, p_, *classes_);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    const auto it = prev.find(s.jobs[m].spec->id);
     hops_candidate c;
-    if (builder.build(m, it == prev.end() ? nullptr : it->second, c))
-      st.queue.push_back(std::move(c));
+    if (builder.build(m, prev_[m], c)) st.queue.push_back(std::move(c));
   }
   for (const auto& c : st.queue)
     stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
@@ -313,8 +314,7 @@ result<round_plan> hops::plan(const snapshot& s) {
   st.placed.assign(st.queue.size(), {});
   st.previous.assign(st.queue.size(), {});
   for (std::size_t i = 0; i < st.queue.size(); ++i)
-    if (auto it = prev.find(s.jobs[st.queue[i].m].spec->id); it != prev.end())
-      st.previous[i] = it->second->shares;
+    if (const assignment* was = prev_[st.queue[i].m]) st.previous[i] = was->shares;
   const auto value = window_values(st.queue, window, p_);
 
   // 4-5. ILP and packing, else the greedy pass.

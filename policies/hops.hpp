@@ -82,6 +82,7 @@
 #include "policies/hops_ilp.hpp"
 #include "policies/hops_packing.hpp"
 #include "policies/options.hpp"
+#include "runtime/core/job_index.hpp"
 #include "runtime/core/policy.hpp"
 #include "runtime/core/server_throughput.hpp"
 #include "runtime/solver/milp.hpp"
@@ -168,7 +169,9 @@ class hops final : public policy {
   std::string name_;
   hops_params p_;
   hops_round_stats stats_;
-  hops_ilp_input last_ilp_;
+  hops_ilp_input last_ilp_;              ///< also each round's working input (its storage reused)
+  job_index index_;                      ///< scratch: the snapshot's jobs by id
+  std::vector<const assignment*> prev_;  ///< scratch: per snapshot job, its last assignment
   std::unique_ptr<server_throughput> fallback_;  ///< when the snapshot carries no rates
   std::unique_ptr<detail::hops_server_classes> classes_;
 };

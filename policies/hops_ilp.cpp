@@ -62,17 +62,28 @@ double job_weight(const std::vector<double>& v) {
   return w;
 }
 
-/// A job's shape: its configurations and its value vector over its weight.
-std::string shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v, double w) {
-  std::string key;
+/// Appends the bytes of `x` to `key`.
+template <class T>
+void put(std::string& key, T x) {
+  key.append(reinterpret_cast<const char*>(&x), sizeof x);
+}
+
+/// A job's shape: its configurations and its value vector over its weight (each value
+/// rounded to 1e-9 of the weight), as bytes into `key` (its storage reused): two jobs have
+/// the same key exactly when those fields are equal.
+void shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v, double w,
+               std::string& key) {
+  key.clear();
   for (std::size_t c = 0; c < cfs.size(); ++c) {
     const auto& cf = cfs[c];
-    key += std::to_string(cf.cls) + ',' + std::to_string(cf.gpus) + ',' +
-           std::to_string(cf.whole_servers) + ',' + (cf.stay ? 's' : '-');
-    for (int d : cf.pieces) key += ',' + std::to_string(d);
-    key += ':' + std::to_string(std::llround(v[c] / w * 1e9)) + ';';
+    put(key, cf.cls);
+    put(key, cf.gpus);
+    put(key, cf.whole_servers);
+    put(key, static_cast<char>(cf.stay));
+    put(key, static_cast<char>(cf.pieces.size()));
+    for (int d : cf.pieces) put(key, d);
+    put(key, static_cast<long long>(std::llround(v[c] / w * 1e9)));
   }
-  return key;
 }
 
 /// The groups of `in` into `cc` (with each job's weight): one per job when its tolerance is
@@ -83,6 +94,7 @@ void group_jobs(const hops_ilp_input& in, config_columns& cc) {
   const double t = in.group_tolerance;
   std::unordered_map<std::string, int> shapes;
   std::map<std::pair<int, long long>, int> bins;
+  std::string key;
   std::vector<double> weight_sum;
   auto& out = cc.groups;
   cc.weight.resize(n);
@@ -93,8 +105,8 @@ void group_jobs(const hops_ilp_input& in, config_columns& cc) {
       weight_sum.push_back(0);
       continue;
     }
-    const auto [shape_it, new_shape] =
-        shapes.emplace(shape_key(in.configs[i], in.value[i], w), cc.shapes);
+    shape_key(in.configs[i], in.value[i], w, key);
+    const auto [shape_it, new_shape] = shapes.emplace(key, cc.shapes);
     if (new_shape) ++cc.shapes;
     const int shape = shape_it->second;
     const auto bin = static_cast<long long>(std::floor(std::log(w) / std::log1p(t)));

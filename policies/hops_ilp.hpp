@@ -11,6 +11,8 @@
 /// sum_p mult_p(d) n[k][p] <= 0. Classes no configuration uses get no rows.
 
 #include <cstddef>
+#include <initializer_list>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/core/result.hpp"
@@ -24,14 +26,47 @@ struct hops_class {
   int capacity = 0;          ///< GPUs per server
 };
 
+/// Sizes of a configuration's partial-server shares, kept inline (hops makes at most two:
+/// {g}, {remainder} or two halves), so that configurations copy without allocating: a round
+/// at 10,000 GPUs copies tens of thousands of them.
+class share_sizes {
+ public:
+  static constexpr std::size_t max_size = 4;
+  share_sizes() = default;
+  share_sizes(std::initializer_list<int> v) {
+    for (int d : v) push_back(d);
+  }
+  /// Appends a size; std::length_error past max_size.
+  void push_back(int d) {
+    if (n_ == max_size) throw std::length_error("hops_config: more than 4 partial shares");
+    v_[n_++] = d;
+  }
+  const int* begin() const { return v_; }
+  const int* end() const { return v_ + n_; }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  std::vector<int> to_vector() const { return {begin(), end()}; }
+  friend bool operator==(const share_sizes& a, const share_sizes& b) {
+    if (a.n_ != b.n_) return false;
+    for (std::size_t i = 0; i < a.n_; ++i)
+      if (a.v_[i] != b.v_[i]) return false;
+    return true;
+  }
+  friend bool operator!=(const share_sizes& a, const share_sizes& b) { return !(a == b); }
+
+ private:
+  int v_[max_size] = {};
+  std::size_t n_ = 0;
+};
+
 /// One configuration of one job.
 struct hops_config {
-  int cls = 0;              ///< index into the class list
-  int gpus = 0;             ///< GPUs in total
-  int whole_servers = 0;    ///< servers it fills entirely
-  std::vector<int> pieces;  ///< sizes of its partial-server shares (each <= capacity)
-  double throughput = 0;    ///< steps/s (estimate)
-  bool stay = false;        ///< matches the job's placement in the previous round
+  int cls = 0;            ///< index into the class list
+  int gpus = 0;           ///< GPUs in total
+  int whole_servers = 0;  ///< servers it fills entirely
+  share_sizes pieces;     ///< sizes of its partial-server shares (each <= capacity)
+  double throughput = 0;  ///< steps/s (estimate)
+  bool stay = false;      ///< matches the job's placement in the previous round
 };
 
 /// An ILP instance: classes, and per job its configurations and objective weights (already

@@ -116,7 +116,7 @@ std::vector<kept_piece> keep_pieces(const hops_ilp_input& in, const hops_ilp_res
   std::vector<kept_piece> kept;
   kept_sizes.assign(cp.n, {});
   for (std::size_t i : cp.members) {
-    std::vector<int> pieces = in.configs[i][r.choice[i]].pieces;
+    std::vector<int> pieces = in.configs[i][r.choice[i]].pieces.to_vector();
     for (const auto& sh : previous_of(previous, i)) {
       auto it = cp.pos.find(sh.server);
       if (it == cp.pos.end() || cp.whole[it->second]) continue;
@@ -265,7 +265,7 @@ void place_pieces(const hops_ilp_input& in, const hops_ilp_result& r,
                   const std::vector<kept_piece>& kept, class_packing& cp,
                   std::vector<std::vector<server_share>>& out) {
   std::vector<std::vector<int>> left(in.configs.size());
-  for (std::size_t i : cp.members) left[i] = in.configs[i][r.choice[i]].pieces;
+  for (std::size_t i : cp.members) left[i] = in.configs[i][r.choice[i]].pieces.to_vector();
   for (const auto& kp : kept) {
     auto it = std::find(left[kp.job].begin(), left[kp.job].end(), kp.size);
     if (it == left[kp.job].end()) continue;

@@ -584,3 +584,21 @@ TEST_CASE("hops: the job-set file carries acceptable GPU counts", "[policies]") 
   CHECK_THAT(bad.err().message, Catch::Contains(":4: field 'acceptable_gpus'"));
   std::remove(path.c_str());
 }
+
+TEST_CASE("hops: a configuration's share sizes live inline, compare by value, refuse a fifth",
+          "[hops]") {
+  share_sizes a{3, 1};
+  CHECK(a.size() == 2);
+  CHECK(a.to_vector() == std::vector<int>{3, 1});
+  share_sizes b;
+  CHECK(b.empty());
+  b.push_back(3);
+  CHECK(a != b);
+  b.push_back(1);
+  CHECK(a == b);
+  b.push_back(1);
+  CHECK(a != b);  // same prefix, one more
+  b.push_back(2);
+  CHECK(b.size() == share_sizes::max_size);
+  CHECK_THROWS_AS(b.push_back(1), std::length_error);
+}
