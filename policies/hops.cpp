@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 
 #include "policies/hops_internal.hpp"
@@ -45,8 +46,9 @@ class queue_builder {
       : s_(s), p_(p), classes_(classes), total_(s.cl->total_gpus()) {}
 
   /// The entry of job m (`was`: its last-round assignment, or null); false when it has no
-  /// configuration (no estimate anywhere, or too big).
-  bool build(std::size_t m, const assignment* was, hops_candidate& c) {
+  /// configuration (no estimate anywhere, or too big). A `pin`ned job keeps only its staying
+  /// configurations (and is not pinned when it has none); its queue keys are its whole set's.
+  bool build(std::size_t m, const assignment* was, bool pin, hops_candidate& c) {
     const job_view& jv = s_.jobs[m];
     const job& j = *jv.spec;
     c.m = m;
@@ -61,11 +63,27 @@ class queue_builder {
     c.lr = latency_ratio(s_.now, jv, j.total_steps / best);
     c.prio = c.lr + (was ? p_.preempt_margin : 0.0);
     c.remaining = jv.remaining_steps / best;
+    if (pin) keep_staying(c);
     c.min_need = c.counts.front();
     return true;
   }
 
  private:
+  /// Drops every configuration of `c` but its staying ones, and pins it; nothing when it has
+  /// no staying configuration.
+  static void keep_staying(hops_candidate& c) {
+    std::vector<hops_config> stay;
+    for (const auto& cf : c.configs)
+      if (cf.stay) stay.push_back(cf);
+    if (stay.empty()) return;
+    c.configs = std::move(stay);
+    c.counts.clear();
+    for (const auto& cf : c.configs) c.counts.push_back(cf.gpus);
+    std::sort(c.counts.begin(), c.counts.end());
+    c.counts.erase(std::unique(c.counts.begin(), c.counts.end()), c.counts.end());
+    c.pinned = true;
+  }
+
   /// The server class of a last-round assignment: -1 none, -2 several.
   int previous_class(const assignment* was) const {
     int was_class = -1;
@@ -146,10 +164,11 @@ void mark_critical(std::vector<hops_candidate>& queue, int total, double slack) 
   for (auto& c : queue) c.critical = bound > 0 && c.remaining >= (1.0 - slack) * bound;
 }
 
-/// Queue order: critical jobs first (longest remaining first), then the queue key
-/// descending, then arrival, then id.
+/// Queue order: pinned jobs first, then critical jobs (longest remaining first), then the
+/// queue key descending, then arrival, then id.
 void sort_queue(const snapshot& s, std::vector<hops_candidate>& queue) {
   std::sort(queue.begin(), queue.end(), [&](const hops_candidate& a, const hops_candidate& b) {
+    if (a.pinned != b.pinned) return a.pinned;
     if (a.critical != b.critical) return a.critical;
     if (a.critical && a.remaining != b.remaining) return a.remaining > b.remaining;
     if (a.prio != b.prio) return a.prio > b.prio;
@@ -172,7 +191,7 @@ std::size_t service_window(const std::vector<hops_candidate>& queue, double wind
 }
 
 /// Objective values of the window's configurations: (LR + bias)^lambda, times
-/// critical_weight for critical jobs (valued at the window's highest LR), times
+/// critical_weight for critical and pinned jobs (valued at the window's highest LR), times
 /// (G + size_value x GPUs), times 1 + stay_bonus for a configuration that keeps the job's
 /// placement.
 std::vector<std::vector<double>> window_values(const std::vector<hops_candidate>& queue,
@@ -184,10 +203,12 @@ std::vector<std::vector<double>> window_values(const std::vector<hops_candidate>
     const auto& c = queue[i];
     double slowest = inf;
     for (const auto& cf : c.configs) slowest = std::min(slowest, cf.throughput);
-    const double lr = c.critical ? top_lr : c.lr;
+    const bool first = c.critical || c.pinned;
+    const double lr = first ? top_lr : c.lr;
     // A critical job's speed is the makespan's: weigh it so that its fastest configuration
-    // outbids the jobs it displaces there (they still run elsewhere).
-    const double boost = c.critical ? critical_weight : 1.0;
+    // outbids the jobs it displaces there (they still run elsewhere). A pinned job's restart
+    // is paid for only if it stays.
+    const double boost = first ? critical_weight : 1.0;
     const double w = boost * std::max(1e-6, std::pow(lr + p.bias, p.lambda));
     for (const auto& cf : c.configs)
       value[i].push_back(w * (cf.throughput / slowest + p.size_value * cf.gpus) *
@@ -280,6 +301,31 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
   return true;
 }
 
+bool hops::pinned(const snapshot& s, std::size_t m) const {
+  const job_view& jv = s.jobs[m];
+  if (!(p_.restart_amortize > 0) || !(jv.restart_seconds > 0) || !prev_[m]) return false;
+  const auto it = started_.find(jv.spec->id);
+  return it != started_.end() && s.now - it->second < p_.restart_amortize * jv.restart_seconds;
+}
+
+void hops::note_starts(const snapshot& s, const round_plan& plan) {
+  std::unordered_map<job_id, double> started;
+  if (p_.restart_amortize > 0) {
+    index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
+    for (const auto& as : plan.assignments) {
+      const std::size_t m = index_.find(as.job);
+      if (as.copy != 0 || m == job_index::npos || !(s.jobs[m].restart_seconds > 0)) continue;
+      const auto it = started_.find(as.job);
+      const assignment* was = prev_[m];
+      const bool stayed =
+          it != started_.end() && was &&
+          detail::normalised_shares(was->shares) == detail::normalised_shares(as.shares);
+      started[as.job] = stayed ? it->second : s.now;
+    }
+  }
+  started_ = std::move(started);
+}
+
 result<round_plan> hops::plan(const snapshot& s) {
   const auto t0 = std::chrono::steady_clock::now();
   stats_ = hops_round_stats{};
@@ -301,7 +347,7 @@ result<round_plan> hops::plan(const snapshot& s) {
   queue_builder builder(s, p_, *classes_);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     hops_candidate c;
-    if (builder.build(m, prev_[m], c)) st.queue.push_back(std::move(c));
+    if (builder.build(m, prev_[m], pinned(s, m), c)) st.queue.push_back(std::move(c));
   }
   for (const auto& c : st.queue)
     stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
@@ -333,6 +379,7 @@ result<round_plan> hops::plan(const snapshot& s) {
         detail::hops_fill_fragments(s, *classes_, p_.sensitivity_threshold, st);
 
   out.assignments = assignments_of(s, st);
+  note_starts(s, out);
   for (int f : st.free_gpus) stats_.idle_gpus += f;
   stats_.plan_seconds = seconds_since(t0);
   return out;
@@ -381,6 +428,11 @@ std::vector<option_spec> hops_options() {
        "configurations and weights within a factor 1 + t share integer columns (plan value "
        "within 1 + t of the per-job ILP's; far fewer columns in large windows)",
        0.01, 0.0, 1.0},
+      {"restart_amortize",
+       "a job charged a restart keeps its placement (only staying configurations, first in the "
+       "queue, valued as critical) until it has run this many times its restart time; 0 = off "
+       "(the paper's Hops); no effect without restart costs",
+       8.0, 0.0, 1000.0},
       {"critical_slack",
        "jobs whose remaining run time is within this fraction of the makespan bound (longest "
        "remaining run time, or the queue's drain time) go first; 0 = off",
@@ -405,6 +457,7 @@ std::unique_ptr<policy> make_hops(const std::string& name, const options& o) {
   p.critical_slack = o.get("critical_slack");
   p.size_value = o.get("size_value");
   p.group_tolerance = o.get("group_tolerance");
+  p.restart_amortize = o.get("restart_amortize");
   return std::make_unique<hops>(name, p);
 }
 

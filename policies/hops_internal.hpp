@@ -69,6 +69,7 @@ struct hops_candidate {
   double prio = 0;        ///< queue key: lr, plus the margin for a running job
   double remaining = 0;   ///< remaining steps / best configuration throughput (s)
   bool critical = false;  ///< makespan-critical (option critical_slack)
+  bool pinned = false;    ///< keeps its placement (option restart_amortize)
   std::vector<hops_config> configs;
   std::vector<int> counts;  ///< GPU counts with at least one configuration, ascending
   int min_need = 0;         ///< the smallest of them

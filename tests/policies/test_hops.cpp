@@ -602,3 +602,40 @@ TEST_CASE("hops: a configuration's share sizes live inline, compare by value, re
   CHECK(b.size() == share_sizes::max_size);
   CHECK_THROWS_AS(b.push_back(1), std::length_error);
 }
+
+TEST_CASE("hops: a job charged a restart keeps its servers until the restart is amortised",
+          "[policies]") {
+  // One 4-GPU v100 server. Round A (t = 0): job 0 (4 GPUs, 100,000 steps at 1 step/s) alone,
+  // placed. Round B (t = 60): job 1 (4 GPUs, E = 100 s) arrived at 10 s, LR 0.5 against job
+  // 0's 0, so Hops' latency-ratio rule gives it the server. With a 100 s restart charged to
+  // job 0 and restart_amortize 8, job 0 started 60 s ago (< 800 s): it keeps the server.
+  const cluster cl = make_cluster({{0, "v", "v100", 0, 4, 1.0}});
+  throughput_table t;
+  t.set_isolated("v100", {"M", 4}, 1.0);
+  server_throughput rt(cl, t);
+  std::vector<job> jobs = {test::make_job(0, "M", 4, 100000, 0),
+                           test::make_job(1, "M", 4, 100, 10)};
+  auto plan_b = [&](double amortize, double restart) {
+    hops_params hp;
+    hp.critical_slack = 0;
+    hp.restart_amortize = amortize;
+    hops h("hops", hp);
+    snapshot a = make_snapshot(cl, rt, {jobs[0]}, 0);
+    a.jobs[0].spec = &jobs[0];  // the snapshot's own copy of the list is gone
+    a.jobs[0].restart_seconds = restart;
+    auto pa = h.plan(a);
+    REQUIRE(pa);
+    REQUIRE(pa->assignments.size() == 1);
+    snapshot b = make_snapshot(cl, rt, jobs, 60, {60, 0});
+    for (auto& v : b.jobs) v.restart_seconds = restart;
+    b.last_plan = &pa.value();
+    auto pb = h.plan(b);
+    REQUIRE(pb);
+    REQUIRE(pb->assignments.size() == 1);
+    return pb->assignments[0].job;
+  };
+  CHECK(plan_b(8, 100) == 0);    // pinned
+  CHECK(plan_b(0, 100) == 1);    // off: the paper's rule
+  CHECK(plan_b(8, 0) == 1);      // no restart cost: unchanged
+  CHECK(plan_b(0.5, 100) == 1);  // amortised after 50 s: 60 s have passed
+}
