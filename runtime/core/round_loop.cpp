@@ -141,8 +141,8 @@ struct copy_use {
 /// of copies, which allocated a node per assignment every round.
 std::vector<std::size_t> copy_groups(const round_plan& p, std::vector<copy_use>& uses) {
   const auto& as = p.assignments;
-  // The ids sorted beside their positions (no indirection in the comparisons: a tenth of a
-  // 10,000-GPU round went to sorting positions by the assignments they name).
+  // The ids sorted beside their positions (no indirection in the comparisons: sorting
+  // positions by the assignments they name took 3.5% of a 10,000-GPU LAS-aware run).
   struct keyed {
     copy_id id;
     std::size_t pos;
