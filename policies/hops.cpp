@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 #include <utility>
 
 #include "policies/hops_internal.hpp"
@@ -301,31 +300,6 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
   return true;
 }
 
-bool hops::pinned(const snapshot& s, std::size_t m) const {
-  const job_view& jv = s.jobs[m];
-  if (!(p_.restart_amortize > 0) || !(jv.restart_seconds > 0) || !prev_[m]) return false;
-  const auto it = started_.find(jv.spec->id);
-  return it != started_.end() && s.now - it->second < p_.restart_amortize * jv.restart_seconds;
-}
-
-void hops::note_starts(const snapshot& s, const round_plan& plan) {
-  std::unordered_map<job_id, double> started;
-  if (p_.restart_amortize > 0) {
-    index_.assign(s.jobs.size(), [&s](std::size_t i) { return s.jobs[i].spec->id; });
-    for (const auto& as : plan.assignments) {
-      const std::size_t m = index_.find(as.job);
-      if (as.copy != 0 || m == job_index::npos || !(s.jobs[m].restart_seconds > 0)) continue;
-      const auto it = started_.find(as.job);
-      const assignment* was = prev_[m];
-      const bool stayed =
-          it != started_.end() && was &&
-          detail::normalised_shares(was->shares) == detail::normalised_shares(as.shares);
-      started[as.job] = stayed ? it->second : s.now;
-    }
-  }
-  started_ = std::move(started);
-}
-
 result<round_plan> hops::plan(const snapshot& s) {
   const auto t0 = std::chrono::steady_clock::now();
   stats_ = hops_round_stats{};
@@ -347,7 +321,8 @@ result<round_plan> hops::plan(const snapshot& s) {
   queue_builder builder(s, p_, *classes_);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
     hops_candidate c;
-    if (builder.build(m, prev_[m], pinned(s, m), c)) st.queue.push_back(std::move(c));
+    if (builder.build(m, prev_[m], restarts_.amortising(s.jobs[m], s.now, p_.restart_amortize), c))
+      st.queue.push_back(std::move(c));
   }
   for (const auto& c : st.queue)
     stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
@@ -379,7 +354,7 @@ result<round_plan> hops::plan(const snapshot& s) {
         detail::hops_fill_fragments(s, *classes_, p_.sensitivity_threshold, st);
 
   out.assignments = assignments_of(s, st);
-  note_starts(s, out);
+  restarts_.note(s, out, p_.restart_amortize);
   for (int f : st.free_gpus) stats_.idle_gpus += f;
   stats_.plan_seconds = seconds_since(t0);
   return out;

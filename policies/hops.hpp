@@ -64,9 +64,10 @@
 ///  executor charges a restart for (job_view::restart_seconds r > 0) that ran last round and
 ///  (re)started its placement less than a x r ago is pinned: only its staying configurations
 ///  are offered, it heads the queue and is valued as a critical job, so it keeps its servers
-///  until the restart has paid for itself (the same rule as the `tessera` policy's). Without
-///  restart costs nothing changes. Without it Hops re-plans every job each round and, with
-///  Sia's 25-250 s restarts in 60 s rounds, restarted jobs 5,949 times on Sia's Philly set.
+///  until the restart has paid for itself (policies/restart_clock.hpp, shared with the
+///  `tessera` policy). Without restart costs nothing changes. Without it Hops re-plans every
+///  job each round and, with Sia's 25-250 s restarts in 60 s rounds, restarted jobs 5,949
+///  times on Sia's Philly set.
 ///  CBC failing, or stopping without a solution, falls back to a greedy pass in queue order
 ///  (each job's best-valued configuration that fits) before fragment filling.
 ///
@@ -84,12 +85,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "policies/hops_ilp.hpp"
 #include "policies/hops_packing.hpp"
 #include "policies/options.hpp"
+#include "policies/restart_clock.hpp"
 #include "runtime/core/job_index.hpp"
 #include "runtime/core/policy.hpp"
 #include "runtime/core/server_throughput.hpp"
@@ -174,11 +175,6 @@ class hops final : public policy {
   /// configuration) and its packing into `st.placed`; false when CBC failed or found nothing.
   bool place_by_ilp(const std::vector<std::vector<double>>& value, std::size_t window,
                     detail::hops_round_state& st);
-  /// Whether snapshot job m is pinned this round (option restart_amortize).
-  bool pinned(const snapshot& s, std::size_t m) const;
-  /// Remembers when each placed job charged a restart (re)started: now, unless it keeps the
-  /// servers it ran on last round.
-  void note_starts(const snapshot& s, const round_plan& plan);
 
   std::string name_;
   hops_params p_;
@@ -186,7 +182,7 @@ class hops final : public policy {
   hops_ilp_input last_ilp_;              ///< also each round's working input (its storage reused)
   job_index index_;                      ///< scratch: the snapshot's jobs by id
   std::vector<const assignment*> prev_;  ///< scratch: per snapshot job, its last assignment
-  std::unordered_map<job_id, double> started_;   ///< jobs charged restarts: when they started
+  restart_clock restarts_;               ///< when jobs charged a restart (re)started
   std::unique_ptr<server_throughput> fallback_;  ///< when the snapshot carries no rates
   std::unique_ptr<detail::hops_server_classes> classes_;
 };

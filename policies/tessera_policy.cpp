@@ -8,6 +8,7 @@
 
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
+#include "policies/restart_clock.hpp"
 #include "runtime/core/copy_efficiency.hpp"
 
 namespace tessera {
@@ -118,7 +119,7 @@ class tessera_policy final : public policy {
     }
     fork(s, order, filler, std::move(rate));
     round_plan plan = filler.take_plan();
-    note_starts(s, plan);
+    restarts_.note(s, plan, p_.restart_amortize);
     return plan;
   }
 
@@ -167,49 +168,15 @@ class tessera_policy final : public policy {
   /// Step 0: jobs still amortising their last restart keep last round's GPUs.
   std::vector<char> keep_restarted(const snapshot& s, hare_filler& filler) const {
     std::vector<char> kept(s.jobs.size(), 0);
-    if (!(p_.restart_amortize > 0)) return kept;
-    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
-      const auto& jv = s.jobs[i];
-      if (!(jv.restart_seconds > 0)) continue;
-      const auto it = started_.find(jv.spec->id);
-      if (it != started_.end() && s.now - it->second < p_.restart_amortize * jv.restart_seconds)
-        kept[i] = filler.keep(i);
-    }
+    for (std::size_t i = 0; i < s.jobs.size(); ++i)
+      if (restarts_.amortising(s.jobs[i], s.now, p_.restart_amortize)) kept[i] = filler.keep(i);
     return kept;
-  }
-
-  /// Remembers when each placed job charged a restart (re)started: now, unless its first
-  /// copy runs on the servers it ran on last round. Nothing when no job is charged one.
-  void note_starts(const snapshot& s, const round_plan& plan) {
-    std::set<job_id> charged;
-    for (const auto& jv : s.jobs)
-      if (jv.restart_seconds > 0 && p_.restart_amortize > 0) charged.insert(jv.spec->id);
-    if (charged.empty()) {
-      started_.clear();
-      return;
-    }
-    auto collect = [&charged](const round_plan& from, std::map<job_id, std::set<int>>& into) {
-      for (const auto& as : from.assignments)
-        if (as.copy == 0 && charged.count(as.job))
-          for (const auto& sh : as.shares) into[as.job].insert(sh.server);
-    };
-    std::map<job_id, std::set<int>> before, placed;
-    if (s.last_plan) collect(*s.last_plan, before);
-    collect(plan, placed);
-    std::map<job_id, double> started;
-    for (const auto& [job, servers] : placed) {
-      const auto it = started_.find(job);
-      const auto b = before.find(job);
-      const bool stayed = it != started_.end() && b != before.end() && b->second == servers;
-      started[job] = stayed ? it->second : s.now;
-    }
-    started_ = std::move(started);
   }
 
   std::string name_;
   tessera_params p_;
   hare_task_times times_;
-  std::map<job_id, double> started_;  ///< placed jobs: when they last (re)started
+  restart_clock restarts_;  ///< when jobs charged a restart (re)started
 };
 
 }  // namespace
