@@ -141,6 +141,8 @@ void set_program(start_copy& o, const dispatch_job& j, const std::vector<node_pa
   o.program.workdir = p.workdir;
   o.program.env = p.env;
   o.program.grace = p.grace_seconds;
+  o.program.checkpoint_rounds = p.checkpoint_every.rounds;
+  o.program.checkpoint_seconds = p.checkpoint_every.seconds;
   if (o.scale > 1) {
     double slowest = 0;
     for (const auto& np : run) slowest = std::max(slowest, part_step_seconds(j, np, ctx));

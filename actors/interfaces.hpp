@@ -30,7 +30,7 @@ using scheduler_node_api =
     caf::typed_actor<caf::replies_to<auth_request>::with<auth_challenge>,
                      caf::replies_to<node_hello>::with<node_welcome>, caf::reacts_to<heartbeat>,
                      caf::reacts_to<leave_atom>, caf::reacts_to<copy_started>,
-                     caf::reacts_to<round_done>>;
+                     caf::reacts_to<round_done>, caf::reacts_to<settled_atom, std::int64_t>>;
 
 /// The scheduler as its job actors see it: their latest snapshots, their views at a round
 /// start and their summaries at the end, measured rates and failed checkpoint writes.
@@ -67,7 +67,8 @@ using job_node_api =
 /// A node as the scheduler and the job actors see it.
 using node_api =
     caf::typed_actor<caf::reacts_to<fenced_atom, std::string>, caf::reacts_to<round_orders>,
-                     caf::reacts_to<stop_copy>, caf::reacts_to<shutdown_atom, std::int32_t>>;
+                     caf::reacts_to<settle_atom, round_orders>, caf::reacts_to<stop_copy>,
+                     caf::reacts_to<shutdown_atom, std::int32_t>>;
 
 /// A typed handler set (an interface's behavior_type) as a message_handler, to compose with
 /// other handlers into a phase's behaviour; the set was checked against its interface when

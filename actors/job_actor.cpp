@@ -173,6 +173,7 @@ bool apply_assignment(job_data& j, const job_assignment& a, std::ostream& log) {
   j.last_type = placed ? a.type : -1;
   j.live_generation = a.live_generation;
   if (!placed) return true;
+  j.round_step = j.step;
   int copies = 0;
   for (const auto& pc : a.pieces) {
     note_placement(j.history, placement{a.round, j.spec.spec.id, pc.copy, pc.rank, pc.gpus});
@@ -353,6 +354,12 @@ void note_progress(self_ptr self, int rank, const progress_report& r, const copy
   if (keeper) {
     j.loss = r.loss;
     j.round_rate = r.throughput;
+    // A program that resumed from its own checkpoint, older than the step the round ordered
+    // (a node lost with a warm process's unsaved state), redid steps. Forked copies' reports
+    // carry the merged step, which says nothing of where each began.
+    const bool forked = std::any_of(j.pieces.begin(), j.pieces.end(),
+                                    [](const copy_piece& p) { return p.copy > 0; });
+    if (j.spec.is_program() && !forked && r.step - r.steps < j.round_step) ++j.regressions;
   }  // other parts and copies report losses of their own batches
 }
 

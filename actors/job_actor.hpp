@@ -107,7 +107,10 @@ struct job_data {
   double accuracy = 0;                     ///< final held-out accuracy
   int restarts = 0;                        ///< rounds it resumed on another node
   int lost_rounds = 0;                     ///< rounds lost to node failures
-  int regressions = 0;                     ///< starts before its latest checkpoint
+  /// Starts before its latest checkpoint; for a program, also rounds whose process resumed
+  /// from before the step the round ordered (its own checkpoint was older: work redone).
+  int regressions = 0;
+  std::int64_t round_step = 0;             ///< `step` when the current round was assigned
   std::vector<double> planned;             ///< per rank: planned GPU-seconds
   std::vector<double> busy;                ///< per rank: GPU-seconds it ran
   std::vector<double> throughput;          ///< per rank: last measured steps/s

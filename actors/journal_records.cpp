@@ -34,6 +34,7 @@ ojson job_json(const run_job& rj) {
     j["env"] = rj.program.env;
     j["max_restarts"] = rj.program.max_restarts;
     j["grace_seconds"] = rj.program.grace_seconds;
+    j["checkpoint_every"] = format_checkpoint_cadence(rj.program.checkpoint_every);
     return j;
   }
   j["seed"] = rj.seed;

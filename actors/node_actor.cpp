@@ -197,6 +197,63 @@ void fail_unstarted(self_ptr self, copy_slot& slot, const std::string& why) {
   self->send(self, copy_done_atom::value, slot.order.job, slot.order.copy, slot.round);
 }
 
+/// Lets go of parked programs (`warm`: each told `exit`, reaped) on a thread of its own, which
+/// calls `then` when they are gone.
+void release_warm(node_state& s, std::vector<std::shared_ptr<warm_program>> warm,
+                  std::function<void()> then = {}) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  s.releasing.emplace_back(std::thread([w = std::move(warm), done, then]() mutable {
+                             w.clear();
+                             *done = true;
+                             if (then) then();
+                           }),
+                           done);
+}
+
+/// Joins the release threads that are done.
+void join_released(node_state& s) {
+  for (auto it = s.releasing.begin(); it != s.releasing.end();) {
+    if (!*it->second) {
+      ++it;
+      continue;
+    }
+    it->first.join();
+    it = s.releasing.erase(it);
+  }
+}
+
+/// Before a round's orders `o` go out to any node (settle_atom): the processes parked here
+/// with state newer than their checkpoint that `o` does not continue are told `exit` (they
+/// checkpoint, then exit), and the scheduler hears `settled` once they are gone; so a copy
+/// that moves starts elsewhere from its latest state, not an older checkpoint.
+void settle(self_ptr self, const round_orders& o) {
+  auto& s = self->state;
+  const auto devices = round_devices(s.cfg, o);
+  std::vector<std::shared_ptr<warm_program>> go;
+  for (auto& [id, slot] : s.slots) {
+    if (slot->worker.joinable() || !warm_unsaved(*slot)) continue;
+    bool kept = false;
+    for (std::size_t i = 0; i < o.copies.size() && devices; ++i)
+      if (o.copies[i].id() == id)
+        kept = warm_continues(*slot, o.copies[i],
+                              s.cfg.gpus.real() ? (*devices)[i] : std::vector<int>{});
+    if (!kept) go.push_back(std::move(slot->warm));
+  }
+  const auto sched = s.scheduler;
+  const auto round = o.round;
+  if (go.empty()) return self->send(sched, settled_atom::value, round);
+  auto me = caf::actor_cast<caf::actor>(self);
+  release_warm(s, std::move(go),
+               [me, sched, round] { caf::send_as(me, sched, settled_atom::value, round); });
+}
+
+/// Processes parked here with state newer than their checkpoint (round_done::unsaved).
+std::int32_t unsaved_slots(const node_state& s) {
+  std::int32_t n = 0;
+  for (const auto& [id, slot] : s.slots) n += !slot->worker.joinable() && warm_unsaved(*slot);
+  return n;
+}
+
 /// Starts the copies of a round's orders, each on its worker thread; copies the orders do
 /// not list are dropped (their state is checkpointed).
 void run_orders(self_ptr self, const round_orders& o) {
@@ -208,27 +265,13 @@ void run_orders(self_ptr self, const round_orders& o) {
     bool listed = false;
     for (const auto& c : o.copies) listed = listed || c.id() == it->first;
     if (!listed && !it->second->worker.joinable()) {
-      if (auto warm = std::move(it->second->warm)) {
-        auto done = std::make_shared<std::atomic<bool>>(false);
-        s.releasing.emplace_back(std::thread([w = std::move(warm), done]() mutable {
-                                   w.reset();
-                                   *done = true;
-                                 }),
-                                 done);
-      }
+      if (auto warm = std::move(it->second->warm)) release_warm(s, {std::move(warm)});
       it = s.slots.erase(it);
     } else {
       ++it;
     }
   }
-  for (auto it = s.releasing.begin(); it != s.releasing.end();) {
-    if (!*it->second) {
-      ++it;
-      continue;
-    }
-    it->first.join();
-    it = s.releasing.erase(it);
-  }
+  join_released(s);
   s.pending = static_cast<int>(o.copies.size());
   if (s.cfg.hooks.on_round_start) s.cfg.hooks.on_round_start(o.round, o.length);
   const auto devices = round_devices(s.cfg, o);
@@ -247,7 +290,7 @@ void run_orders(self_ptr self, const round_orders& o) {
     slot->devices = s.cfg.gpus.real() ? (*devices)[i] : std::vector<int>{};
     start_worker(self, *slot, o);
   }
-  if (s.pending == 0) self->send(s.scheduler, round_done{o.round});
+  if (s.pending == 0) self->send(s.scheduler, round_done{o.round, unsaved_slots(s)});
 }
 
 /// Reports a copy whose round is over to its job's actor: progress, checkpoint, completion;
@@ -288,13 +331,15 @@ void report_copy(self_ptr self, std::int64_t job, std::int32_t copy, std::int64_
                                          slot.reached_target});
     s.slots.erase(it);
   }
-  if (round == s.round && --s.pending == 0) self->send(s.scheduler, round_done{round});
+  if (round == s.round && --s.pending == 0)
+    self->send(s.scheduler, round_done{round, unsaved_slots(s)});
 }
 
 /// What the scheduler and the job actors send a node: rounds, stops, its fence, the end.
 node_api::behavior_type from_cluster(self_ptr self) {
   return {
       [=](const round_orders& o) { run_orders(self, o); },
+      [=](settle_atom, const round_orders& o) { settle(self, o); },
       [=](const stop_copy& sc) {
         auto it = self->state.slots.find(sc.id());
         if (it != self->state.slots.end()) it->second->stop = true;

@@ -10,6 +10,7 @@
 
 #include "actors/auth.hpp"
 #include "actors/program_average.hpp"
+#include "actors/program_warm.hpp"
 #include "runtime/core/detail/text.hpp"
 #include "runtime/node/gpu/devices.hpp"
 #include "runtime/node/program/process.hpp"
@@ -19,102 +20,15 @@ namespace tessera::actors {
 
 namespace {
 
-using clock_type = program::lease_clock;
+using clock_type = program_clock;
 
-clock_type::duration secs(double s) {
-  return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
-}
+clock_type::duration secs(double s) { return program_seconds(s); }
 double seconds_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
 /// Tasks this node runs of the order's copy (all K when the copy is not split).
 int local_tasks(const start_copy& o) { return o.shards > 0 ? o.shards : o.scale; }
-
-/// One process of the copy on this node and its lease.
-struct task_proc {
-  std::string token;
-  std::shared_ptr<program::lease_slot> lease;
-  std::optional<program::child_process> proc;
-  bool averaged = false;  ///< its average request was answered
-};
-
-/// Forwards the processes' output until every one has exited or `seconds` have passed.
-void wait_for_exits(std::vector<task_proc>& tasks, double seconds, std::ostream& out,
-                    std::ostream& err) {
-  const auto until = clock_type::now() + secs(seconds);
-  bool running = true;
-  while (running && clock_type::now() < until) {
-    running = false;
-    for (auto& t : tasks)
-      if (t.proc) running = t.proc->poll(20, out, err) || running;
-  }
-}
-
-/// SIGTERM to every process group of `tasks`, then SIGKILL after at most `seconds`, reaped.
-void end_groups(std::vector<task_proc>& tasks, double seconds, std::ostream& out,
-                std::ostream& err) {
-  for (auto& t : tasks)
-    if (t.proc) t.proc->signal_group(SIGTERM);
-  wait_for_exits(tasks, seconds, out, err);
-  for (auto& t : tasks)
-    if (t.proc) t.proc->kill_and_reap(out, err);
-}
-
-/// Ends the processes of `tasks`: those waiting on `renew` are told `exit` (their checkpoint is
-/// written) and given up to `wait` seconds; then every process group still alive gets SIGTERM,
-/// then SIGKILL after at most 5 s. Their tokens are forgotten.
-void let_go(std::vector<task_proc>& tasks, program::lease_server* leases, double wait,
-            std::ostream& out, std::ostream& err) {
-  for (auto& t : tasks) t.lease->release();
-  wait_for_exits(tasks, wait, out, err);
-  end_groups(tasks, 5, out, err);
-  for (auto& t : tasks)
-    if (leases) leases->remove(t.token);
-  tasks.clear();
-}
-
-/// True when every process of `tasks` is alive, connected and waiting on its `renew`.
-bool all_parked(const std::vector<task_proc>& tasks) {
-  for (const auto& t : tasks) {
-    const auto v = t.lease->view();
-    if (!t.proc || t.proc->exited() || !v.renew_waiting || v.closed) return false;
-  }
-  return !tasks.empty();
-}
-
-}  // namespace
-
-/// The processes of a copy parked on their `renew` after a round (copy_slot::warm).
-struct warm_program {
-  std::vector<task_proc> tasks;
-  program::lease_server* leases = nullptr;
-  start_copy order;          ///< the order they ran under
-  std::vector<int> devices;  ///< the devices they hold
-  std::int64_t step = 0;     ///< the job's step they are at (checkpointed)
-  std::ostream* out = nullptr;
-  std::ostream* err = nullptr;
-  ~warm_program() {
-    let_go(tasks, leases, std::min(5.0, order.program.grace), out ? *out : std::cout,
-           err ? *err : std::cerr);
-  }
-  /// True when order `o` on `devices` keeps these processes where they are: the same copy of
-  /// the same program, split the same way over the same nodes and devices, as many copies,
-  /// from the step they are at; and each process is alive and waiting on its renew.
-  bool continues(const start_copy& o, const std::vector<int>& devs) const {
-    const auto& a = order;
-    const bool same =
-        a.job == o.job && a.copy == o.copy && a.scale == o.scale && a.shards == o.shards &&
-        a.shard_begin == o.shard_begin && a.part_ranks == o.part_ranks &&
-        a.fork_ranks.size() == o.fork_ranks.size() && a.checkpoint_path == o.checkpoint_path &&
-        a.program.command == o.program.command && a.program.workdir == o.program.workdir &&
-        a.program.env == o.program.env && a.program.master_addr == o.program.master_addr &&
-        devices == devs && step == o.resume_step;
-    return same && all_parked(tasks);
-  }
-};
-
-namespace {
 
 /// The round of one program copy on this node (see the header).
 class program_run {
@@ -142,6 +56,8 @@ class program_run {
   }
   /// True when the copy's processes went on from the round before (a renewed lease).
   bool renewed() const { return renewed_; }
+  /// Sets whether this round's leases end in a checkpoint (see checkpoint_due()).
+  void plan_checkpoint() { checkpoint_due_ = checkpoint_due(); }
 
  private:
   void fail(const std::string& why, const task_proc* t);
@@ -164,6 +80,7 @@ class program_run {
   program::lease_terms terms_for(int i) const;
   bool adopt_warm();
   void park();
+  bool checkpoint_due() const;
 
   copy_slot& slot_;
   const start_copy& o_;
@@ -179,6 +96,10 @@ class program_run {
   std::optional<program::program_view> before_final_;
   std::int64_t merged_step_ = -1;  ///< the job's step after the merge (-1: no merge)
   bool renewed_ = false;           ///< the processes are the round before's (adopt_warm)
+  /// The processes' last checkpoint: leases since, and when (new processes start from one).
+  std::int32_t unsaved_leases_ = 0;
+  clock_type::time_point saved_at_ = t0_;
+  bool checkpoint_due_ = true;  ///< this round's leases end in a checkpoint
 };
 
 std::int64_t program_run::lease_cap() const {
@@ -209,6 +130,9 @@ bool program_run::start() {
     return false;
   }
   if (adopt_warm()) return true;
+  unsaved_leases_ = 0;  // new processes start from the checkpoint (or from nothing)
+  saved_at_ = t0_;
+  plan_checkpoint();
   const int n = local_tasks(o_);
   const bool single = o_.scale == 1;
   for (int i = 0; i < n; ++i) {
@@ -258,7 +182,21 @@ program::lease_terms program_run::terms_for(int i) const {
   terms.renewable = true;
   // Reaching the lease's step cap finishes the job: the program completes, nothing to renew.
   terms.ends_job = lease_cap() >= o_.total_steps - o_.resume_step;
+  terms.checkpoint = checkpoint_due_;
   return terms;
+}
+
+/// Whether this round's leases end in a checkpoint: at the cadence of the job's
+/// checkpoint_every (every so many leases, or at the lease end nearest each so many seconds
+/// since the last one), and always for a forked copy, which merges with the others at every
+/// lease's end (the merged state is what the next round starts from).
+bool program_run::checkpoint_due() const {
+  const auto& p = o_.program;
+  if (o_.fork_ranks.size() > 1) return true;
+  if (p.checkpoint_seconds > 0)
+    return seconds_between(saved_at_, deadline_) + 0.5 * seconds_between(t0_, deadline_) >=
+           p.checkpoint_seconds;
+  return unsaved_leases_ + 1 >= std::max<std::int32_t>(1, p.checkpoint_rounds);
 }
 
 /// Renews the leases of the processes parked after the round before when this round's order
@@ -267,6 +205,9 @@ program::lease_terms program_run::terms_for(int i) const {
 bool program_run::adopt_warm() {
   auto warm = std::move(slot_.warm);
   if (!warm || !warm->continues(o_, ctx_.devices)) return false;  // `warm` lets them go
+  unsaved_leases_ = warm->unsaved_leases;
+  saved_at_ = warm->saved_at;
+  plan_checkpoint();
   const auto deadline =
       o_.scale == 1 ? std::optional<clock_type::time_point>(deadline_) : std::nullopt;
   for (std::size_t i = 0; i < warm->tasks.size(); ++i)
@@ -279,7 +220,8 @@ bool program_run::adopt_warm() {
 }
 
 /// Keeps the copy's processes for the next round when each has sent `renew` (its checkpoint
-/// written) and the round went well; the next round's order renews or lets them go.
+/// written when this lease said so) and the round went well; the next round's order renews
+/// or lets them go.
 void program_run::park() {
   if (!slot_.error.empty() || slot_.finished || !all_parked(tasks_)) return;
   auto w = std::make_shared<warm_program>();
@@ -289,6 +231,8 @@ void program_run::park() {
   w->order = o_;
   w->devices = ctx_.devices;
   w->step = slot_.end_step;
+  w->unsaved_leases = checkpoint_due_ ? 0 : unsaved_leases_ + 1;
+  w->saved_at = checkpoint_due_ ? clock_type::now() : saved_at_;
   w->out = ctx_.out;
   w->err = ctx_.err;
   slot_.warm = std::move(w);

@@ -60,6 +60,12 @@ std::map<std::string, std::string> program_environment(const start_copy& o, int 
                                                        const program_context& ctx,
                                                        const std::string& socket_path);
 
+/// True when `slot` holds processes parked on a warm lease whose state is newer than their
+/// checkpoint (program_order::checkpoint_rounds or _seconds said not to save yet).
+bool warm_unsaved(const copy_slot& slot);
+/// True when order `o` on `devices` renews the leases of the processes parked in `slot`.
+bool warm_continues(const copy_slot& slot, const start_copy& o, const std::vector<int>& devices);
+
 /// Runs the order in `slot` for `length` seconds (see the file comment). `on_started` is
 /// called once the processes are started, with the job's step.
 void run_program_round(copy_slot& slot, const program_context& ctx, double length,

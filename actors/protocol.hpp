@@ -47,7 +47,7 @@ namespace tessera::actors {
 
 /// The protocol version this build speaks; a node speaking another is refused at
 /// registration. Bump it whenever a message below changes.
-constexpr std::uint32_t protocol_version = 9;
+constexpr std::uint32_t protocol_version = 10;
 
 /// Ends the run: `shutdown_atom, int32 exit code` (scheduler -> node).
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -56,6 +56,10 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;
 /// The node was declared lost and may no longer report: `fenced_atom, std::string reason`
 /// (scheduler -> node).
 using fenced_atom = caf::atom_constant<caf::atom("fenced")>;
+/// Scheduler -> node before a round's orders go out: let go of the processes parked with
+/// unsaved state that these orders do not continue, then answer (settled_atom, round).
+using settle_atom = caf::atom_constant<caf::atom("settle")>;
+using settled_atom = caf::atom_constant<caf::atom("settled")>;
 
 /// Opens a registration: the node's fresh nonce (actors/auth.hpp).
 struct auth_request {
@@ -106,6 +110,10 @@ struct program_order {
   std::int64_t lease_steps = -1;
   std::string master_addr;       ///< MASTER_ADDR: host of the copy's first part
   std::int32_t master_port = 0;  ///< MASTER_PORT of the copy's process group
+  /// How often a process kept warm checkpoints (program_spec::checkpoint_every): every
+  /// `checkpoint_rounds` leases, or every `checkpoint_seconds` when that is > 0.
+  std::int32_t checkpoint_rounds = 1;
+  double checkpoint_seconds = 0;
 };
 
 /// Start (or continue) one copy of a job on a node for one round.
@@ -245,6 +253,10 @@ struct job_finished {
 /// A node has reported every copy of a round.
 struct round_done {
   std::int64_t round = 0;  ///< round
+  /// Processes parked on a warm lease on this node whose state is newer than their checkpoint
+  /// (program_order::checkpoint_rounds > 1): the scheduler lets such a node release the ones
+  /// the next round moves (settle_atom) before any other node starts them elsewhere.
+  std::int32_t unsaved = 0;
 };
 
 // ---- clients in the scheduler's process (the control API, `tessera run`) ------------------
@@ -458,7 +470,7 @@ typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, program_order& x) {
   return wire::fields(f, "program_order", x.command, x.workdir, x.env, x.grace, x.lease_steps,
-                      x.master_addr, x.master_port);
+                      x.master_addr, x.master_port, x.checkpoint_rounds, x.checkpoint_seconds);
 }
 /// Serialises start_copy.
 template <class Inspector>
@@ -506,7 +518,7 @@ typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
 /// Serialises round_done.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_done& x) {
-  return wire::fields(f, "round_done", x.round);
+  return wire::fields(f, "round_done", x.round, x.unsaved);
 }
 /// job_summary's fields, listed once: CAF's inspect (below) and the JSON of a run's summary
 /// and of the control API (actors/record_json.hpp) walk this list. `Summary` is job_summary

@@ -23,14 +23,14 @@ scheduler_node_api::behavior_type from_nodes(self_ptr self) {
   return {
       [=](const auth_request& r) { return challenge(self, r); },
       [=](const node_hello& h) { return register_node(self, h); },
-      [=](const heartbeat&) { heartbeat_from(self); },
-      [=](leave_atom) { node_leaves(self); },
+      [=](const heartbeat&) { heartbeat_from(self); }, [=](leave_atom) { node_leaves(self); },
       // A node tells its copies' starts to the scheduler too (dispatch latency); their other
       // reports go to the job actors (start_copy::job_actor).
       [=](const copy_started& c) {
         if (sender_rank(self) >= 0) copy_started_in(self, c.round);
       },
       [=](const round_done& d) { on_round_done(self, d); },
+      [=](settled_atom, std::int64_t) {},  // a settle that came too late (settling takes it)
   };
 }
 
@@ -133,6 +133,17 @@ caf::behavior starting(self_ptr self) {
       .or_else(common(self));
 }
 
+/// Settling: the round is planned, its orders wait until the nodes that keep processes with
+/// unsaved state let go of the ones it moves (actors/node_actor.cpp settle()).
+caf::behavior settling(self_ptr self) {
+  return caf::message_handler{
+      [=](settled_atom, std::int64_t round) { on_settled(self, sender_rank(self), round); },
+      [=](settle_due_atom, std::int64_t round) { settle_overdue(self, round); },
+      [=](const cancel_job&) -> caf::result<cancel_outcome> { return caf::skip; },
+  }
+      .or_else(common(self));
+}
+
 /// Running: the round's orders are out and its time is not up.
 caf::behavior running(self_ptr self) {
   return caf::message_handler{
@@ -205,7 +216,7 @@ caf::behavior scheduler_actor(caf::stateful_actor<scheduler_state>* self, schedu
   self->set_down_handler([=](caf::down_msg& d) { node_down(self, d); });
   // Built once: a behaviour of this many handlers costs tens of microseconds to build, and
   // the scheduler changes phase two or three times a round.
-  st.phases = {idle(self), starting(self), running(self), draining(self)};
+  st.phases = {idle(self), starting(self), settling(self), running(self), draining(self)};
   st.registration_progress = self->clock().now();  // the registration wait counts from here
   self->delayed_send(self, seconds(st.cfg.register_timeout), reg_timeout_atom::value);
   if (st.cfg.max_seconds > 0)

@@ -8,6 +8,8 @@
 /// Its life is a sequence of named states, each a behaviour switched with `become`:
 ///   registering  until every node of the cluster file has registered (or the time-out);
 ///   starting     the round's start: the active job actors' views are being collected;
+///   settling     the round is planned; its orders wait until the nodes holding warm
+///                programs with unsaved state let go of those the orders move (settle_atom);
 ///   running      a round's orders are out and its time is not up;
 ///   draining     its time is up; waiting for the nodes' reports, then the next round;
 ///   idle         no active job; waiting for the next arrival;

@@ -50,6 +50,10 @@ bool node_lost(self_ptr self, int rank, const std::string& why) {
   ++st.job_set_version;
   st.have_last = false;
   st.pending.erase(rank);
+  st.unsaved.erase(rank);
+  // A node asked to settle that is lost now will not answer: the held orders need not wait.
+  if (st.settling.erase(rank) && st.settling.empty() && st.holding_orders)
+    self->send(self, settle_due_atom::value, st.round);
   if (!any_alive(st)) {
     finish(self, false, "every node was lost");
     return false;

@@ -32,6 +32,7 @@ using arrival_atom = caf::atom_constant<caf::atom("arrival")>;           // next
 using refused_atom = caf::atom_constant<caf::atom("refused")>;           // a node was refused
 using finals_due_atom = caf::atom_constant<caf::atom("finalsdue")>;      // job summaries overdue
 using journal_ack_atom = caf::atom_constant<caf::atom("jrnlack")>;       // a submission is on disk
+using settle_due_atom = caf::atom_constant<caf::atom("settledue")>;      // nodes slow to settle
 
 /// `s` seconds as CAF's timespan (0 for a negative `s`).
 inline caf::timespan seconds(double s) {
@@ -113,6 +114,11 @@ void check_views(self_ptr self);
 /// A node reported every copy of a round; true when it was the current round's report of a
 /// live node and the run goes on.
 bool on_round_done(self_ptr self, const round_done& d);
+/// Node `rank` let go of the processes the round's orders move (settle_atom): the orders go
+/// out once every node asked has answered.
+void on_settled(self_ptr self, int rank, std::int64_t round);
+/// The nodes asked to settle round `round` took too long: its orders go out without them.
+void settle_overdue(self_ptr self, std::int64_t round);
 /// A copy of round `round` started: the round's dispatch latency once every copy has.
 void copy_started_in(self_ptr self, std::int64_t round);
 

@@ -201,6 +201,37 @@ void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
   self->delayed_send(self, seconds(st.round_deadline), round_deadline_atom::value, st.round);
 }
 
+/// Sends the round's orders and runs it, or first asks the nodes that keep processes with
+/// unsaved state to let go of the ones the orders move (settle_atom): a copy that moves must
+/// not start elsewhere before its old process wrote its checkpoint.
+void settle_or_send(self_ptr self, std::map<int, round_orders> orders) {
+  auto& st = self->state;
+  st.settling.clear();
+  double grace = 0;
+  for (int rank : st.unsaved) {
+    if (rank < 0 || rank >= static_cast<int>(st.nodes.size()) || !st.nodes[rank].alive) continue;
+    auto it = orders.find(rank);
+    round_orders o = it != orders.end() ? it->second : round_orders{};
+    o.round = st.round;
+    for (const auto& c : o.copies)
+      if (c.is_program()) grace = std::max(grace, c.program.grace);
+    st.settling.insert(rank);
+    self->send(st.nodes[rank].handle, settle_atom::value, std::move(o));
+  }
+  st.unsaved.clear();
+  if (st.settling.empty()) {
+    send_orders(self, orders);
+    self->become(st.phases.running);
+    return;
+  }
+  st.settle_orders = std::move(orders);
+  st.holding_orders = true;
+  // A process gets its program's grace to checkpoint and exit (30 s unless the job says).
+  self->delayed_send(self, seconds(std::max(grace, 30.0) + st.cfg.report_grace),
+                     settle_due_atom::value, st.round);
+  self->become(st.phases.settling);
+}
+
 /// With every asked job's view in (or its time up): plans the round exactly as the simulator
 /// does (runtime/core/round_loop.hpp), tells every job its assignment and the nodes their orders;
 /// or waits for the next arrival when no job is active, or ends the run when none is left.
@@ -250,10 +281,9 @@ void plan_and_dispatch(self_ptr self) {
       record_round(plan->plan, st.live.total_gpus(), static_cast<int>(assigned.size())));
   note_round(st, *orders,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start.wall0).count());
-  send_orders(self, *orders);
   st.last_plan = std::move(plan->plan);
   st.have_last = true;
-  self->become(self->state.phases.running);
+  settle_or_send(self, std::move(*orders));
 }
 
 /// Job `e` gave no view for round start `id` (`why`): it is left out of the round (logged).
@@ -338,7 +368,42 @@ bool on_round_done(self_ptr self, const round_done& d) {
   const int rank = sender_rank(self);
   if (rank < 0 || d.round != s.round) return false;
   s.pending.erase(rank);
+  if (d.unsaved > 0)
+    s.unsaved.insert(rank);
+  else
+    s.unsaved.erase(rank);
   return release_if_leaving(self, rank);
+}
+
+namespace {
+
+/// Sends the orders held while nodes settled, and runs the round.
+void send_held_orders(self_ptr self) {
+  auto& s = self->state;
+  s.holding_orders = false;
+  s.settling.clear();
+  send_orders(self, s.settle_orders);
+  s.settle_orders.clear();
+  self->become(s.phases.running);
+}
+
+}  // namespace
+
+void on_settled(self_ptr self, int rank, std::int64_t round) {
+  auto& s = self->state;
+  if (rank < 0 || round != s.round || !s.holding_orders) return;
+  s.settling.erase(rank);
+  if (s.settling.empty()) send_held_orders(self);
+}
+
+void settle_overdue(self_ptr self, std::int64_t round) {
+  auto& s = self->state;
+  if (round != s.round || !s.holding_orders) return;
+  if (!s.settling.empty())
+    std::cerr << "tessera: round " << round << ": " << s.settling.size()
+              << " node(s) did not let go of moved programs in time; the round starts without "
+                 "waiting (a moved program resumes from its last checkpoint)\n";
+  send_held_orders(self);
 }
 
 /// A copy of round `round` started (a live node's copy_started): once every copy of the

@@ -145,7 +145,7 @@ struct node_record {
 
 /// The scheduler's phases after registration, each a behaviour (see the file comment).
 struct scheduler_phases {
-  caf::behavior idle, starting, running, draining;
+  caf::behavior idle, starting, settling, running, draining;
 };
 
 /// Mutable state of the scheduler actor.
@@ -175,9 +175,15 @@ struct scheduler_state {
   int late_waits = 0;       ///< deadline extensions granted this round to late but live nodes
   std::int64_t round = -1;  ///< current round, -1 before the first
   std::set<int> pending;    ///< ranks yet to report the current round
-  int expected_starts = 0;  ///< copies of the current round
-  int started = 0;          ///< copy_started received this round
-  double round_t0 = 0;      ///< when the current round began (s)
+  /// Ranks whose last round_done said they keep processes with unsaved state (round_done::
+  /// unsaved); before a round's orders go out, those asked to settle and not yet answered;
+  /// and the orders waiting for them.
+  std::set<int> unsaved, settling;
+  std::map<int, round_orders> settle_orders;
+  bool holding_orders = false;              ///< settle_orders wait for `settling`
+  int expected_starts = 0;                  ///< copies of the current round
+  int started = 0;                          ///< copy_started received this round
+  double round_t0 = 0;                      ///< when the current round began (s)
   double round_deadline = 0;                ///< seconds after round_t0 every report is due
   std::uint64_t job_set_version = 0;        ///< bumped on arrivals, completions, failures
   std::vector<int> live_ranks;              ///< rank of each live-cluster server

@@ -136,8 +136,12 @@ class lease {
     }
   }
 
-  bool should_checkpoint() const { return last_; }  ///< the current step is the lease's last
-  bool expired() const { return expired_; }         ///< the lease (not the program) ended the loop
+  /// The current step is the lease's last and the node wants a checkpoint at its end (under a
+  /// warm lease it may say not yet; then, told exit, the program saves after its loop).
+  bool should_checkpoint() const {
+    return last_ && (checkpoint_ || !renewable_ || (ends_job_ && cap_ >= 0 && cap_ <= made_ + 1));
+  }
+  bool expired() const { return expired_; }  ///< the lease (not the program) ended the loop
   bool standalone() const { return !channel_ && !exited_; }  ///< outside tessera
   std::int64_t job() const { return job_; }  ///< job id (-1 standalone without TESSERA_JOB_ID)
   int copy() const { return copy_; }
@@ -339,11 +343,13 @@ class lease {
     const detail::json* e = reply.get("ends_job");
     renewable_ = renew_ && r && r->k == detail::json::kind::boolean && r->b;
     ends_job_ = e && e->k == detail::json::kind::boolean && e->b;
+    const detail::json* c = reply.get("checkpoint");  // absent (an older node): save
+    checkpoint_ = !(c && c->k == detail::json::kind::boolean && !c->b);
   }
 
   agree_fn agree_;
   std::optional<std::int64_t> own_step_;
-  bool renew_ = false, renewable_ = false, ends_job_ = false, ending_ = false;
+  bool renew_ = false, renewable_ = false, ends_job_ = false, ending_ = false, checkpoint_ = true;
   std::int64_t renewals_ = 0;
   std::optional<detail::channel> channel_;
   std::int64_t job_ = -1, step_ = 0, cap_ = -1, made_ = 0, reported_ = 0;

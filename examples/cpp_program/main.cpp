@@ -122,7 +122,8 @@ int train(const options& o) {
   load(ckpt, w, start);
 
   // Warm (renew): the process lives on across rounds while the job stays on this node; it
-  // averages (forked) and checkpoints at every lease's end, inside the loop.
+  // averages (forked) and checkpoints at the lease ends the node flags (the job's
+  // checkpoint_every), inside the loop, and after it when told exit unsaved.
   tessera_client::lease lease(start, {}, true);  // hello; the program's own step
   float loss = 0;
   std::int64_t at = start;

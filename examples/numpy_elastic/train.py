@@ -80,7 +80,8 @@ def main():
     w, b, start = load_checkpoint(ckpt)
     lr = np.float32(args.lr)
     # renew=True: the process lives on across rounds while the job stays on this node; it
-    # checkpoints (and, forked, averages) at every lease's end, inside the loop.
+    # checkpoints (and, forked, averages) at the lease ends the node flags (the job's
+    # checkpoint_every), inside the loop, and after it when told exit unsaved.
     lease = Lease(range(start, args.steps), step=start, renew=True)
     loss = None
 

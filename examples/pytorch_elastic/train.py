@@ -141,7 +141,8 @@ def main():
     x, y, x_test, y_test = (t.to(device) for t in load_data(args.digits))
 
     # renew=True: the process (its model, data and CUDA context) lives on across rounds while
-    # the job stays where it is; every lease's end averages (forked) and checkpoints in the loop.
+    # the job stays where it is; the lease ends the node flags (the job's checkpoint_every)
+    # average (forked) and checkpoint in the loop, and the code after it when told exit unsaved.
     lease = Lease(range(start, args.steps), step=start, renew=True,
                   agree=agree_on(device) if world > 1 else None)
 

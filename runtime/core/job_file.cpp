@@ -13,6 +13,46 @@
 
 namespace tessera {
 
+result<checkpoint_cadence> parse_checkpoint_cadence(std::string_view text) {
+  const auto bad = [&](const std::string& why) -> result<checkpoint_cadence> {
+    return error{error_kind::invalid_input,
+                 "expected \"N rounds\" (N in [1, 1000000]) or a time \"N s\", \"N min\", "
+                 "\"N h\" of 1 s to 1000000 s, got \"" +
+                     std::string(text) + "\"" + why};
+  };
+  std::string s(text);
+  std::size_t used = 0;
+  double n = 0;
+  try {
+    n = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return bad("");
+  }
+  std::string unit = s.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  unit.erase(unit.find_last_not_of(' ') + 1);
+  if (!std::isfinite(n)) return bad("");
+  checkpoint_cadence c;
+  if (unit == "round" || unit == "rounds") {
+    if (n != std::floor(n) || n < 1 || n > 1e6) return bad(" (a whole number of rounds)");
+    c.rounds = static_cast<std::int32_t>(n);
+    return c;
+  }
+  const double scale = unit == "s" || unit == "sec" ? 1
+                       : unit == "min"              ? 60
+                       : unit == "h"                ? 3600
+                                                    : 0;
+  if (scale == 0) return bad(unit.empty() ? " (no unit)" : " (unknown unit)");
+  c.seconds = n * scale;
+  if (c.seconds < 1 || c.seconds > 1e6) return bad("");
+  return c;
+}
+
+std::string format_checkpoint_cadence(const checkpoint_cadence& c) {
+  if (c.seconds > 0) return detail::format_shortest(c.seconds) + " s";
+  return std::to_string(c.rounds) + (c.rounds == 1 ? " round" : " rounds");
+}
+
 namespace {
 
 using detail::kind_name;
@@ -53,7 +93,8 @@ struct run_extras {
 };
 
 /// The keys only a program job takes, and the keys only a trainable takes.
-const char* const program_keys[] = {"command", "workdir", "env", "max_restarts", "grace_seconds"};
+const char* const program_keys[] = {"command",      "workdir",       "env",
+                                    "max_restarts", "grace_seconds", "checkpoint_every"};
 const char* const trainable_keys[] = {"seed", "config", "target_loss"};
 
 /// An array of strings (`command`): at least one, none empty.
@@ -97,6 +138,27 @@ result<std::map<std::string, std::string>> read_env(const std::string& path, con
   return env;
 }
 
+/// `checkpoint_every` of a program job: a cadence string, or a number of seconds.
+result<std::optional<checkpoint_cadence>> read_cadence(const std::string& path,
+                                                       const toml::table& t) {
+  const toml::node* n = t.get("checkpoint_every");
+  if (!n) return std::optional<checkpoint_cadence>{};
+  std::string text;
+  if (const auto* sv = n->as_string())
+    text = sv->get();
+  else if (const auto* iv = n->as_integer())
+    text = std::to_string(iv->get()) + " s";
+  else if (const auto* fv = n->as_floating_point())
+    text = format_shortest(fv->get()) + " s";
+  else
+    return input_error(path, line_of(*n), "checkpoint_every",
+                       std::string("expected \"N rounds\", a time (\"10 min\") or seconds, got ") +
+                           kind_name(n->type()));
+  auto c = parse_checkpoint_cadence(text);
+  if (!c) return input_error(path, line_of(*n), "checkpoint_every", c.err().message);
+  return std::optional<checkpoint_cadence>(*c);
+}
+
 /// The keys of a program job (kind "program"); relative workdirs are taken from `base_dir`
 /// (the job file's directory) and must exist when `check_workdir` is set.
 result<program_spec> read_program(const std::string& path, const std::string& base_dir,
@@ -133,6 +195,9 @@ result<program_spec> read_program(const std::string& path, const std::string& ba
   p.workdir = normal.string();
   if (restarts) p.max_restarts = static_cast<std::int32_t>(*restarts);
   if (grace) p.grace_seconds = *grace;
+  auto cadence = read_cadence(path, t);
+  if (!cadence) return cadence.err();
+  if (*cadence) p.checkpoint_every = **cadence;
   return p;
 }
 
@@ -320,7 +385,8 @@ result<std::vector<job>> read_job_set(const toml::table& root, const job_set_ori
                     "priority_weight", "slo",          "id",           "acceptable_gpus",
                     "max_copies",      "kind",         "seed",         "step_time",
                     "target_loss",     "merge",        "config",       "command",
-                    "workdir",         "env",          "max_restarts", "grace_seconds"});
+                    "workdir",         "env",          "max_restarts", "grace_seconds",
+                    "checkpoint_every"});
     else
       r.allow_only({"job_type", "scale_factor", "total_steps", "arrival", "priority_weight", "slo",
                     "id", "acceptable_gpus", "max_copies"});

@@ -36,6 +36,9 @@
 ///   max_restarts = 3         # optional, 0..1000: failed rounds before the job is failed
 ///   grace_seconds = 30       # optional, in [0.1, 3600]: how long the node waits for the
 ///                            # program (first contact, reports, exit after the lease)
+///   checkpoint_every = "1 round"   # optional: how often a process kept warm across rounds
+///                            # checkpoints: "N rounds", or a time, "N s", "N min", "N h" or
+///                            # a number of seconds; N in [1, 1e6] rounds, [1 s, 1e6 s]
 /// and `merge` as above: how the node averages forked copies' buffers ("weighted": by the
 /// steps each copy made).
 ///
@@ -67,6 +70,23 @@ result<std::vector<job>> load_jobs(const std::string& path,
 /// The job kind of users' own programs.
 inline const std::string program_kind = "program";
 
+/// How often a program kept warm across rounds checkpoints (program_spec::checkpoint_every):
+/// every `rounds` leases, or, when `seconds` > 0, at the lease end nearest each `seconds`
+/// since its last checkpoint. Forked copies and a job's last lease always checkpoint.
+struct checkpoint_cadence {
+  std::int32_t rounds = 1;  ///< leases between two checkpoints (used when seconds is 0)
+  double seconds = 0;       ///< seconds between two checkpoints (0: count rounds)
+  bool operator==(const checkpoint_cadence& o) const {
+    return rounds == o.rounds && seconds == o.seconds;
+  }
+};
+
+/// Reads a cadence as a job file writes it ("3 rounds", "10 min", "90 s", "2 h"), or an error
+/// saying what is expected.
+result<checkpoint_cadence> parse_checkpoint_cadence(std::string_view text);
+/// A cadence as a job file writes it ("1 round", "600 s"): parse_checkpoint_cadence's input.
+std::string format_checkpoint_cadence(const checkpoint_cadence& c);
+
 /// How a node runs a job of kind "program" (see the file comment).
 struct program_spec {
   std::vector<std::string> command;        ///< argv; command[0] is searched in PATH
@@ -74,6 +94,9 @@ struct program_spec {
   std::map<std::string, std::string> env;  ///< added to the node's environment
   std::int32_t max_restarts = 3;           ///< failed rounds allowed before the job fails
   double grace_seconds = 30;               ///< first contact, report gap, exit after lease
+  /// How often a warm process checkpoints; the default, every round, keeps a move free (the
+  /// state is on disk when the round ends) and a lost node costs at most a round.
+  checkpoint_cadence checkpoint_every;
 };
 
 /// A job of a real run (`tessera run`): the scheduling description plus what a node needs to

@@ -38,6 +38,7 @@ std::vector<run_job> sample_jobs() {
   p.program.env = {{"SEED", "7"}};
   p.program.max_restarts = 1;
   p.program.grace_seconds = 12.5;
+  p.program.checkpoint_every.seconds = 600;
   p.merge = train::fork_merge_rule::weighted;
   return {a, p};
 }
@@ -80,6 +81,8 @@ TEST_CASE("journal records replay to the jobs, states, cancels and checkpoints w
   CHECK(p.spec.program.command == jobs[1].program.command);
   CHECK(p.spec.program.env == jobs[1].program.env);
   CHECK(p.spec.program.max_restarts == 1);
+  CHECK(p.spec.program.grace_seconds == 12.5);
+  CHECK(p.spec.program.checkpoint_every.seconds == 600);
   CHECK(p.spec.merge == train::fork_merge_rule::weighted);
   CHECK(p.cancel_requested);
   CHECK(c->last_round == 3);

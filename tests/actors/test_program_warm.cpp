@@ -21,18 +21,24 @@ using namespace tessera::test;
 namespace {
 
 /// A program that steps every 5 ms under a warm lease from the step in `ckpt` in its checkpoint
-/// directory, says its pid once, and writes its position there whenever should_checkpoint().
+/// directory, says its pid once, and writes its position there (saying so) whenever
+/// should_checkpoint(), and after its loop when the lease's end was not saved.
 const char* program_text = R"(import os, sys, time
 sys.path.insert(0, os.environ["CLIENT"])
 from tessera_client import Lease
 ckpt = os.path.join(os.environ["TESSERA_CHECKPOINT_DIR"], "ckpt")
 lease = Lease(step=int(open(ckpt).read()) if os.path.exists(ckpt) else 0, renew=True)
 print("pid", os.getpid(), flush=True)
+def save():
+    with open(ckpt, "w") as f:
+        f.write(str(lease.position))
+    print("saved", lease.position, flush=True)
 for _ in lease:
     time.sleep(0.005)
     if lease.should_checkpoint():
-        with open(ckpt, "w") as f:
-            f.write(str(lease.position))
+        save()
+if not lease.should_checkpoint():
+    save()
 total = os.path.join(os.path.dirname(ckpt), "..", "total")  # the test's total, when it says one
 if os.path.exists(total) and lease.position >= int(open(total).read()):
     lease.complete(accuracy=0.5)
@@ -161,4 +167,63 @@ TEST_CASE("a warm program whose renew finds its job done completes, with its acc
   CHECK(f.slot.end_step == f.slot.order.total_steps);
   CHECK(f.slot.accuracy == 0.5);
   CHECK_FALSE(f.slot.warm);
+}
+
+/// The steps the program said it saved at, in order.
+std::vector<std::int64_t> saved_steps(const std::string& out) {
+  std::vector<std::int64_t> steps;
+  const std::regex saved_line(R"(\] saved (\d+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), saved_line), end; it != end; ++it)
+    steps.push_back(std::stoll((*it)[1]));
+  return steps;
+}
+
+TEST_CASE("a warm program checkpoints at its job's cadence, and saves its latest state on a move",
+          "[program][warm]") {
+  warm_fixture f;
+  f.slot.order.program.checkpoint_rounds = 3;
+  // Rounds 1 and 2 leave the process warm with unsaved state; round 3's end saves.
+  f.round();
+  CHECK(f.slot.checkpointed);  // the job's step follows the process's report
+  CHECK(warm_unsaved(f.slot));
+  CHECK(saved_steps(f.out.str()).empty());
+  f.round();
+  CHECK(f.slot.renewed);
+  CHECK(warm_unsaved(f.slot));
+  CHECK(saved_steps(f.out.str()).empty());
+  f.round();
+  CHECK(f.slot.renewed);
+  CHECK_FALSE(warm_unsaved(f.slot));
+  REQUIRE(saved_steps(f.out.str()).size() == 1);
+  CHECK(saved_steps(f.out.str()).back() == f.slot.end_step);
+  CHECK(f.checkpoint_step() == f.slot.end_step);
+  // Round 4 leaves it unsaved again; the order of round 5 is continued by the process.
+  f.round();
+  CHECK(warm_unsaved(f.slot));
+  const auto at = f.slot.end_step;
+  CHECK(f.checkpoint_step() < at);
+  start_copy same = f.slot.order;
+  same.resume_step = at;
+  CHECK(warm_continues(f.slot, same, f.ctx.devices));
+  CHECK_FALSE(warm_continues(f.slot, same, {1}));
+
+  // A move (other devices): the process is told exit, saves the state it is at, and the new
+  // one starts from there, with nothing redone.
+  f.ctx.devices = {1};
+  f.round();
+  CHECK_FALSE(f.slot.renewed);
+  REQUIRE(started_pids(f.out.str()).size() == 2);
+  REQUIRE(saved_steps(f.out.str()).size() >= 2);
+  CHECK(saved_steps(f.out.str())[1] == at);
+  CHECK(f.slot.start_step == at);
+
+  // By time: 0.6 s rounds and a 1.5 s cadence save at the lease end nearest each 1.5 s,
+  // every second or third round.
+  f.slot.order.program.checkpoint_rounds = 1;
+  f.slot.order.program.checkpoint_seconds = 1.5;
+  const auto before = saved_steps(f.out.str()).size();
+  for (int i = 0; i < 6; ++i) f.round();
+  const auto saves = saved_steps(f.out.str()).size() - before;
+  CHECK(saves >= 2);
+  CHECK(saves <= 3);
 }

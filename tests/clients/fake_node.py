@@ -15,7 +15,8 @@ prints "ready" once listening, appends each message received to LOG_PATH as a JS
 
 The script (a dict, all keys optional):
     terms:            the hello reply's terms (job, copy, copies, step, steps, seconds, speed,
-                      writer); `seconds` counts from the hello
+                      writer, and for a warm lease renewable, ends_job, checkpoint); `seconds`
+                      counts from the hello
     stop_after_steps: once a report says at least this many steps, the lease is stopped (later
                       replies grant the steps made and 0 seconds), as a cancelled job's is
     split:            send every reply in this many pieces, 20 ms apart
@@ -41,7 +42,7 @@ import time
 
 PROTOCOL_VERSION = 2
 
-OPS = ("hello", "report", "average", "complete")
+OPS = ("hello", "report", "average", "complete", "renew")
 DEFAULT_TERMS = {"job": 7, "copy": 0, "copies": 1, "step": 0, "steps": -1, "seconds": -1,
                  "speed": 1.0, "writer": True}
 
@@ -80,7 +81,8 @@ def _check(msg, said_hello):
         raise ProtocolError(f"unknown op {op!r}")
     if (op == "hello") == said_hello:
         raise ProtocolError("hello must come first, and once")
-    ints = {"hello": ["pid"], "report": ["steps"], "complete": ["steps"], "average": []}[op]
+    ints = {"hello": ["pid"], "report": ["steps"], "complete": ["steps"], "average": [],
+            "renew": ["steps"]}[op]
     for name in ints + ([] if op != "hello" or "step" not in msg else ["step"]):
         if type(msg.get(name)) is not int or msg[name] < 0:
             raise ProtocolError(f"{op}: {name} must be a non-negative int")

@@ -81,6 +81,31 @@ class TestLeaseLoop(NodeTest):
         self.assertIs(reports[-1]["final"], True)
         self.assertEqual(sum(1 for r in reports if r.get("final")), 1)
 
+    def test_a_warm_lease_flags_its_last_item_only_when_its_end_is_to_be_saved(self):
+        # Not to be saved (the job's checkpoint_every is longer than a round): no item is
+        # flagged, the process asks to renew, and told exit (a move) it saves after its loop.
+        for checkpoint, flags_want in ((True, [False, False, True]), (False, [False] * 3)):
+            with self.subTest(checkpoint=checkpoint):
+                self.run_node(terms={"steps": 3, "renewable": True, "checkpoint": checkpoint},
+                              exit_on="renew")
+                lease = tessera_client.Lease(range(100), renew=True)
+                flags = [lease.should_checkpoint() for _ in lease]
+                self.assertEqual(flags, flags_want)
+                self.assertTrue(lease.expired)
+                self.assertEqual(lease.should_checkpoint(), checkpoint)  # False: save now
+                self.assertEqual(lease.position, 3)
+                self.assertEqual([m["op"] for m in self.messages()],
+                                 ["hello", "report", "renew"])
+                os.unlink(self.path)
+
+    def test_a_lease_whose_cap_ends_the_job_is_saved_whatever_it_says(self):
+        self.run_node(terms={"steps": 2, "renewable": True, "checkpoint": False,
+                             "ends_job": True})
+        lease = tessera_client.Lease(range(100), renew=True)
+        flags = [lease.should_checkpoint() for _ in lease]
+        self.assertEqual(flags, [False, True])
+        lease.complete()
+
     def test_hello_carries_token_pid_and_own_step(self):
         self.run_node(terms={"steps": 1, "step": 40})
         lease = tessera_client.Lease(step=12)

@@ -225,14 +225,16 @@ namespace {
 const std::string examples_dir = std::string(TESSERA_TEST_DATA_DIR) + "/../../examples";
 
 /// `n` jobs of an example program (its train.py with `args`), each with `total` steps.
+/// `extra`: more keys for each job, whole lines.
 std::string example_jobs(const std::string& example, int n, int total, const std::string& args,
-                         double step_time) {
+                         double step_time, const std::string& extra = "") {
   std::ostringstream s;
   for (int i = 0; i < n; ++i)
     s << "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", \"train.py\", "
       << "\"--steps\", \"" << total << "\"" << args << "]\nworkdir = \"" << examples_dir << "/"
       << example << "\"\nenv = { OMP_NUM_THREADS = \"1\" }\ntotal_steps = " << total
-      << "\nstep_time = " << step_time << "\ngrace_seconds = 30\n\n";
+      << "\nstep_time = " << step_time << "\ngrace_seconds = 30\n"
+      << extra << "\n";
   return s.str();
 }
 
@@ -248,19 +250,23 @@ json last_json_line(const std::string& text) {
   return json::parse(last);
 }
 
+/// The uninterrupted run's result: the NumPy example on its own for `steps` steps, no tessera;
+/// its parameters' sha256.
+std::string numpy_alone_sha256(scratch_dir& dir, int steps) {
+  auto alone = run_shell("cd " + examples_dir + "/numpy_elastic && /usr/bin/python3 train.py " +
+                         "--steps " + std::to_string(steps) + " --checkpoint-dir " +
+                         dir.file("alone"));
+  INFO(alone.out);
+  REQUIRE(alone.code == 0);
+  return last_json_line(alone.out)["params_sha256"].get<std::string>();
+}
+
 }  // namespace
 
 TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bitwise equal",
           "[mpi][program][examples]") {
   scratch_dir dir("numpy_example");
-  // The uninterrupted run: the example on its own, no tessera.
-  auto alone = run_shell("cd " + examples_dir +
-                         "/numpy_elastic && /usr/bin/python3 train.py "
-                         "--steps 4000 --checkpoint-dir " +
-                         dir.file("alone"));
-  INFO(alone.out);
-  REQUIRE(alone.code == 0);
-  const auto want = last_json_line(alone.out)["params_sha256"].get<std::string>();
+  const auto want = numpy_alone_sha256(dir, 4000);
   // Four copies of it on three nodes at speeds 1 / 0.5 / 0.25: they take turns.
   const auto jf = dir.write("jobs.toml", example_jobs("numpy_elastic", 4, 4000, "", 0.0005));
   const auto sum = run_on_three(dir, jf, "max_min_fairness_perf", "2");
@@ -275,6 +281,62 @@ TEST_CASE("(v) the NumPy example, preempted and resumed on other nodes, ends bit
     CHECK(fin["accuracy"].get<double>() == j["accuracy"].get<double>());
   }
   CHECK(moved > 0);  // at least one job resumed on another node
+}
+
+TEST_CASE("(v2) warm NumPy programs that checkpoint every 1000 rounds move without redoing work",
+          "[mpi][program][examples][warm]") {
+  scratch_dir dir("numpy_cadence");
+  const auto want = numpy_alone_sha256(dir, 4000);
+  // A process saves only when it is told exit (a move, a preemption) or completes: before a
+  // round's orders go out, the scheduler lets the nodes holding unsaved state release the
+  // processes that move (settle), so each new process starts from the latest state.
+  const auto jf = dir.write("jobs.toml", example_jobs("numpy_elastic", 4, 4000, "", 0.0005,
+                                                      "checkpoint_every = \"1000 rounds\"\n"));
+  const auto sum = run_on_three(dir, jf, "max_min_fairness_perf", "2");
+  int moved = 0;
+  for (const auto& j : sum["jobs"]) {
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["steps"].get<int>() == 4000);
+    CHECK(j["regressions"].get<int>() == 0);  // no process resumed from an older checkpoint
+    moved += j["restarts"].get<int>() > 0 ? 1 : 0;
+    const auto fin =
+        load_json(dir.file("ckpt") + "/job-" + std::to_string(j["id"].get<int>()) + "/final.json");
+    CHECK(fin["params_sha256"].get<std::string>() == want);
+  }
+  CHECK(moved > 0);
+}
+
+TEST_CASE("(v3) a move waits for the old process's slow save: no step is made twice",
+          "[mpi][program][warm]") {
+  scratch_dir dir("slow_save");
+  std::ostringstream jobs;
+  for (int i = 0; i < 3; ++i)
+    jobs << "[[job]]\nkind = \"program\"\ncommand = [\"/usr/bin/python3\", \"slow_save.py\", "
+         << "\"2500\", \"1.0\"]\nworkdir = \"" << programs_dir
+         << "\"\ntotal_steps = 2500\nstep_time = 0.002\ngrace_seconds = 10\n"
+         << "checkpoint_every = \"1000 rounds\"\n\n";
+  const auto jf = dir.write("jobs.toml", jobs.str());
+  const auto sum = run_on_three(dir, jf, "max_min_fairness_perf", "1.5");
+  int moved = 0;
+  for (const auto& j : sum["jobs"]) {
+    const int id = j["id"].get<int>();
+    CHECK(j["finished"].get<bool>());
+    CHECK(j["regressions"].get<int>() == 0);
+    moved += j["restarts"].get<int>() > 0 ? 1 : 0;
+    // Each process began where the one before it ended (it waited for that save).
+    std::istringstream ran(
+        file_contents(dir.file("ckpt") + "/job-" + std::to_string(id) + "/ran.txt"));
+    long long from = 0, to = 0, at = 0;
+    int processes = 0;
+    while (ran >> from >> to) {
+      INFO("job " << id << " process " << processes << ": " << from << " -> " << to);
+      CHECK(from == at);
+      at = to;
+      ++processes;
+    }
+    CHECK(at == 2500);
+  }
+  CHECK(moved > 0);
 }
 
 TEST_CASE("(w) the PyTorch example, preempted and resumed on other nodes, finishes",

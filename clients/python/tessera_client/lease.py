@@ -73,8 +73,10 @@ class Lease:
     on with it (the same model, data loader and CUDA context) when the job's next round keeps
     it on the same node and devices; else the loop ends, `expired` true. Such a program must
     checkpoint (and, forked, average) while `should_checkpoint()` is true, inside the loop:
-    every lease's last item is flagged, and no code after the loop runs between renewed
-    leases. Use `position` (the job's step after the item in progress) for the step to save,
+    a lease's last item is flagged at the job's `checkpoint_every` cadence (every lease by
+    default, and always for forked copies), and no code after the loop runs between renewed
+    leases; and it must save after the loop when `should_checkpoint()` is false there (the
+    node said exit after a lease that was not to be saved). Use `position` (the job's step after the item in progress) for the step to save,
     since `steps_made` counts from the latest renewal.
 
     Outside tessera (TESSERA_LEASE unset) a Lease is a pass-through: it yields every item,
@@ -93,6 +95,7 @@ class Lease:
         self._renew = bool(renew)
         self._renewable = False  # the node's lease says it may be renewed
         self._ends_job = False  # ... and that reaching its step cap finishes the job
+        self._checkpoint = True  # ... and that its end is to be checkpointed
         self._ending = False  # a renewable lease's last item is done: renew at the loop's top
         self._own_step = None if step is None else int(step)  # NumPy integers too
         self._made = 0  # steps finished
@@ -154,8 +157,16 @@ class Lease:
         return self._channel is not None and not self._channel.closed
 
     def should_checkpoint(self):
-        """True while the item being processed is the lease's last one."""
-        return self._last
+        """True while the item being processed is the lease's last one and the node wants a
+        checkpoint at its end. Under a warm lease the node may say not yet (the job's
+        `checkpoint_every` is longer than a round): the process then goes on with its state in
+        memory, and if the node later says exit the loop ends with this still false, so the
+        code after the loop saves (`if not lease.should_checkpoint(): save()`)."""
+        return self._last and (self._checkpoint or not self._renewable or self._job_ends())
+
+    def _job_ends(self):
+        """The item in progress (or the loop's last) reaches a step cap that ends the job."""
+        return self._ends_job and 0 <= self._cap <= self._made + 1
 
     # ---- the loop ----
     def __iter__(self):
@@ -392,6 +403,7 @@ class Lease:
         self.writer = reply["writer"]
         self._renewable = self._renew and reply.get("renewable") is True
         self._ends_job = reply.get("ends_job") is True
+        self._checkpoint = reply.get("checkpoint") is not False  # absent: an older node, save
         self._cap = _int_field(reply, "steps", -1)
         seconds = _number_field(reply, "seconds")
         self._deadline = None if seconds < 0 else sent + seconds

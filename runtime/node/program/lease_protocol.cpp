@@ -343,6 +343,7 @@ std::string format_lease(const lease_terms& t) {
   j["writer"] = t.writer;
   j["renewable"] = t.renewable;
   j["ends_job"] = t.ends_job;
+  j["checkpoint"] = t.checkpoint;
   return dump_line(j);
 }
 

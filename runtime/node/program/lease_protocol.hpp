@@ -57,6 +57,10 @@ struct lease_terms {
   /// Reaching `steps` finishes the job: a renewable lease that ends by its step cap is not
   /// renewed (the program completes); one that ends by its time is.
   bool ends_job = false;
+  /// The program checkpoints at this lease's end (should_checkpoint() on its last item). A
+  /// renewable lease may say false: the process stays warm with state newer than its
+  /// checkpoint, and saves when it is told `exit` (program_order::checkpoint_rounds).
+  bool checkpoint = true;
 };
 
 /// Parses one line (without its '\n'). Errors (error_kind::invalid_input) say what is wrong in

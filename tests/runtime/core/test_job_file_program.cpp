@@ -32,6 +32,7 @@ workdir = "."
 env = { OMP_NUM_THREADS = "1", SEED = "7" }
 max_restarts = 2
 grace_seconds = 12.5
+checkpoint_every = "4 rounds"
 total_steps = 300
 step_time = 0.01
 
@@ -50,6 +51,8 @@ total_steps = 10
   CHECK(j.program.env.at("SEED") == "7");
   CHECK(j.program.max_restarts == 2);
   CHECK(j.program.grace_seconds == 12.5);
+  CHECK(j.program.checkpoint_every.rounds == 4);
+  CHECK(j.program.checkpoint_every.seconds == 0);
   CHECK(j.spec.total_steps == 300);
   CHECK(j.step_time == 0.01);
   CHECK(j.spec.job_type == "program");
@@ -68,6 +71,55 @@ TEST_CASE("a program job's defaults: the job file's directory, 3 restarts, 30 s 
   CHECK(j.program.max_restarts == 3);
   CHECK(j.program.grace_seconds == 30);
   CHECK(j.program.env.empty());
+  CHECK(j.program.checkpoint_every == checkpoint_cadence{});  // every round
+  CHECK(j.program.checkpoint_every.rounds == 1);
+}
+
+TEST_CASE(
+    "checkpoint_every takes rounds, a time with its unit, or seconds, and says what it expects",
+    "[io][job_file][program]") {
+  const auto cadence = [](const std::string& value) {
+    const auto p = temp_file("program_cadence.toml",
+                             "[[job]]\nkind = \"program\"\ncommand = [\"true\"]\ntotal_steps = 5\n"
+                             "checkpoint_every = " +
+                                 value + "\n");
+    auto r = load_run_jobs(p, &kinds);
+    REQUIRE(r);
+    return (*r)[0].program.checkpoint_every;
+  };
+  CHECK(cadence("\"1 round\"").rounds == 1);
+  CHECK(cadence("\"12 rounds\"").rounds == 12);
+  CHECK(cadence("\"90 s\"").seconds == 90);
+  CHECK(cadence("\"10 min\"").seconds == 600);
+  CHECK(cadence("\"1.5 h\"").seconds == 5400);
+  CHECK(cadence("300").seconds == 300);
+  CHECK(cadence("2.5").seconds == 2.5);
+  // A cadence written back (the journal's record of the job) reads the same.
+  for (const char* text : {"7 rounds", "1 round", "600 s", "2.5 s"}) {
+    auto c = parse_checkpoint_cadence(text);
+    REQUIRE(c);
+    auto again = parse_checkpoint_cadence(format_checkpoint_cadence(*c));
+    REQUIRE(again);
+    CHECK(*again == *c);
+  }
+  const auto bad = [](const std::string& name, const std::string& value) {
+    return run_jobs_error(name,
+                          "[[job]]\nkind = \"program\"\ncommand = [\"a\"]\ntotal_steps = 5\n"
+                          "checkpoint_every = " +
+                              value + "\n",
+                          5, "checkpoint_every");
+  };
+  CHECK(has(bad("c_unit", "\"3 fortnights\""), "unknown unit"));
+  CHECK(has(bad("c_nounit", "\"3\""), "no unit"));
+  CHECK(has(bad("c_frac", "\"2.5 rounds\""), "whole number of rounds"));
+  CHECK(has(bad("c_zero", "\"0 rounds\""), "\"0 rounds\""));
+  CHECK(has(bad("c_small", "0.5"), "1 s to 1000000 s"));
+  CHECK(has(bad("c_word", "\"often\""), "\"often\""));
+  CHECK(has(bad("c_bool", "true"), "got a boolean"));
+  CHECK(has(run_jobs_error("c_trainable",
+                           "[[job]]\nkind = \"mlp\"\ntotal_steps = 5\ncheckpoint_every = 3\n", 4,
+                           "checkpoint_every"),
+            "only a job of kind \"program\""));
 }
 
 TEST_CASE(

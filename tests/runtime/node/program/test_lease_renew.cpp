@@ -49,6 +49,9 @@ TEST_CASE("renew parses with its steps and loss, and hello says whether it renew
   const auto j = json::parse(format_lease(t));
   CHECK(j.at("renewable") == true);
   CHECK(j.at("ends_job") == true);
+  CHECK(j.at("checkpoint") == true);  // saved unless the node says otherwise
+  t.checkpoint = false;
+  CHECK(json::parse(format_lease(t)).at("checkpoint") == false);
 }
 
 namespace {
