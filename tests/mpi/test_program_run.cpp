@@ -253,9 +253,9 @@ json last_json_line(const std::string& text) {
 /// The uninterrupted run's result: the NumPy example on its own for `steps` steps, no tessera;
 /// its parameters' sha256.
 std::string numpy_alone_sha256(scratch_dir& dir, int steps) {
-  auto alone = run_shell("cd " + examples_dir + "/numpy_elastic && /usr/bin/python3 train.py " +
-                         "--steps " + std::to_string(steps) + " --checkpoint-dir " +
-                         dir.file("alone"));
+  auto alone =
+      run_shell("cd " + examples_dir + "/numpy_elastic && /usr/bin/python3 train.py " + "--steps " +
+                std::to_string(steps) + " --checkpoint-dir " + dir.file("alone"));
   INFO(alone.out);
   REQUIRE(alone.code == 0);
   return last_json_line(alone.out)["params_sha256"].get<std::string>();
