@@ -93,13 +93,13 @@ double sim_executor::rate(const job& j, const std::vector<server_share>& shares)
   return rates_.rate(j.job_type, shares);
 }
 
-double sim_executor::placed_rate_alone(const job& j, const std::vector<server_share>& shares) {
-  type_row* known = type_rows_.find(j.id);
-  if (!known || known->spec != &j) {  // first seen, or another job object under that id
-    known = &type_rows_[j.id];
-    *known = type_row{&j, rates_.tier2_row(j.job_type)};
+double sim_executor::placed_rate_alone(const job& j, const std::vector<server_share>& shares,
+                                       job_memory& m) {
+  if (m.spec != &j) {  // first seen, or another job object under that id
+    m.spec = &j;
+    m.row = rates_.tier2_row(j.job_type);
   }
-  return rates_.rate(j.job_type, known->row, shares);
+  return rates_.rate(j.job_type, m.row, shares);
 }
 
 int sim_executor::restarts(job_id id) const {
@@ -108,7 +108,7 @@ int sim_executor::restarts(job_id id) const {
 }
 
 double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
-                                 const copy_group& g) {
+                                 const copy_group& g, job_memory& m) {
   const assignment& as = *g.first;
   if (g.split) {
     std::vector<const assignment*> parts;
@@ -116,7 +116,7 @@ double sim_executor::placed_rate(const snapshot& s, const round_plan& p, const j
       parts.push_back(&p.assignments[a]);
     return split_rate(rates_, *jv.spec, parts);
   }
-  if (as.partner < 0) return placed_rate_alone(*jv.spec, as.shares);
+  if (as.partner < 0) return placed_rate_alone(*jv.spec, as.shares, m);
   // Space sharing: its co-located throughput beside its partner.
   const std::size_t other = index_.find(as.partner);
   if (other == job_index::npos) return 0;
@@ -176,16 +176,17 @@ result<std::vector<copy_progress>> sim_executor::execute(const snapshot& s, cons
           budget = budget < 0 ? part.step_budget : std::min(budget, part.step_budget);
       }
     const std::vector<server_share>& shares = g.split ? split_shares : as.shares;
-    const double r = placed_rate(s, p, jv, g);
+    job_memory& m = jobs_[g.job];  // the one look-up of the job this round
+    const double r = placed_rate(s, p, jv, g, m);
     if (r <= 0)
       return error{error_kind::internal, "job " + std::to_string(g.job) + " (" + jv.spec->job_type +
                                              ") placed where it has no throughput"};
     // Forked (two or more copies in this plan): its copies run together below.
     const bool forked = groups_[first_group_[g.view]].next_of_job != npos;
-    const bool moved = moved_since_last_round(g, shares, forked);
+    const bool moved = moved_since_last_round(g, shares, forked, m);
     const double lost = forked
                             ? (moved ? std::min(restart_cost_of(jv.spec->job_type), p.length) : 0.0)
-                            : restart_lost(g.job, jv.spec->job_type, moved, p.length);
+                            : restart_lost(m, jv.spec->job_type, moved, p.length);
     if (moved && jv.steps_done > 0) ++restarts_[g.job];
     int gpus = 0;
     for (const auto& sh : shares) gpus += sh.gpus;
@@ -232,21 +233,21 @@ copy_progress sim_executor::run_gang(const copy_group& g, const job_view& jv, do
 }
 
 bool sim_executor::moved_since_last_round(const copy_group& g,
-                                          const std::vector<server_share>& shares, bool forked) {
+                                          const std::vector<server_share>& shares, bool forked,
+                                          job_memory& m) {
   // Entries are updated in place (their vectors' storage reused); one counts as the
   // previous round's placement only when stamped with that round. A copy is compared with
   // its own entry; a job's only copy is remembered as the job's (copy 0), as forked copies
-  // 1.. are remembered apart.
+  // 1.. are remembered apart. A job's memory starts with round -2: no previous placement.
   const placed_shares* before = nullptr;
   if (g.copy == 0) {
-    before = last_shares_.find(g.job);
+    before = &m.last;
   } else {
     auto it = last_copy_shares_.find(copy_id{g.job, g.copy});
     if (it != last_copy_shares_.end()) before = &it->second;
   }
   const bool moved = !before || before->round != round_ - 1 || before->shares != shares;
-  placed_shares& last =
-      forked && g.copy != 0 ? last_copy_shares_[copy_id{g.job, g.copy}] : last_shares_[g.job];
+  placed_shares& last = forked && g.copy != 0 ? last_copy_shares_[copy_id{g.job, g.copy}] : m.last;
   last.shares = shares;
   last.round = round_;
   return moved;
@@ -258,14 +259,11 @@ double sim_executor::restart_cost_of(const std::string& job_type) const {
   return it == restart_by_type_.end() ? restart_cost_ : it->second;
 }
 
-double sim_executor::restart_lost(job_id job, const std::string& job_type, bool moved,
+double sim_executor::restart_lost(job_memory& m, const std::string& job_type, bool moved,
                                   double length) {
   if (restart_cost_ == 0 && restart_by_type_.empty()) return 0;  // no restart costs at all
-  if (!moved) {
-    const double* left = restart_left_.find(job);
-    if (!left || *left <= 0) return 0;
-  }
-  double& left = restart_left_[job];
+  if (!moved && m.restart_left <= 0) return 0;
+  double& left = m.restart_left;
   if (moved) left = restart_cost_of(job_type);
   const double lost = std::min(left, length);
   left -= lost;
@@ -273,15 +271,15 @@ double sim_executor::restart_lost(job_id job, const std::string& job_type, bool 
 }
 
 void sim_executor::forget_unplaced(const round_plan& p) {
-  // Entries older than this round are stale: drop them now and then, so the map holds
-  // about the jobs placed lately rather than every job ever placed.
-  if (last_shares_.size() + last_copy_shares_.size() > 2 * p.assignments.size() + 1024) {
-    last_shares_.erase_if([this](job_id, const placed_shares& e) { return e.round != round_; });
+  // Entries of jobs not placed this round are stale: drop them now and then, so the tables
+  // hold about the jobs placed lately rather than every job ever placed. Dropping one changes
+  // nothing: its placement would count as a move anyway (not stamped with the previous
+  // round), and a move resets the restart seconds left; its type row is looked up again.
+  if (jobs_.size() + last_copy_shares_.size() > 2 * p.assignments.size() + 1024) {
+    jobs_.erase_if([this](job_id, const job_memory& e) { return e.last.round != round_; });
     for (auto it = last_copy_shares_.begin(); it != last_copy_shares_.end();)
       it = it->second.round == round_ ? std::next(it) : last_copy_shares_.erase(it);
   }
-  if (restart_left_.size() > 2 * p.assignments.size() + 1024)
-    restart_left_.erase_if([](job_id, const double& left) { return left <= 0; });
   ++round_;
 }
 

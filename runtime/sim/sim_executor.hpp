@@ -148,49 +148,52 @@ class sim_executor {
   /// Groups the plan's assignments by job copy into groups_, in plan order of first
   /// appearance; an error when the plan names a job that is not active.
   status group_copies(const snapshot& s, const round_plan& p);
+  /// What the executor remembers of a job across rounds, in one entry so that a round looks
+  /// each placed job up once: its type's GPU-type table row (server_throughput::tier2_row,
+  /// rather than hashing its type at every placement; `spec` is the job object it was looked
+  /// up for, the simulator's, which lives as long as the run), its copy 0's latest placement,
+  /// and the restart seconds its gang has not yet paid.
+  struct job_memory {
+    const job* spec = nullptr;
+    const std::vector<double>* row = nullptr;
+    placed_shares last;
+    double restart_left = 0;
+  };
   /// Steps/s of one job copy; a pair's job at its co-located throughput beside its partner.
   double placed_rate(const snapshot& s, const round_plan& p, const job_view& jv,
-                     const copy_group& g);
-  /// rate() of a job placed alone, its type's table row remembered by job id.
-  double placed_rate_alone(const job& j, const std::vector<server_share>& shares);
+                     const copy_group& g, job_memory& m);
+  /// rate() of a job placed alone, its type's table row remembered in `m`.
+  double placed_rate_alone(const job& j, const std::vector<server_share>& shares, job_memory& m);
   /// A job copy alone (not forked) running at `r` for the round.
   copy_progress run_gang(const copy_group& g, const job_view& jv, double r, double lost,
                          double budget, const round_plan& p) const;
-  /// Whether the copy runs on other shares than in the previous round; records these.
+  /// Whether the copy runs on other shares than in the previous round; records these (copy 0
+  /// and a job's only copy in `m`, forked copies 1.. apart).
   bool moved_since_last_round(const copy_group& g, const std::vector<server_share>& shares,
-                              bool forked);
+                              bool forked, job_memory& m);
   /// Ends the round: drops placements of copies not placed lately.
   void forget_unplaced(const round_plan& p);
 
   /// Seconds of a gang's start still to pay at the start of this round (see
   /// set_restart_costs); moved: it starts anew on other GPUs.
-  double restart_lost(job_id job, const std::string& job_type, bool moved, double length);
+  double restart_lost(job_memory& m, const std::string& job_type, bool moved, double length);
 
   server_throughput rates_;
   double restart_cost_;
   std::map<std::string, double> restart_by_type_;
-  id_table<double> restart_left_;  ///< a gang's restart seconds not yet paid
   copy_aggregation aggregation_;
   /// Off by default here (the constructors without it keep the upper-bound model); the
   /// simulator passes sim_config::copy_efficiency, on by default.
   copy_efficiency efficiency_{false};
-  /// Each job copy's latest placement: a job placed alone, and copy 0 of a forked job, in
-  /// last_shares_ under its id; copies 1.. of forked jobs under their own (job, copy).
+  /// Each job's memory; copies 1.. of forked jobs' latest placements under their own
+  /// (job, copy).
   struct copy_hash {
     std::size_t operator()(copy_id c) const {
       return std::hash<job_id>()(c.job) * 31 + static_cast<std::size_t>(c.copy);
     }
   };
-  id_table<placed_shares> last_shares_;
+  id_table<job_memory> jobs_;
   std::unordered_map<copy_id, placed_shares, copy_hash> last_copy_shares_;
-  /// The GPU-type table row of each job's type (server_throughput::tier2_row), looked up
-  /// once per job rather than hashing its type at every placement; `spec` is the job object
-  /// it was looked up for (the simulator's, which lives as long as the run).
-  struct type_row {
-    const job* spec = nullptr;
-    const std::vector<double>* row = nullptr;
-  };
-  id_table<type_row> type_rows_;
   std::int64_t round_ = 0;  ///< rounds executed
   id_table<int> restarts_;
   // Per-round scratch, kept to reuse its storage.
