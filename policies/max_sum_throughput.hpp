@@ -12,7 +12,9 @@
 /// gpus_j; x[m][j] = 0 where T[m][j] = 0 or gpus_j < scale_m.
 /// Weighting: none by scale factor, as in Gavel's code (scheduler/policies/
 /// max_sum_throughput.py sums each job's throughput, which already counts a gang's whole
-/// step rate); Gavel sums raw steps/s, which we normalise per job as said above.
+/// step rate); Gavel sums raw steps/s, which we normalise per job as said above. Option
+/// `normalise` 0 sums raw steps/s as Gavel's code and Sia's port of it do (to compare with
+/// them: it favours models whose steps are short).
 ///
 /// Solution: `allocation_lp` with the max_sum objective over job classes (exact: the
 /// objective is linear, so averaging over a class keeps it). Ties among optimal allocations
@@ -34,6 +36,8 @@ namespace tessera {
 /// Gavel's maximum-total-throughput allocation.
 class max_sum_throughput final : public allocation_policy {
  public:
+  /// `normalise`: each job's throughputs over its best (default), or raw steps/s.
+  explicit max_sum_throughput(bool normalise = true) : normalise_(normalise) {}
   /// Time fractions maximising the sum of normalised throughputs.
   result<allocation> allocate(const snapshot& s) override;
   /// Keeps the spent allocation's rows for the next round's input and solution.
@@ -42,14 +46,15 @@ class max_sum_throughput final : public allocation_policy {
   const allocation_lp_result& last_solve() const { return last_; }
 
  private:
+  bool normalise_ = true;
   allocation_lp lp_;
   allocation_lp_result last_;
 };
 
-/// Options of max_sum_throughput (none).
+/// Options of max_sum_throughput: `normalise`.
 std::vector<option_spec> max_sum_throughput_options();
 
-/// Builds max total throughput (it has no options).
+/// Builds max total throughput from validated options.
 std::unique_ptr<allocation_policy> make_max_sum_throughput(const options& o);
 
 }  // namespace tessera

@@ -303,6 +303,31 @@ TEST_CASE("max_sum_throughput: golden", "[policies]") {
   CHECK(a->x[1][1] == Approx(0.0).margin(1e-9));
 }
 
+TEST_CASE("max_sum_throughput: raw steps/s when not normalised", "[policies]") {
+  // Types A, B with one GPU each. Job 1: (10, 20) steps/s, normalised (1/2, 1); job 2: (2, 8),
+  // normalised (1/4, 1). Normalised: job 1 on A and job 2 on B give 1/2 + 1 = 1.5 against
+  // 1 + 1/4 = 1.25 the other way round. Raw: job 1 on B and job 2 on A give 20 + 2 = 22
+  // against 10 + 8 = 18: the model with the higher step rate takes its best GPU.
+  gavel_fixture fx;
+  fx.add_type("a", 1);
+  fx.add_type("b", 1);
+  fx.add_job({10.0, 20.0});
+  fx.add_job({2.0, 8.0});
+  const auto& s = fx.finish();
+  max_sum_throughput normalised;
+  auto a = normalised.allocate(s);
+  REQUIRE(a.ok());
+  CHECK(normalised.last_solve().value == Approx(1.5));
+  CHECK(a->x[0][0] == Approx(1.0));
+  CHECK(a->x[1][1] == Approx(1.0));
+  max_sum_throughput raw(false);
+  auto b = raw.allocate(s);
+  REQUIRE(b.ok());
+  CHECK(raw.last_solve().value == Approx(22.0));
+  CHECK(b->x[0][1] == Approx(1.0));
+  CHECK(b->x[1][0] == Approx(1.0));
+}
+
 TEST_CASE("fifo: golden", "[policies]") {
   // A: 2 GPUs (fast), B: 4 GPUs. In arrival order: j0 scale 2 (3, 1), j1 scale 2 (2, 1),
   // j2 scale 4 (5, 4), j3 scale 1 (1, 1).
