@@ -207,14 +207,22 @@ void send_orders(self_ptr self, std::map<int, round_orders>& orders) {
 void settle_or_send(self_ptr self, std::map<int, round_orders> orders) {
   auto& st = self->state;
   st.settling.clear();
-  double grace = 0;
+  if (st.unsaved.empty()) {
+    send_orders(self, orders);
+    self->become(st.phases.running);
+    return;
+  }
+  // A process let go gets its program's grace to save and exit; a moved copy's grace is in
+  // the orders of the node it moves to, so the wait is the largest over every order.
+  double grace = 30;
+  for (const auto& [rank, o] : orders)
+    for (const auto& c : o.copies)
+      if (c.is_program()) grace = std::max(grace, c.program.grace);
   for (int rank : st.unsaved) {
     if (rank < 0 || rank >= static_cast<int>(st.nodes.size()) || !st.nodes[rank].alive) continue;
     auto it = orders.find(rank);
     round_orders o = it != orders.end() ? it->second : round_orders{};
     o.round = st.round;
-    for (const auto& c : o.copies)
-      if (c.is_program()) grace = std::max(grace, c.program.grace);
     st.settling.insert(rank);
     self->send(st.nodes[rank].handle, settle_atom::value, std::move(o));
   }
@@ -226,9 +234,7 @@ void settle_or_send(self_ptr self, std::map<int, round_orders> orders) {
   }
   st.settle_orders = std::move(orders);
   st.holding_orders = true;
-  // A process gets its program's grace to checkpoint and exit (30 s unless the job says).
-  self->delayed_send(self, seconds(std::max(grace, 30.0) + st.cfg.report_grace),
-                     settle_due_atom::value, st.round);
+  self->delayed_send(self, seconds(grace + st.cfg.report_grace), settle_due_atom::value, st.round);
   self->become(st.phases.settling);
 }
 
