@@ -27,6 +27,11 @@ struct script {
   /// Seconds between heartbeats, cycled (empty: the welcome's interval): a busy host's
   /// uneven heartbeats.
   std::vector<double> gaps;
+  /// Says it keeps warm programs with unsaved state (round_done::unsaved), and answers the
+  /// scheduler's settle_atom at once (`settles`) or when told (answer_atom).
+  bool unsaved = false;
+  bool settles = true;
+  std::shared_ptr<int> settle_asks = std::make_shared<int>(0);  ///< settle_atom received
 };
 
 /// A script that reports or holds its reports back, with or without heartbeats.
@@ -41,6 +46,7 @@ using mute_atom = caf::atom_constant<caf::atom("mute")>;
 
 struct scripted_state {
   std::vector<round_orders> held;  ///< orders not yet reported (script::reports false)
+  std::int64_t settle_round = -1;  ///< a settle not yet answered (script::settles false)
   std::size_t beats = 0;           ///< heartbeats sent
   bool muted = false;              ///< mute_atom: no more heartbeats or reports (a stopped process)
 };
@@ -48,7 +54,8 @@ struct scripted_state {
 /// Reports every copy of `o` as having made 5 steps (at most its total) to its job's actor,
 /// copy 0 with its checkpoint and, at the total, the job's completion; then the round as done
 /// to the scheduler (a node's order: reports first).
-void report(caf::event_based_actor* self, const caf::actor& sched, const round_orders& o) {
+void report(caf::event_based_actor* self, const caf::actor& sched, const round_orders& o,
+            bool unsaved) {
   for (const auto& c : o.copies) {
     progress_report r;
     r.round = o.round;
@@ -62,8 +69,10 @@ void report(caf::event_based_actor* self, const caf::actor& sched, const round_o
     self->send(c.job_actor, checkpoint_done{o.round, c.job, c.copy, r.step, c.checkpoint_path});
     if (r.step == c.total_steps) self->send(c.job_actor, job_finished{c.job, r.step, 0.1, 0.9});
   }
-  self->send(sched, round_done{o.round});
+  self->send(sched, round_done{o.round, unsaved ? 1 : 0});
 }
+
+using answer_atom = caf::atom_constant<caf::atom("answer")>;
 
 /// A node that registers as server `rank` of `cl` and follows `sc`; it forwards every
 /// round_orders to `probe`; `report_atom` makes it report the orders it held back.
@@ -91,14 +100,22 @@ caf::behavior scripted_node(caf::stateful_actor<scripted_state>* self, cluster c
       [=](const round_orders& o) {
         self->send(probe, o);
         if (sc.reports && !self->state.muted)
-          report(self, sched, o);
+          report(self, sched, o, sc.unsaved);
         else
           self->state.held.push_back(o);
       },
       [=](report_atom) {
-        for (const auto& o : self->state.held) report(self, sched, o);
+        for (const auto& o : self->state.held) report(self, sched, o, sc.unsaved);
         self->state.held.clear();
       },
+      [=](settle_atom, const round_orders& o) {
+        ++*sc.settle_asks;
+        if (sc.settles && !self->state.muted)
+          self->send(sched, settled_atom::value, o.round);
+        else
+          self->state.settle_round = o.round;
+      },
+      [=](answer_atom) { self->send(sched, settled_atom::value, self->state.settle_round); },
       [=](shutdown_atom, std::int32_t code) {
         if (code == 0) ++*sc.shutdowns;
         self->quit();
@@ -320,6 +337,46 @@ TEST_CASE("draining: a late report within the extra grace keeps the node",
   run.advance(0);
   CHECK(run.rounds_ordered() == std::vector<std::int64_t>{1, 1});
   CHECK_FALSE(run.summary());
+}
+
+TEST_CASE("settling: a round's orders wait until a node holding unsaved programs lets go",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  script holder;
+  holder.unsaved = true;
+  holder.settles = false;
+  auto n0 = run.node(0, holder);
+  script plain;
+  run.node(1, plain);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);  // round 0: nothing to settle yet
+  run.advance(1.0);                         // round 0 ends; node 0 said it holds unsaved state
+  CHECK(*holder.settle_asks == 1);
+  CHECK(run.rounds_ordered().empty());  // round 1 waits for node 0
+  run.advance(5);
+  CHECK(run.rounds_ordered().empty());
+  caf::anon_send(n0, answer_atom::value);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);  // then both nodes get round 1
+  CHECK(*plain.settle_asks == 0);           // a node whose programs are saved is not asked
+}
+
+TEST_CASE("settling: a node that does not answer is waited for only its grace",
+          "[actors][scheduler][clock]") {
+  virtual_run run({1.0, 1.0}, long_jobs(2));
+  script holder;
+  holder.unsaved = true;
+  holder.settles = false;
+  run.node(0, holder);
+  run.node(1);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  run.advance(1.0);
+  CHECK(*holder.settle_asks == 1);
+  run.advance(30);  // 30 s (no program's grace is longer) + the report grace of 4 s
+  CHECK(run.rounds_ordered().empty());
+  run.advance(4.5);
+  CHECK(run.rounds_ordered().size() == 2);
 }
 
 TEST_CASE("heartbeats: a node silent past the heartbeat time-out is lost",
