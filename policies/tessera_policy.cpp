@@ -169,8 +169,28 @@ class tessera_policy final : public policy {
   std::vector<char> keep_restarted(const snapshot& s, hare_filler& filler) const {
     std::vector<char> kept(s.jobs.size(), 0);
     for (std::size_t i = 0; i < s.jobs.size(); ++i)
-      if (restarts_.amortising(s.jobs[i], s.now, p_.restart_amortize)) kept[i] = filler.keep(i);
+      if (restarts_.amortising(s.jobs[i], s.now, p_.restart_amortize) ||
+          (p_.sticky && at_best(s, s.jobs[i])))
+        kept[i] = filler.keep(i);
     return kept;
+  }
+
+  /// Copy 0 of `jv` (charged a restart) ran last round on GPUs of its best type only, one
+  /// task per GPU: it could not run faster anywhere.
+  static bool at_best(const snapshot& s, const job_view& jv) {
+    if (!s.last_plan || !(jv.restart_seconds > 0) || jv.throughput.empty()) return false;
+    const int best = static_cast<int>(std::max_element(jv.throughput.begin(), jv.throughput.end()) -
+                                      jv.throughput.begin());
+    int gpus = 0;
+    bool any = false;
+    for (const auto& as : s.last_plan->assignments) {
+      if (as.job != jv.spec->id || as.copy != 0) continue;
+      any = true;
+      for (const auto& sh : as.shares)
+        if (s.cl->servers[static_cast<std::size_t>(sh.server)].type_index != best) return false;
+      gpus += as.gpus();
+    }
+    return any && gpus >= std::max(1, jv.spec->scale_factor);
   }
 
   std::string name_;
@@ -214,6 +234,11 @@ std::vector<option_spec> tessera_policy_options() {
        "a job the executor charges a restart keeps its GPUs until it has run this x its "
        "restart time since it (re)started; 0: off",
        8.0, 0, 1e6},
+      bool_option("sticky",
+                  "1: a job charged restarts that ran last round on GPUs of its best type, one "
+                  "task per GPU, keeps them (it could not run faster elsewhere); 0: it competes "
+                  "again once its restart is amortised",
+                  false),
   };
 }
 
@@ -232,6 +257,7 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.fork_lr_cap = o.get("fork_lr_cap");
   p.by_remaining = o.flag("by_remaining");
   p.restart_amortize = o.get("restart_amortize");
+  p.sticky = o.flag("sticky");
   return make_tessera_policy(name, p);
 }
 

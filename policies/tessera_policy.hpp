@@ -56,6 +56,10 @@
 ///     jobs each round: on Sia's workloads (restarts of 25-250 s, 60 s rounds) `tessera`
 ///     restarted jobs 8,963 times on one workload of 160 jobs. R = 0 (Gavel's simulator,
 ///     the runtime) leaves every plan as before.
+///     Option `sticky` (default 0): such a job also keeps its GPUs past the amortisation while
+///     they are its best (copy 0 ran last round on its fastest type only, one task per GPU).
+///     On Sia's workloads it lowers p99 JCT below `sia`'s and costs average JCT
+///     (docs/benchmarks/sia.md); off by default for that.
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
 /// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
@@ -84,6 +88,7 @@ struct tessera_params {
                                 ///< length / 3600 s; 0 = none
   bool by_remaining = true;     ///< normal class by least remaining work, not least service
   double restart_amortize = 8;  ///< a restarted job keeps its GPUs for this x its restart time
+  bool sticky = false;          ///< a restarted job at its best keeps its GPUs (step 0)
 };
 
 /// The job classes of step 1, highest first.
@@ -100,7 +105,7 @@ bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain,
                        double eff_next);
 
 /// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
-/// by_remaining, fork_lr_cap, restart_amortize.
+/// by_remaining, fork_lr_cap, restart_amortize, sticky.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);

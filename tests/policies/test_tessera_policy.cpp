@@ -370,34 +370,56 @@ TEST_CASE("tessera: a job behind its fair share gets the fast GPU (FTF guard)",
   CHECK(tessera_order(s, p) == std::vector<std::size_t>{0, 1});
 }
 
-TEST_CASE("tessera: a job amortising its restart keeps its GPUs against a shorter job",
-          "[policies][tessera]") {
-  // One fast GPU: round 1 at t = 0 holds job 0 (1e5 steps) alone; at t = 60 job 1 (10 steps)
-  // arrives, less remaining work, so the order puts it first. With a restart of 100 s and
-  // restart_amortize 8, job 0 keeps the GPU until it has run 800 s; then job 1 gets it. With
-  // no restart cost (R = 0) job 1 takes the GPU at once.
+namespace {
+
+/// One fast GPU: round 1 at t = 0 holds job 0 (1e5 steps) alone; at t = 60 job 1 (10 steps)
+/// arrives, less remaining work, so the order puts it first. The job holding the GPU in each
+/// of 16 rounds of 60 s, every job charged `restart` seconds per start.
+std::vector<job_id> gpu_holders(double restart, bool sticky) {
   const cluster cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}});
   const std::vector<job> jobs = {make_job(0, "m", 1, 1e5, 0), make_job(1, "m", 1, 10, 60)};
+  tessera_params p;
+  p.max_copies = 1;
+  p.sticky = sticky;
+  auto pol = make_tessera_policy("tessera", p);
+  round_plan last;
+  std::vector<job_id> holders;
+  for (int r = 0; r < 16; ++r) {
+    std::vector<job> active = {jobs[0]};
+    if (r >= 1) active.push_back(jobs[1]);
+    std::vector<std::vector<double>> tput(active.size(), std::vector<double>{4.0});
+    auto s = make_snapshot(cl, active, tput, 60.0 * r);
+    s.round_length = 60;
+    if (r > 0) s.last_plan = &last;
+    for (auto& v : s.jobs) v.restart_seconds = restart;
+    auto plan = pol->plan(s);
+    REQUIRE(plan);
+    holders.push_back(plan->assignments.at(0).job);
+    last = *plan;
+  }
+  return holders;
+}
+
+}  // namespace
+
+TEST_CASE("tessera: a job amortising its restart keeps its GPUs against a shorter job",
+          "[policies][tessera]") {
+  // With a restart of 100 s and restart_amortize 8, job 0 keeps the GPU until it has run
+  // 800 s; then job 1 gets it. With no restart cost (R = 0) job 1 takes the GPU at once.
   for (const double restart : {100.0, 0.0}) {
     INFO("restart " << restart);
-    tessera_params p;
-    p.max_copies = 1;
-    auto pol = make_tessera_policy("tessera", p);
-    round_plan last;
-    for (int r = 0; r < 16; ++r) {
-      const double now = 60.0 * r;
-      std::vector<job> active = {jobs[0]};
-      if (r >= 1) active.push_back(jobs[1]);
-      std::vector<std::vector<double>> tput(active.size(), std::vector<double>{4.0});
-      auto s = make_snapshot(cl, active, tput, now);
-      s.round_length = 60;
-      if (r > 0) s.last_plan = &last;
-      for (auto& v : s.jobs) v.restart_seconds = restart;
-      auto plan = pol->plan(s);
-      REQUIRE(plan);
-      const job_id holder = plan->assignments.at(0).job;
-      if (r >= 1) CHECK(holder == (restart > 0 && now < 800 ? 0 : 1));
-      last = *plan;
-    }
+    const auto holders = gpu_holders(restart, false);
+    for (int r = 1; r < 16; ++r) CHECK(holders[r] == (restart > 0 && 60.0 * r < 800 ? 0 : 1));
+  }
+}
+
+TEST_CASE("tessera: with sticky, a job charged restarts keeps its GPUs while they are its best",
+          "[policies][tessera]") {
+  // Job 0 runs on its best type with all its GPUs, so it keeps the GPU past its amortisation
+  // (to the end of the 16 rounds); with no restart cost nothing changes.
+  for (const double restart : {100.0, 0.0}) {
+    INFO("restart " << restart);
+    const auto holders = gpu_holders(restart, true);
+    for (int r = 1; r < 16; ++r) CHECK(holders[r] == (restart > 0 ? 0 : 1));
   }
 }
