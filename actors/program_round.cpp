@@ -56,8 +56,6 @@ class program_run {
   }
   /// True when the copy's processes went on from the round before (a renewed lease).
   bool renewed() const { return renewed_; }
-  /// Sets whether this round's leases end in a checkpoint (see checkpoint_due()).
-  void plan_checkpoint() { checkpoint_due_ = checkpoint_due(); }
 
  private:
   void fail(const std::string& why, const task_proc* t);
@@ -81,6 +79,8 @@ class program_run {
   bool adopt_warm();
   void park();
   bool checkpoint_due() const;
+  /// Sets whether this round's leases end in a checkpoint (see checkpoint_due()).
+  void plan_checkpoint() { checkpoint_due_ = checkpoint_due(); }
 
   copy_slot& slot_;
   const start_copy& o_;

@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
@@ -167,30 +168,40 @@ class tessera_policy final : public policy {
 
   /// Step 0: jobs still amortising their last restart keep last round's GPUs.
   std::vector<char> keep_restarted(const snapshot& s, hare_filler& filler) const {
+    const std::vector<char> best = p_.sticky ? at_best(s) : std::vector<char>(s.jobs.size(), 0);
     std::vector<char> kept(s.jobs.size(), 0);
     for (std::size_t i = 0; i < s.jobs.size(); ++i)
-      if (restarts_.amortising(s.jobs[i], s.now, p_.restart_amortize) ||
-          (p_.sticky && at_best(s, s.jobs[i])))
+      if (restarts_.amortising(s.jobs[i], s.now, p_.restart_amortize) || best[i])
         kept[i] = filler.keep(i);
     return kept;
   }
 
-  /// Copy 0 of `jv` (charged a restart) ran last round on GPUs of its best type only, one
-  /// task per GPU: it could not run faster anywhere.
-  static bool at_best(const snapshot& s, const job_view& jv) {
-    if (!s.last_plan || !(jv.restart_seconds > 0) || jv.throughput.empty()) return false;
-    const int best = static_cast<int>(std::max_element(jv.throughput.begin(), jv.throughput.end()) -
-                                      jv.throughput.begin());
-    int gpus = 0;
-    bool any = false;
+  /// Per job of `s`: copy 0 (of a job charged restarts) ran last round on GPUs of the job's
+  /// best type only, one task per GPU, so it could not run faster elsewhere. One pass over
+  /// the jobs and one over the last plan.
+  static std::vector<char> at_best(const snapshot& s) {
+    std::vector<char> best(s.jobs.size(), 0);
+    if (!s.last_plan) return best;
+    std::unordered_map<job_id, std::size_t> index;
+    for (std::size_t i = 0; i < s.jobs.size(); ++i)
+      if (s.jobs[i].restart_seconds > 0 && !s.jobs[i].throughput.empty())
+        index.emplace(s.jobs[i].spec->id, i);
+    std::vector<int> gpus(s.jobs.size(), 0);
+    std::vector<char> elsewhere(s.jobs.size(), 0);  // a share off the best type
     for (const auto& as : s.last_plan->assignments) {
-      if (as.job != jv.spec->id || as.copy != 0) continue;
-      any = true;
+      const auto it = index.find(as.job);
+      if (as.copy != 0 || it == index.end()) continue;
+      const auto& t = s.jobs[it->second].throughput;
+      const int type = static_cast<int>(std::max_element(t.begin(), t.end()) - t.begin());
       for (const auto& sh : as.shares)
-        if (s.cl->servers[static_cast<std::size_t>(sh.server)].type_index != best) return false;
-      gpus += as.gpus();
+        if (s.cl->servers[static_cast<std::size_t>(sh.server)].type_index != type)
+          elsewhere[it->second] = 1;
+      gpus[it->second] += as.gpus();
     }
-    return any && gpus >= std::max(1, jv.spec->scale_factor);
+    for (std::size_t i = 0; i < s.jobs.size(); ++i)
+      best[i] =
+          gpus[i] > 0 && !elsewhere[i] && gpus[i] >= std::max(1, s.jobs[i].spec->scale_factor);
+    return best;
   }
 
   std::string name_;

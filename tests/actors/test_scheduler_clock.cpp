@@ -214,6 +214,21 @@ caf::actor start_with_silent_node(virtual_run& run) {
   return slow;
 }
 
+/// Registers node 0 under `holder`, made to say it keeps unsaved programs and to answer a
+/// settle only when told (answer_atom), and node 1 under `plain`; runs round 0 (nothing to
+/// settle yet) to its end, where node 0 is asked to settle. Returns node 0.
+caf::actor start_with_unsaved_node(virtual_run& run, script& holder, script& plain) {
+  holder.unsaved = true;
+  holder.settles = false;
+  auto n0 = run.node(0, holder);
+  run.node(1, plain);
+  run.advance(0);
+  CHECK(run.rounds_ordered().size() == 2);
+  run.advance(1.0);
+  CHECK(*holder.settle_asks == 1);
+  return n0;
+}
+
 std::vector<run_job> long_jobs(int n) {
   std::vector<run_job> jobs;
   for (int i = 0; i < n; ++i) jobs.push_back(make_run_job(i, "mlp", 1000000, 0.01, i + 1));
@@ -342,16 +357,8 @@ TEST_CASE("draining: a late report within the extra grace keeps the node",
 TEST_CASE("settling: a round's orders wait until a node holding unsaved programs lets go",
           "[actors][scheduler][clock]") {
   virtual_run run({1.0, 1.0}, long_jobs(2));
-  script holder;
-  holder.unsaved = true;
-  holder.settles = false;
-  auto n0 = run.node(0, holder);
-  script plain;
-  run.node(1, plain);
-  run.advance(0);
-  CHECK(run.rounds_ordered().size() == 2);  // round 0: nothing to settle yet
-  run.advance(1.0);                         // round 0 ends; node 0 said it holds unsaved state
-  CHECK(*holder.settle_asks == 1);
+  script holder, plain;
+  auto n0 = start_with_unsaved_node(run, holder, plain);
   CHECK(run.rounds_ordered().empty());  // round 1 waits for node 0
   run.advance(5);
   CHECK(run.rounds_ordered().empty());
@@ -364,15 +371,8 @@ TEST_CASE("settling: a round's orders wait until a node holding unsaved programs
 TEST_CASE("settling: a node that does not answer is waited for only its grace",
           "[actors][scheduler][clock]") {
   virtual_run run({1.0, 1.0}, long_jobs(2));
-  script holder;
-  holder.unsaved = true;
-  holder.settles = false;
-  run.node(0, holder);
-  run.node(1);
-  run.advance(0);
-  CHECK(run.rounds_ordered().size() == 2);
-  run.advance(1.0);
-  CHECK(*holder.settle_asks == 1);
+  script holder, plain;
+  start_with_unsaved_node(run, holder, plain);
   run.advance(30);  // 30 s (no program's grace is longer) + the report grace of 4 s
   CHECK(run.rounds_ordered().empty());
   run.advance(4.5);
