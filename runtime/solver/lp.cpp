@@ -4,6 +4,7 @@
 #include <coin/ClpSolve.hpp>
 #include <coin/CoinError.hpp>
 #include <coin/CoinFinite.hpp>
+#include <coin/CoinPackedMatrix.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -135,6 +137,48 @@ status check_model(const lp_model& m) {
                                                   std::to_string(c) + ") is not finite"};
   }
   return {};
+}
+
+/// The starting basis of lp_settings::set_packing_start: every row basic (its slack in the
+/// basis) except set-packing rows (at most b, every coefficient 1, no column shared with an
+/// earlier such row), each of which holds its best-objective column in the basis, at the
+/// row's bound, when that column improves the objective. Nonbasic columns sit at a finite
+/// bound. Each such row's dual is then its best column's objective and every other column
+/// of the row prices out, so the dual simplex starts dual feasible over those rows and pivots
+/// only on the coupling rows.
+void set_packing_start(ClpSimplex& clp) {
+  const int nr = clp.numberRows(), nc = clp.numberColumns();
+  const double* obj = clp.objective();
+  const double dir = clp.optimizationDirection();  // 1 minimise, -1 maximise
+  const double *rl = clp.rowLower(), *ru = clp.rowUpper();
+  const double *cl = clp.columnLower(), *cu = clp.columnUpper();
+  for (int r = 0; r < nr; ++r) clp.setRowStatus(r, ClpSimplex::basic);
+  for (int c = 0; c < nc; ++c)
+    clp.setColumnStatus(c, cl[c] > -COIN_DBL_MAX  ? ClpSimplex::atLowerBound
+                           : cu[c] < COIN_DBL_MAX ? ClpSimplex::atUpperBound
+                                                  : ClpSimplex::isFree);
+  CoinPackedMatrix rows;
+  rows.reverseOrderedCopyOf(*clp.matrix());
+  std::vector<char> claimed(nc, 0);
+  for (int r = 0; r < nr; ++r) {
+    if (rl[r] > -COIN_DBL_MAX || !(ru[r] < COIN_DBL_MAX) || ru[r] < 0) continue;
+    const CoinShallowPackedVector v = rows.getVector(r);
+    const int n = v.getNumElements();
+    bool packing = n > 0;
+    for (int k = 0; k < n && packing; ++k)
+      packing =
+          v.getElements()[k] == 1.0 && !claimed[v.getIndices()[k]] && cl[v.getIndices()[k]] == 0;
+    if (!packing) continue;
+    int best = -1;
+    for (int k = 0; k < n; ++k) {
+      const int c = v.getIndices()[k];
+      claimed[c] = 1;
+      if (dir * obj[c] < 0 && (best < 0 || dir * obj[c] < dir * obj[best])) best = c;
+    }
+    if (best < 0) continue;
+    clp.setColumnStatus(best, ClpSimplex::basic);
+    clp.setRowStatus(r, ClpSimplex::atUpperBound);
+  }
 }
 
 }  // namespace
@@ -283,6 +327,7 @@ result<lp_solution> lp_solver::solve(const lp_settings& s) {
       } else if (s.algorithm == lp_algorithm::primal) {
         clp.primal();
       } else {
+        if (s.set_packing_start && !d.have_basis) set_packing_start(clp);
         clp.dual();
       }
       const int st = clp.problemStatus();

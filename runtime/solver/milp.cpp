@@ -16,6 +16,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 
 namespace tessera {
@@ -148,50 +149,62 @@ std::string arg(double v) {
   return buf;
 }
 
-}  // namespace
-
-result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
-  if (auto st = check_model(mm); !st) return st.err();
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+/// Loads `mm` into `si` (minimising: CBC's sense), its log silenced and its integer columns
+/// marked.
+void load_into(const milp_model& mm, OsiClpSolverInterface& si) {
   const lp_model& m = mm.relaxation();
   const int nc = m.num_columns(), nr = m.num_rows();
+  const double sign = m.sense() == lp_sense::maximize ? -1.0 : 1.0;
+  std::vector<double> cl(nc), cu(nc), obj(nc), rl(nr), ru(nr);
+  for (int c = 0; c < nc; ++c) {
+    cl[c] = to_coin(m.column_lower()[c]);
+    cu[c] = to_coin(m.column_upper()[c]);
+    obj[c] = sign * m.objective()[c];
+  }
+  for (int r = 0; r < nr; ++r) {
+    rl[r] = to_coin(m.row_lower()[r]);
+    ru[r] = to_coin(m.row_upper()[r]);
+  }
+  si.messageHandler()->setLogLevel(0);
+  si.getModelPtr()->setLogLevel(0);
+  si.loadProblem(column_matrix(m), cl.data(), cu.data(), obj.data(), rl.data(), ru.data());
+  for (int c = 0; c < nc; ++c)
+    if (mm.is_integer(c)) si.setInteger(c);
+}
+
+/// `x` rounded where its columns are integer and clipped to the columns' bounds, into `out`
+/// with its objective.
+void take_solution(const milp_model& mm, std::vector<double> x, milp_solution& out) {
+  const lp_model& m = mm.relaxation();
+  double z = 0;
+  for (int c = 0; c < m.num_columns(); ++c) {
+    if (mm.is_integer(c)) x[c] = std::round(x[c]);
+    x[c] = std::min(std::max(x[c], m.column_lower()[c]), m.column_upper()[c]);
+    z += m.objective()[c] * x[c];
+  }
+  out.x = std::move(x);
+  out.objective = z;
+  out.has_solution = true;
+}
+
+/// CBC's log off.
+void silence(CbcModel& model) {
+  model.setLogLevel(0);
+  model.messageHandler()->setLogLevel(0);
+}
+
+/// Solves the whole model with CBC (`solve_milp` without the relaxation-first path); the
+/// caller has checked the model and that it has columns.
+result<milp_solution> solve_with_cbc(const milp_model& mm, const milp_settings& s) {
+  const lp_model& m = mm.relaxation();
+  const int nc = m.num_columns();
   const double sign = m.sense() == lp_sense::maximize ? -1.0 : 1.0;  // CBC minimises
   milp_solution out;
-  if (nc == 0) {
-    for (int r = 0; r < nr; ++r)
-      if (m.row_lower()[r] > 0 || m.row_upper()[r] < 0) {
-        out.outcome = milp_outcome::infeasible;
-        out.seconds = elapsed();
-        return out;
-      }
-    out.has_solution = true;
-    out.seconds = elapsed();
-    return out;
-  }
   try {
-    std::vector<double> cl(nc), cu(nc), obj(nc), rl(nr), ru(nr);
-    for (int c = 0; c < nc; ++c) {
-      cl[c] = to_coin(m.column_lower()[c]);
-      cu[c] = to_coin(m.column_upper()[c]);
-      obj[c] = sign * m.objective()[c];
-    }
-    for (int r = 0; r < nr; ++r) {
-      rl[r] = to_coin(m.row_lower()[r]);
-      ru[r] = to_coin(m.row_upper()[r]);
-    }
     OsiClpSolverInterface si;
-    si.messageHandler()->setLogLevel(0);
-    si.getModelPtr()->setLogLevel(0);
-    si.loadProblem(column_matrix(m), cl.data(), cu.data(), obj.data(), rl.data(), ru.data());
-    for (int c = 0; c < nc; ++c)
-      if (mm.is_integer(c)) si.setInteger(c);
-
+    load_into(mm, si);
     CbcModel model(si);
-    model.setLogLevel(0);
-    model.messageHandler()->setLogLevel(0);
+    silence(model);
     // CBC's standard cuts and heuristics, as its command-line solver runs them; the parameter
     // store is local to this call, the driver's argument reader is not (see the lock).
     CbcSolverUsefulData data;
@@ -270,16 +283,7 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
     } else {
       out.outcome = milp_outcome::node_limit;
     }
-    if (out.has_solution) {
-      out.x.assign(best, best + nc);
-      double z = 0;
-      for (int c = 0; c < nc; ++c) {
-        if (mm.is_integer(c)) out.x[c] = std::round(out.x[c]);
-        out.x[c] = std::min(std::max(out.x[c], m.column_lower()[c]), m.column_upper()[c]);
-        z += m.objective()[c] * out.x[c];
-      }
-      out.objective = z;
-    }
+    if (out.has_solution) take_solution(mm, {best, best + nc}, out);
     const double bound = model.getBestPossibleObjValue();
     out.best_bound = std::abs(bound) < 1e49 ? sign * bound : sign * COIN_DBL_MAX;
     if (out.outcome == milp_outcome::optimal && std::abs(bound) >= 1e49)
@@ -289,8 +293,161 @@ result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
   } catch (const std::exception& e) {
     return cbc_error(std::string("CBC: ") + e.what());
   }
-  out.seconds = elapsed();
   return out;
+}
+
+/// Solves a small model (a rounding neighbourhood: tens of columns) by CBC's branch and bound
+/// alone, without the command-line driver's preprocessing, cuts and heuristics, whose set-up
+/// costs more than such a model's search. Optimal or nothing: a node or time limit reached
+/// counts as no solution.
+result<milp_solution> solve_small(const milp_model& mm, const milp_settings& s) {
+  const int nc = mm.num_columns();
+  milp_solution out;
+  try {
+    OsiClpSolverInterface si;
+    load_into(mm, si);
+    CbcModel model(si);
+    silence(model);
+    model.setMaximumNodes(10000);
+    if (s.time_limit_s > 0) model.setMaximumSeconds(s.time_limit_s);
+    model.setAllowableGap(0);
+    model.setAllowableFractionGap(0);
+    model.initialSolve();
+    model.branchAndBound();
+    if (!model.isProvenOptimal() || !model.bestSolution()) return out;
+    out.nodes = model.getNodeCount();
+    take_solution(mm, {model.bestSolution(), model.bestSolution() + nc}, out);
+  } catch (const CoinError& e) {
+    return cbc_error("CBC: " + e.className() + "::" + e.methodName() + ": " + e.message());
+  }
+  return out;
+}
+
+/// True when `v` is within `tol` of an integer.
+bool integral(double v, double tol = 1e-7) { return std::abs(v - std::round(v)) <= tol; }
+
+/// The rounding neighbourhood of relaxation solution `x` (milp_settings::relaxation_first)
+/// as a MILP over its free columns: fixed columns' activity moved into the row bounds, rows
+/// without a free column dropped. `free_col[c]` is c's column in it, -1 when fixed at
+/// `fixed[c]`.
+milp_model rounding_neighbourhood(const milp_model& mm, const std::vector<double>& x,
+                                  std::vector<int>& free_col, std::vector<double>& fixed) {
+  const lp_model& m = mm.relaxation();
+  const int nc = m.num_columns(), nr = m.num_rows();
+  milp_model sub;
+  sub.set_sense(m.sense());
+  free_col.assign(nc, -1);
+  fixed.assign(nc, 0);
+  for (int c = 0; c < nc; ++c) {
+    double lo = m.column_lower()[c], hi = m.column_upper()[c];
+    if (mm.is_integer(c) && !mm.is_flexible(c)) {
+      if (integral(x[c])) {
+        fixed[c] = std::round(x[c]);
+        continue;
+      }
+      lo = std::max(lo, std::floor(x[c]));
+      hi = std::min(hi, std::ceil(x[c]));
+    }
+    free_col[c] = sub.add_column(lo, hi, m.objective()[c], mm.is_integer(c));
+  }
+  std::vector<double> activity(nr, 0);  // of the fixed columns
+  std::vector<char> has_free(nr, 0);
+  const std::size_t nz = m.num_coefficients();
+  for (std::size_t k = 0; k < nz; ++k) {
+    const int r = m.entry_rows()[k], c = m.entry_columns()[k];
+    if (free_col[c] < 0)
+      activity[r] += m.entry_values()[k] * fixed[c];
+    else
+      has_free[r] = 1;
+  }
+  std::vector<int> row_of(nr, -1);
+  for (int r = 0; r < nr; ++r)
+    if (has_free[r]) {
+      const double lo = m.row_lower()[r], hi = m.row_upper()[r];
+      row_of[r] =
+          sub.add_row(lo <= -lp_inf ? lo : lo - activity[r], hi >= lp_inf ? hi : hi - activity[r]);
+    }
+  for (std::size_t k = 0; k < nz; ++k) {
+    const int c = m.entry_columns()[k];
+    if (free_col[c] >= 0)
+      sub.add_coefficient(row_of[m.entry_rows()[k]], free_col[c], m.entry_values()[k]);
+  }
+  return sub;
+}
+
+/// The relaxation-first path (milp_settings::relaxation_first): an optimal answer from the
+/// LP relaxation and its rounding neighbourhood, or nothing when CBC must solve the model.
+result<std::optional<milp_solution>> solve_from_relaxation(const milp_model& mm,
+                                                           const milp_settings& s) {
+  const lp_model& m = mm.relaxation();
+  lp_settings ls;
+  ls.scaling = lp_scaling::none;  // as CBC's solves (milp_settings::scaling)
+  ls.set_packing_start = true;
+  ls.time_limit_s = s.time_limit_s;
+  auto lr = solve_lp(m, ls);
+  // A relaxation CLP could not solve to optimality (or failed on): CBC decides the outcome.
+  if (!lr || !lr->optimal()) return std::optional<milp_solution>{};
+  const int nc = m.num_columns();
+  milp_solution out;
+  out.outcome = milp_outcome::optimal;
+  out.best_bound = lr->objective;
+  out.from_relaxation = true;
+  bool all_integral = true;
+  for (int c = 0; c < nc && all_integral; ++c)
+    if (mm.is_integer(c) && !integral(lr->x[c])) all_integral = false;
+  if (all_integral) {
+    take_solution(mm, std::move(lr->x), out);
+    return std::optional<milp_solution>{std::move(out)};
+  }
+  std::vector<int> free_col;
+  std::vector<double> x;  // the fixed columns' values, then the free ones' from the sub-model
+  milp_model sub = rounding_neighbourhood(mm, lr->x, free_col, x);
+  auto sr = solve_small(sub, s);  // not empty: some column was fractional
+  if (!sr || !sr->has_solution) return std::optional<milp_solution>{};
+  for (int c = 0; c < nc; ++c)
+    if (free_col[c] >= 0) x[c] = sr->x[free_col[c]];
+  take_solution(mm, std::move(x), out);
+  const double loss = m.sense() == lp_sense::maximize ? out.best_bound - out.objective
+                                                      : out.objective - out.best_bound;
+  if (loss > std::max(s.absolute_gap, s.relative_gap * std::abs(out.objective)))
+    return std::optional<milp_solution>{};
+  out.nodes = sr->nodes;
+  return std::optional<milp_solution>{std::move(out)};
+}
+
+}  // namespace
+
+result<milp_solution> solve_milp(const milp_model& mm, const milp_settings& s) {
+  if (auto st = check_model(mm); !st) return st.err();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const lp_model& m = mm.relaxation();
+  milp_solution out;
+  if (m.num_columns() == 0) {
+    for (int r = 0; r < m.num_rows(); ++r)
+      if (m.row_lower()[r] > 0 || m.row_upper()[r] < 0) {
+        out.outcome = milp_outcome::infeasible;
+        out.seconds = elapsed();
+        return out;
+      }
+    out.has_solution = true;
+    out.seconds = elapsed();
+    return out;
+  }
+  if (s.relaxation_first) {
+    auto r = solve_from_relaxation(mm, s);
+    if (!r) return r.err();
+    if (r.value()) {
+      out = std::move(*r.value());
+      out.seconds = elapsed();
+      return out;
+    }
+  }
+  auto r = solve_with_cbc(mm, s);
+  if (r) r->seconds = elapsed();
+  return r;
 }
 
 }  // namespace tessera

@@ -18,6 +18,7 @@
 /// Threads: solves from several threads are serialised (CBC's command-line driver keeps its
 /// argument reader in process-wide statics); `milp_solution::seconds` includes the wait.
 
+#include <cstddef>
 #include <vector>
 
 #include "runtime/core/result.hpp"
@@ -65,12 +66,25 @@ class milp_model {
   int num_integers() const;
   /// True when column `col` is integral.
   bool is_integer(int col) const { return integer_.at(col) != 0; }
+  /// Marks integer column `col` flexible: the relaxation-first path's rounding neighbourhood
+  /// (milp_settings::relaxation_first) leaves it its own bounds instead of fixing or
+  /// rounding it. For a few columns that the rounding of many others must be able to adjust
+  /// (e.g. how many servers are filled with each pattern).
+  void set_flexible(int col) {
+    if (flexible_.size() <= static_cast<std::size_t>(col)) flexible_.resize(col + 1, 0);
+    flexible_[col] = 1;
+  }
+  /// True when column `col` was marked flexible.
+  bool is_flexible(int col) const {
+    return static_cast<std::size_t>(col) < flexible_.size() && flexible_[col] != 0;
+  }
   /// The model without integrality (bounds, objective, rows, coefficients, sense).
   const lp_model& relaxation() const { return lp_; }
 
  private:
   lp_model lp_;
   std::vector<char> integer_;
+  std::vector<char> flexible_;
 };
 
 /// How to solve.
@@ -99,6 +113,16 @@ struct milp_settings {
   /// models with long capacity rows (Hops' ILP over thousands of window jobs) it takes most
   /// of the solve; off, CBC may return another of several optimal solutions.
   bool preprocess = true;
+  /// Solve the LP relaxation first (CLP's dual simplex) and answer from it when it is enough:
+  /// when its optimum is integral, that is the MILP's optimum; otherwise its rounding
+  /// neighbourhood (integer columns with integral values fixed, fractional ones between
+  /// their floor and ceiling, flexible columns free) is solved as a small MILP, and a
+  /// solution within the gaps of the relaxation's bound (a bound on the MILP's optimum) is
+  /// returned as optimal. Otherwise, or when the relaxation is not optimal, CBC solves the
+  /// whole model. On models whose relaxation is tight this skips CBC's preprocessing, cuts
+  /// and heuristics (Hops' ILP: docs/benchmarks/simulator-scale.md); the answer meets the
+  /// same gaps, but may be another solution than CBC's.
+  bool relaxation_first = false;
 };
 
 /// What a solve produced.
@@ -110,6 +134,9 @@ struct milp_solution {
   std::vector<double> x;  ///< column values; integer columns rounded (if has_solution)
   int nodes = 0;          ///< branch-and-bound nodes explored
   double seconds = 0;     ///< wall time of the solve
+  /// Answered by the relaxation-first path (milp_settings::relaxation_first): the
+  /// relaxation was integral or its rounding neighbourhood held a solution within the gaps.
+  bool from_relaxation = false;
 
   /// True when the solve proved optimality.
   bool optimal() const { return outcome == milp_outcome::optimal; }

@@ -266,3 +266,125 @@ TEST_CASE("milp: the Hops ILP that aborted scaled CBC with probing solves", "[so
   CHECK(r->outcome == milp_outcome::optimal);
   CHECK(r->objective == Approx(-1125.24).epsilon(1e-5));
 }
+
+// ---- relaxation first ----------------------------------------------------------------------
+
+namespace {
+
+/// A random packing MILP: `n` general-integer columns with positive values, `rows` capacity
+/// rows with nonnegative coefficients, and (when `with_flexible`) two flexible integer
+/// columns that buy capacity at a price, as Hops' pattern columns do.
+milp_model random_packing(std::mt19937& rng, int n, int rows, bool with_flexible) {
+  std::uniform_real_distribution<double> value(1, 20), coef(0, 4);
+  milp_model m;
+  m.set_sense(lp_sense::maximize);
+  for (int c = 0; c < n; ++c) m.add_column(0, 1 + rng() % 4, value(rng), rng() % 5 != 0);
+  std::vector<int> flex;
+  if (with_flexible)
+    for (int k = 0; k < 2; ++k) {
+      flex.push_back(m.add_column(0, 3, -value(rng) / 4, true));
+      m.set_flexible(flex.back());
+    }
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::pair<int, double>> row;
+    for (int c = 0; c < n; ++c)
+      if (rng() % 2) row.emplace_back(c, std::floor(coef(rng)));
+    for (int f : flex) row.emplace_back(f, -2.0 * (1 + rng() % 2));
+    m.add_row(-lp_inf, 2 + rng() % 9, row);
+  }
+  return m;
+}
+
+/// True when `x` meets every bound, row and integrality of `m` (within 1e-6).
+bool feasible(const milp_model& mm, const std::vector<double>& x) {
+  const lp_model& m = mm.relaxation();
+  for (int c = 0; c < m.num_columns(); ++c) {
+    if (x[c] < m.column_lower()[c] - 1e-6 || x[c] > m.column_upper()[c] + 1e-6) return false;
+    if (mm.is_integer(c) && std::abs(x[c] - std::round(x[c])) > 1e-6) return false;
+  }
+  std::vector<double> act(m.num_rows(), 0);
+  for (std::size_t k = 0; k < m.num_coefficients(); ++k)
+    act[m.entry_rows()[k]] += m.entry_values()[k] * x[m.entry_columns()[k]];
+  for (int r = 0; r < m.num_rows(); ++r)
+    if (act[r] < m.row_lower()[r] - 1e-6 || act[r] > m.row_upper()[r] + 1e-6) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("milp: relaxation first answers an integral relaxation without CBC", "[solver]") {
+  // A 3 x 3 assignment (its matrix is totally unimodular, so the LP optimum is integral).
+  // Values (9 2 7 / 6 4 3 / 5 8 1); the six permutations by hand: 9+4+1 = 14, 9+3+8 = 20,
+  // 2+6+1 = 9, 2+3+5 = 10, 7+6+8 = 21, 7+4+5 = 16. Optimum 21: rows 0, 1, 2 to columns 2, 0, 1.
+  milp_model m;
+  m.set_sense(lp_sense::maximize);
+  const double v[3][3] = {{9, 2, 7}, {6, 4, 3}, {5, 8, 1}};
+  int col[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) col[i][j] = m.add_binary(v[i][j]);
+  for (int i = 0; i < 3; ++i) {
+    m.add_row(-lp_inf, 1, {{col[i][0], 1}, {col[i][1], 1}, {col[i][2], 1}});
+    m.add_row(-lp_inf, 1, {{col[0][i], 1}, {col[1][i], 1}, {col[2][i], 1}});
+  }
+  milp_settings s;
+  s.relaxation_first = true;
+  auto r = solve_milp(m, s);
+  REQUIRE(r.ok());
+  CHECK(r->from_relaxation);
+  CHECK(r->optimal());
+  CHECK(r->objective == Approx(21));
+  CHECK(r->x[col[0][2]] == 1);
+  CHECK(r->x[col[1][0]] == 1);
+  CHECK(r->x[col[2][1]] == 1);
+}
+
+TEST_CASE("milp: relaxation first falls back to CBC when rounding is not within the gap",
+          "[solver]") {
+  // The knapsack's relaxation (a = c = 1, b = 2/3, value 10.67) rounds to a = c = 1, b = 0:
+  // value 8, 25% under the bound, so CBC solves it: optimum 9 (see knapsack()).
+  milp_settings s;
+  s.relaxation_first = true;
+  auto r = solve_milp(knapsack(), s);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->from_relaxation);
+  CHECK(r->optimal());
+  CHECK(r->objective == Approx(9));
+  // With a 35% gap (of 8) the rounding is good enough, and its bound is the relaxation's.
+  s.relative_gap = 0.35;
+  auto loose = solve_milp(knapsack(), s);
+  REQUIRE(loose.ok());
+  CHECK(loose->from_relaxation);
+  CHECK(loose->objective == Approx(8));
+  CHECK(loose->best_bound == Approx(32.0 / 3));
+}
+
+TEST_CASE("milp: relaxation first is feasible, within the gap and bounds the optimum",
+          "[solver][property]") {
+  std::mt19937 rng(35);
+  int from_relaxation = 0, fallbacks = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const bool flex = trial % 2 == 0;
+    const milp_model m = random_packing(rng, 4 + trial % 13, 1 + trial % 5, flex);
+    milp_settings exact;
+    exact.relative_gap = 0;
+    exact.absolute_gap = 1e-9;
+    auto best = solve_milp(m, exact);
+    REQUIRE(best.ok());
+    REQUIRE(best->optimal());
+    milp_settings s;
+    s.relaxation_first = true;
+    s.relative_gap = 0.02;
+    auto r = solve_milp(m, s);
+    REQUIRE(r.ok());
+    INFO("trial " << trial);
+    REQUIRE(r->has_solution);
+    CHECK(feasible(m, r->x));
+    CHECK(r->objective >= best->objective * (1 - 0.02) - 1e-6);
+    CHECK(r->objective <= best->objective + 1e-6);
+    CHECK(r->best_bound >= best->objective - 1e-6);
+    (r->from_relaxation ? from_relaxation : fallbacks)++;
+  }
+  // Both paths were taken (else this test would not test the neighbourhood).
+  CHECK(from_relaxation > 20);
+  CHECK(fallbacks > 5);
+}
