@@ -11,7 +11,7 @@
 namespace tessera {
 
 using detail::hops_candidate;
-using detail::hops_class_rates;
+using detail::hops_config_set;
 using detail::hops_round_state;
 using detail::hops_server_classes;
 
@@ -38,115 +38,20 @@ void previous_assignments(const snapshot& s, job_index& index,
       if (const std::size_t m = index.find(as.job); m != job_index::npos) prev[m] = &as;
 }
 
-/// Builds the queue entries of step 2: each job's configurations and queue keys.
-class queue_builder {
- public:
-  queue_builder(const snapshot& s, const hops_params& p, hops_server_classes& classes)
-      : s_(s), p_(p), classes_(classes), total_(s.cl->total_gpus()) {}
-
-  /// The entry of job m (`was`: its last-round assignment, or null); false when it has no
-  /// configuration (no estimate anywhere, or too big). A `pin`ned job keeps only its staying
-  /// configurations (and is not pinned when it has none); its queue keys are its whole set's.
-  bool build(std::size_t m, const assignment* was, bool pin, hops_candidate& c) {
-    const job_view& jv = s_.jobs[m];
-    const job& j = *jv.spec;
-    c.m = m;
-    const int was_class = previous_class(was);
-    for (int g : gpu_options(j)) {
-      if (g > total_) continue;
-      if (add_configs(jv, g, was, was_class, c.configs)) c.counts.push_back(g);
-    }
-    if (c.configs.empty()) return false;
-    double best = 0;
-    for (const auto& cf : c.configs) best = std::max(best, cf.throughput);
-    c.lr = latency_ratio(s_.now, jv, j.total_steps / best);
-    c.prio = c.lr + (was ? p_.preempt_margin : 0.0);
-    c.remaining = jv.remaining_steps / best;
-    if (pin) keep_staying(c);
-    c.min_need = c.counts.front();
-    return true;
-  }
-
- private:
-  /// Drops every configuration of `c` but its staying ones, and pins it; nothing when it has
-  /// no staying configuration.
-  static void keep_staying(hops_candidate& c) {
-    std::vector<hops_config> stay;
-    for (const auto& cf : c.configs)
-      if (cf.stay) stay.push_back(cf);
-    if (stay.empty()) return;
-    c.configs = std::move(stay);
-    c.counts.clear();
-    for (const auto& cf : c.configs) c.counts.push_back(cf.gpus);
-    std::sort(c.counts.begin(), c.counts.end());
-    c.counts.erase(std::unique(c.counts.begin(), c.counts.end()), c.counts.end());
-    c.pinned = true;
-  }
-
-  /// The server class of a last-round assignment: -1 none, -2 several.
-  int previous_class(const assignment* was) const {
-    int was_class = -1;
-    if (!was) return was_class;
-    for (const auto& sh : was->shares) {
-      const int k = classes_.class_of(sh.server);
-      if (was_class == -1 || was_class == k)
-        was_class = k;
-      else
-        was_class = -2;  // spanned classes
-    }
-    return was_class;
-  }
-
-  /// Adds the configurations of g GPUs on every class the job may run on: one server when g
-  /// fits one; whole servers plus a remainder when it does not (placement-sensitive jobs only
-  /// when no server holds them); two halves on two servers for low-sensitivity jobs. A
-  /// configuration "stays" when it matches the job's last-round class, GPU count and shape.
-  /// Returns whether any was added.
-  bool add_configs(const job_view& jv, int g, const assignment* was, int was_class,
-                   std::vector<hops_config>& out) {
-    const hops_class_rates& cr = classes_.rates_for(jv.spec->job_type, g);
-    const bool sensitive = cr.sensitivity >= p_.sensitivity_threshold;
-    const auto& classes = classes_.classes();
-    bool any = false;
-    for (std::size_t k = 0; k < classes.size(); ++k) {
-      const int cap = classes[k].capacity;
-      const int n = static_cast<int>(classes[k].servers.size());
-      if (!detail::hops_may_run_on(*s_.cl, jv, classes[k].servers.front())) continue;
-      const bool stays = was && was->gpus() == g && was_class == static_cast<int>(k);
-      if (g <= cap) {
-        if (cr.single[k] > 0) {
-          out.push_back(
-              {static_cast<int>(k), g, 0, {g}, cr.single[k], stays && was->shares.size() == 1});
-          any = true;
-        }
-      } else if (!(sensitive && cr.fits_one_server)) {
-        const int whole = g / cap, rem = g % cap;
-        if (whole + (rem > 0 ? 1 : 0) <= n && cr.multi[k] > 0) {
-          hops_config cf{
-              static_cast<int>(k), g, whole, {}, cr.multi[k], stays && was->shares.size() > 1};
-          if (rem > 0) cf.pieces.push_back(rem);
-          out.push_back(cf);
-          any = true;
-        }
-      }
-      if (!sensitive && p_.split_configs && g >= 2 && g <= cap && n >= 2 && cr.multi[k] > 0) {
-        out.push_back({static_cast<int>(k),
-                       g,
-                       0,
-                       {g - g / 2, g / 2},
-                       cr.multi[k],
-                       stays && was->shares.size() == 2});
-        any = true;
-      }
-    }
-    return any;
-  }
-
-  const snapshot& s_;
-  const hops_params& p_;
-  hops_server_classes& classes_;
-  const int total_;
-};
+/// The queue entry of job m with configuration set `set`: its queue keys.
+hops_candidate candidate(const snapshot& s, const hops_params& p, std::size_t m,
+                         const assignment* was, const hops_config_set* set) {
+  const job_view& jv = s.jobs[m];
+  hops_candidate c;
+  c.m = m;
+  c.set = set;
+  c.pinned = set->pinned;
+  c.lr = latency_ratio(s.now, jv, jv.spec->total_steps / set->best);
+  c.prio = c.lr + (was ? p.preempt_margin : 0.0);
+  c.remaining = jv.remaining_steps / set->best;
+  c.min_need = set->counts.front();
+  return c;
+}
 
 /// Critical jobs (an addition to Hops; option critical_slack): the makespan from now is at
 /// least L = max(drain time of the queue's remaining work over the cluster's GPUs, longest
@@ -193,27 +98,27 @@ std::size_t service_window(const std::vector<hops_candidate>& queue, double wind
 /// critical_weight for critical and pinned jobs (valued at the window's highest LR), times
 /// (G + size_value x GPUs), times 1 + stay_bonus for a configuration that keeps the job's
 /// placement.
-std::vector<std::vector<double>> window_values(const std::vector<hops_candidate>& queue,
-                                               std::size_t window, const hops_params& p) {
+void window_values(const std::vector<hops_candidate>& queue, std::size_t window,
+                   const hops_params& p, std::vector<std::vector<double>>& value) {
   double top_lr = 0;
   for (std::size_t i = 0; i < window; ++i) top_lr = std::max(top_lr, queue[i].lr);
-  std::vector<std::vector<double>> value(window);
+  value.resize(window);  // the rows' storage is reused from round to round
   for (std::size_t i = 0; i < window; ++i) {
     const auto& c = queue[i];
     double slowest = inf;
-    for (const auto& cf : c.configs) slowest = std::min(slowest, cf.throughput);
+    for (const auto& cf : c.configs()) slowest = std::min(slowest, cf.throughput);
     const bool first = c.critical || c.pinned;
     const double lr = first ? top_lr : c.lr;
     // A critical job's speed is the makespan's: weigh it so that its fastest configuration
     // outbids the jobs it displaces there (they still run elsewhere). A pinned job's restart
     // is paid for only if it stays.
     const double boost = first ? critical_weight : 1.0;
+    value[i].clear();
     const double w = boost * std::max(1e-6, std::pow(lr + p.bias, p.lambda));
-    for (const auto& cf : c.configs)
+    for (const auto& cf : c.configs())
       value[i].push_back(w * (cf.throughput / slowest + p.size_value * cf.gpus) *
                          (cf.stay ? 1.0 + p.stay_bonus : 1.0));
   }
-  return value;
 }
 
 /// The round's plan: one assignment per placed queue job, typed when all its servers share a
@@ -249,7 +154,10 @@ double placement_sensitivity(int gpus, double single_rate, double multi_rate) {
 }
 
 hops::hops(std::string name, hops_params p)
-    : name_(std::move(name)), p_(p), classes_(std::make_unique<hops_server_classes>()) {}
+    : name_(std::move(name)),
+      p_(p),
+      classes_(std::make_unique<hops_server_classes>()),
+      sets_(std::make_unique<detail::hops_config_sets>()) {}
 
 hops::~hops() = default;
 
@@ -266,19 +174,18 @@ const server_throughput& hops::throughputs(const snapshot& s) {
   return *fallback_;
 }
 
-bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size_t window,
-                        hops_round_state& st) {
+bool hops::place_by_ilp(std::size_t window, hops_round_state& st) {
   // Built in last_ilp_ (kept for last_ilp()), whose vectors' storage the assignments reuse.
   hops_ilp_input& in = last_ilp_;
   in.classes = classes_->classes();
   in.configs.resize(window);
-  for (std::size_t i = 0; i < window; ++i) in.configs[i] = st.queue[i].configs;
-  in.value = value;
+  for (std::size_t i = 0; i < window; ++i) in.configs[i] = st.queue[i].configs();
   in.group_tolerance = p_.group_tolerance;
   milp_settings ms;
   ms.time_limit_s = p_.ilp_time_limit;
   ms.relative_gap = p_.ilp_gap;
   ms.preprocess = p_.ilp_preprocess;
+  ms.relaxation_first = p_.ilp_relaxation_first;
   auto r = solve_hops_ilp(in, ms);
   stats_.ilp_ran = true;
   if (r) {
@@ -288,6 +195,7 @@ bool hops::place_by_ilp(const std::vector<std::vector<double>>& value, std::size
     stats_.rows = r->rows;
     stats_.integers = r->integers;
     stats_.groups = r->groups;
+    stats_.ilp_from_relaxation = r->solution.from_relaxation;
   }
   if (!r || !r->solution.has_solution) {
     stats_.ilp_fallback = true;
@@ -314,15 +222,21 @@ result<round_plan> hops::plan(const snapshot& s) {
   // 1. Throughputs and server classes (rebuilt for a fallback model, which may sit where an
   //    old one did).
   classes_->refresh(s, throughputs(s), !s.rates);
+  if (classes_->generation() != sets_generation_) {
+    sets_->clear();
+    sets_generation_ = classes_->generation();
+  }
 
   // 2. The queue: configurations, expected run time and latency ratio of every job.
   previous_assignments(s, index_, prev_);
   hops_round_state st;
-  queue_builder builder(s, p_, *classes_);
+  st.queue.reserve(s.jobs.size());
+  const detail::hops_config_sets::params sp{p_.sensitivity_threshold, p_.split_configs};
+  sets_->trim(2 * s.jobs.size() + 1024);
   for (std::size_t m = 0; m < s.jobs.size(); ++m) {
-    hops_candidate c;
-    if (builder.build(m, prev_[m], restarts_.amortising(s.jobs[m], s.now, p_.restart_amortize), c))
-      st.queue.push_back(std::move(c));
+    const bool pin = restarts_.amortising(s.jobs[m], s.now, p_.restart_amortize);
+    if (const auto* set = sets_->get(cl, *classes_, sp, s.jobs[m], prev_[m], pin))
+      st.queue.push_back(candidate(s, p_, m, prev_[m], set));
   }
   for (const auto& c : st.queue)
     stats_.max_latency_ratio = std::max(stats_.max_latency_ratio, c.lr);
@@ -336,10 +250,11 @@ result<round_plan> hops::plan(const snapshot& s) {
   st.previous.assign(st.queue.size(), {});
   for (std::size_t i = 0; i < st.queue.size(); ++i)
     if (const assignment* was = prev_[st.queue[i].m]) st.previous[i] = was->shares;
-  const auto value = window_values(st.queue, window, p_);
+  window_values(st.queue, window, p_, last_ilp_.value);
+  const auto& value = last_ilp_.value;
 
   // 4-5. ILP and packing, else the greedy pass.
-  const bool by_ilp = p_.use_ilp && window > 0 && place_by_ilp(value, window, st);
+  const bool by_ilp = p_.use_ilp && window > 0 && place_by_ilp(window, st);
   st.free_gpus.assign(cl.servers.size(), 0);
   for (const auto& sv : cl.servers) st.free_gpus[sv.id] = sv.gpus;
   for (const auto& v : st.placed)
@@ -372,7 +287,10 @@ std::vector<option_spec> hops_options() {
        "placement-sensitive when one-server / two-server per-GPU throughput is at least this", 1.4,
        1.0, 1000.0},
       {"ilp_time_limit", "seconds CBC may spend on one round's ILP", 2.0, 0.01, 3600.0},
-      {"ilp_gap", "relative optimality gap at which CBC stops", 1e-4, 0.0, 0.5},
+      {"ilp_gap",
+       "relative optimality gap at which the ILP's solve stops (1e-3: a tenth of "
+       "group_tolerance's own bound on the plan)",
+       1e-3, 0.0, 0.5},
       bool_option("ilp_preprocess",
                   "1 = CBC preprocesses each round's ILP (default), 0 = off: 1.2-1.5x faster "
                   "rounds at 2,500-10,000 GPUs, possibly another optimal plan "
@@ -381,6 +299,12 @@ std::vector<option_spec> hops_options() {
       {"stay_bonus",
        "objective bonus (fraction) for keeping a running job on its server class and GPU count",
        0.05, 0.0, 10.0},
+      bool_option("ilp_relaxation_first",
+                  "1 = answer each round's ILP from its LP relaxation and that rounding's "
+                  "neighbourhood when within ilp_gap of the relaxation's bound, else CBC "
+                  "(default; 4x less solve time at 10,000 GPUs, docs/benchmarks/"
+                  "simulator-scale.md), 0 = CBC every round",
+                  true),
       bool_option("fill_fragments", "1 = fill leftover GPUs after the ILP, 0 = off (ablation)",
                   true),
       bool_option("use_ilp",
@@ -424,6 +348,7 @@ std::unique_ptr<policy> make_hops(const std::string& name, const options& o) {
   p.ilp_time_limit = o.get("ilp_time_limit");
   p.ilp_gap = o.get("ilp_gap");
   p.ilp_preprocess = o.flag("ilp_preprocess");
+  p.ilp_relaxation_first = o.flag("ilp_relaxation_first");
   p.stay_bonus = o.get("stay_bonus");
   p.fill_fragments = o.flag("fill_fragments");
   p.use_ilp = o.flag("use_ilp");

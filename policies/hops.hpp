@@ -68,21 +68,32 @@
 ///  `tessera` policy). Without restart costs nothing changes. Without it Hops re-plans every
 ///  job each round and, with Sia's 25-250 s restarts in 60 s rounds, restarted jobs 5,949
 ///  times on Sia's Philly set.
+///  Solving the ILP (option `ilp_relaxation_first`, default 1; an addition): CLP solves its LP
+///  relaxation from a start basis holding each job group's best configuration; an integral
+///  optimum is the plan, else the rounding neighbourhood (integral columns fixed, fractional
+///  ones between floor and ceiling, pattern counts free) is solved exactly, and accepted when
+///  within `ilp_gap` of the relaxation's bound; otherwise CBC solves the whole ILP. At 10,000
+///  GPUs the relaxation answered 15,249 of 15,253 rounds (docs/benchmarks/simulator-scale.md).
+///  `ilp_gap` defaults to 1e-3: the grouped model is itself within group_tolerance (1e-2) of
+///  the per-job optimum, so a tighter gap buys nothing the grouping keeps.
 ///  CBC failing, or stopping without a solution, falls back to a greedy pass in queue order
 ///  (each job's best-valued configuration that fits) before fragment filling.
 ///
 /// Sources: hops.cpp (the round: steps 1-3 and the plan), hops_classes.cpp (server classes and
-/// their cached rates), hops_ilp.hpp (step 4), hops_packing.hpp (step 5; the greedy pass and
-/// fragment filling of step 6 are in hops_packing.cpp); hops_internal.hpp declares what they
-/// share.
+/// their cached rates), hops_queue.cpp (each job's configurations, cached across rounds by
+/// type and last-round placement), hops_ilp.hpp (step 4), hops_packing.hpp (step 5; the
+/// greedy pass and fragment filling of step 6 are in hops_packing.cpp); hops_internal.hpp
+/// declares what they share.
 ///
 /// Complexity per round, M active jobs, W window jobs, K classes, A acceptable counts, P
-/// patterns per class, G job groups (G = W when ungrouped): O(M log M) queue, O(M K A)
-/// throughput look-ups (cached per job type), O(W K A log G) grouping, an ILP with at most
+/// patterns per class, G job groups (G = W when ungrouped): O(M log M) queue, O(M) look-ups
+/// of configuration sets (O(K A) to build one where a job's placement changed), O(W K A log
+/// G) grouping, an ILP with at most
 /// G*K*A*3 + K*P integer columns and G + K*(|D|+1) rows, and O((M + S) S) fragment filling
 /// for S servers.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +110,7 @@
 namespace tessera {
 
 namespace detail {
+class hops_config_sets;
 class hops_server_classes;
 struct hops_round_state;
 }  // namespace detail
@@ -110,8 +122,9 @@ struct hops_params {
   double window = 1.0;                 ///< window fits this multiple of the cluster (0: all)
   double sensitivity_threshold = 1.4;  ///< placement-sensitive at or above this ratio
   double ilp_time_limit = 2.0;         ///< seconds per CBC solve
-  double ilp_gap = 1e-4;               ///< relative gap at which CBC stops
+  double ilp_gap = 1e-3;               ///< relative gap at which the ILP's solve stops
   bool ilp_preprocess = true;          ///< CBC's preprocessing (milp_settings::preprocess)
+  bool ilp_relaxation_first = true;    ///< milp_settings::relaxation_first
   double stay_bonus = 0.05;            ///< objective bonus for keeping a running placement
   bool fill_fragments = true;          ///< run fragment filling
   bool use_ilp = true;                 ///< false: greedy in queue order instead of the ILP
@@ -138,8 +151,9 @@ double placement_sensitivity(int gpus, double single_rate, double multi_rate);
 struct hops_round_stats {
   int active_jobs = 0;
   int window_jobs = 0;
-  bool ilp_ran = false;       ///< the ILP was built and CBC called
-  bool ilp_fallback = false;  ///< CBC failed or found nothing; the greedy pass was used
+  bool ilp_ran = false;              ///< the ILP was built and CBC called
+  bool ilp_fallback = false;         ///< CBC failed or found nothing; the greedy pass was used
+  bool ilp_from_relaxation = false;  ///< answered from the LP relaxation (no full CBC search)
   milp_outcome outcome = milp_outcome::optimal;
   double ilp_seconds = 0;   ///< CBC wall time
   double plan_seconds = 0;  ///< whole plan() wall time
@@ -164,17 +178,17 @@ class hops final : public policy {
   result<round_plan> plan(const snapshot& s) override;
   /// Figures of the last round planned.
   const hops_round_stats& last_round() const { return stats_; }
-  /// The last ILP built (empty before the first, or when the ILP is off).
+  /// The last ILP built (empty before the first; with the ILP off, only its values).
   const hops_ilp_input& last_ilp() const { return last_ilp_; }
 
  private:
   /// Step 1: the executor's throughput model, else one built from the snapshot's per-type
   /// rows.
   const server_throughput& throughputs(const snapshot& s);
-  /// Steps 4-5: the ILP over the first `window` queue jobs (objective `value` per job and
-  /// configuration) and its packing into `st.placed`; false when CBC failed or found nothing.
-  bool place_by_ilp(const std::vector<std::vector<double>>& value, std::size_t window,
-                    detail::hops_round_state& st);
+  /// Steps 4-5: the ILP over the first `window` queue jobs (objective values per job and
+  /// configuration already in last_ilp_.value) and its packing into `st.placed`; false when
+  /// CBC failed or found nothing.
+  bool place_by_ilp(std::size_t window, detail::hops_round_state& st);
 
   std::string name_;
   hops_params p_;
@@ -185,10 +199,13 @@ class hops final : public policy {
   restart_clock restarts_;               ///< when jobs charged a restart (re)started
   std::unique_ptr<server_throughput> fallback_;  ///< when the snapshot carries no rates
   std::unique_ptr<detail::hops_server_classes> classes_;
+  std::unique_ptr<detail::hops_config_sets> sets_;  ///< step 2's configurations, cached
+  std::uint64_t sets_generation_ = 0;  ///< the classes' generation `sets_` was built for
 };
 
 /// Hops' options: lambda, bias, window, sensitivity_threshold, ilp_time_limit, ilp_gap,
-/// ilp_preprocess, stay_bonus, fill_fragments, use_ilp, split_configs.
+/// ilp_preprocess, ilp_relaxation_first, stay_bonus, fill_fragments, use_ilp, split_configs,
+/// preempt_margin, critical_slack, size_value, group_tolerance, restart_amortize.
 std::vector<option_spec> hops_options();
 
 /// Builds Hops named `name` from validated options.

@@ -21,6 +21,7 @@ void hops_server_classes::refresh(const snapshot& s, const server_throughput& rt
   rt_ = &rt;
   rt_version_ = rt.version();
   classes_for_ = s.cl;
+  ++generation_;
   cache_.clear();
   classes_.clear();
   class_of_.assign(s.cl->servers.size(), -1);

@@ -190,6 +190,7 @@ void add_server_row(const hops_ilp_input& in, std::size_t k, const config_column
   std::vector<std::pair<int, double>> row;
   for (std::size_t p = 0; p < cp.patterns.size(); ++p) {
     const int c = m.add_column(0, n_servers, 0, true);
+    m.set_flexible(c);  // the rounding of the configuration columns may need other patterns
     cp.col.push_back(c);
     row.emplace_back(c, 1.0);
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "policies/hops_ilp.hpp"
+#include "runtime/core/id_table.hpp"
 #include "runtime/core/plan.hpp"
 #include "runtime/core/server_throughput.hpp"
 
@@ -51,6 +52,8 @@ class hops_server_classes {
   }
   /// Rates of `gpus` GPUs of `job_type` on every class (cached).
   const hops_class_rates& rates_for(const std::string& job_type, int gpus);
+  /// Counts the rebuilds of the classes: what was derived from them is stale when it moved.
+  std::uint64_t generation() const { return generation_; }
 
  private:
   std::vector<hops_class> classes_;
@@ -58,21 +61,74 @@ class hops_server_classes {
   const server_throughput* rt_ = nullptr;
   std::uint64_t rt_version_ = 0;
   const cluster* classes_for_ = nullptr;
+  std::uint64_t generation_ = 0;
   /// (job type, GPUs) -> per-class rates, cleared when the classes or measurements change.
   std::unordered_map<std::string, std::unique_ptr<hops_class_rates>> cache_;
 };
 
-/// A job in a round's queue, with its configurations and queue keys.
-struct hops_candidate {
-  std::size_t m = 0;      ///< index into snapshot::jobs
-  double lr = 0;          ///< latency ratio
-  double prio = 0;        ///< queue key: lr, plus the margin for a running job
-  double remaining = 0;   ///< remaining steps / best configuration throughput (s)
-  bool critical = false;  ///< makespan-critical (option critical_slack)
-  bool pinned = false;    ///< keeps its placement (option restart_amortize)
+/// A job's configurations (step 2): a function of its type, scale, acceptable GPU counts and
+/// last-round placement key only, so one set serves every job and round with the same.
+struct hops_config_set {
   std::vector<hops_config> configs;
   std::vector<int> counts;  ///< GPU counts with at least one configuration, ascending
-  int min_need = 0;         ///< the smallest of them
+  double best = 0;          ///< the best throughput of the job's whole set (before pinning)
+  bool pinned = false;      ///< only the staying configurations (option restart_amortize)
+};
+
+/// Step 2's configuration sets, kept across rounds: per job, the set of its last look-up and
+/// the placement key it was built for; per distinct (type, scale, GPU counts, placement key),
+/// one set. A round's cost is then a key comparison per job, and building a set only where a
+/// job's placement changed. Cleared when the server classes change (a new cluster or
+/// throughput model).
+class hops_config_sets {
+ public:
+  /// What a set depends on besides the job and the classes.
+  struct params {
+    double sensitivity_threshold = 1.4;
+    bool split_configs = true;
+  };
+  /// Forgets every set.
+  void clear();
+  /// Forgets the per-job entries (not the shared sets) once there are more than `limit`:
+  /// jobs that have left keep theirs until then.
+  void trim(std::size_t limit) {
+    if (jobs_.size() > limit) jobs_ = id_table<job_entry>();
+  }
+  /// The configurations of job `jv` given its last-round assignment `was` (or null), pinned
+  /// to its staying ones when `pin` and it has any; null when it has none (no estimate
+  /// anywhere, or too big for the cluster).
+  const hops_config_set* get(const cluster& cl, hops_server_classes& classes, const params& p,
+                             const job_view& jv, const assignment* was, bool pin);
+
+ private:
+  struct job_entry {
+    const job* spec = nullptr;  ///< the job the entry was made for
+    std::uint64_t key = 0;      ///< its placement key then
+    const hops_config_set* set = nullptr;
+  };
+  /// The shared set for `jv` at placement key `key` (built on a miss).
+  const hops_config_set* intern(const cluster& cl, hops_server_classes& classes, const params& p,
+                                const job_view& jv, const assignment* was, int was_class, bool pin,
+                                std::uint64_t key);
+
+  id_table<job_entry> jobs_;
+  std::unordered_map<std::string, std::unique_ptr<hops_config_set>> sets_;
+  std::string scratch_;
+};
+
+/// A job in a round's queue, with its configurations and queue keys.
+struct hops_candidate {
+  std::size_t m = 0;                     ///< index into snapshot::jobs
+  double lr = 0;                         ///< latency ratio
+  double prio = 0;                       ///< queue key: lr, plus the margin for a running job
+  double remaining = 0;                  ///< remaining steps / best configuration throughput (s)
+  bool critical = false;                 ///< makespan-critical (option critical_slack)
+  bool pinned = false;                   ///< keeps its placement (option restart_amortize)
+  const hops_config_set* set = nullptr;  ///< its configurations (never null in a queue)
+  int min_need = 0;                      ///< the smallest of its GPU counts
+
+  const std::vector<hops_config>& configs() const { return set->configs; }
+  const std::vector<int>& counts() const { return set->counts; }
 };
 
 /// The placements of one round: the queue, each queued job's shares in the last round and

@@ -22,22 +22,41 @@ const std::vector<server_share>& previous_of(const std::vector<std::vector<serve
 
 /// One class's servers during packing, by position in the class.
 struct class_packing {
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
   const hops_class& cls;
-  std::size_t n = 0;                         ///< servers in the class
-  std::unordered_map<int, std::size_t> pos;  ///< server id -> position
-  std::vector<std::size_t> members;          ///< jobs whose chosen configuration is here
-  std::vector<int> used;                     ///< GPUs taken per position
-  std::vector<bool> whole;                   ///< given whole to one job
-  std::vector<std::vector<int>> slots;       ///< free slots of the position's pattern
-  std::vector<bool> has_pattern;             ///< a pattern was assigned to the position
+  std::size_t n = 0;                    ///< servers in the class
+  std::vector<std::size_t> pos_of;      ///< server id -> position (`none`: another class)
+  std::vector<std::size_t> members;     ///< jobs whose chosen configuration is here
+  std::vector<int> used;                ///< GPUs taken per position
+  std::vector<bool> whole;              ///< given whole to one job
+  std::vector<std::vector<int>> slots;  ///< free slots of the position's pattern
+  std::vector<bool> has_pattern;        ///< a pattern was assigned to the position
+  /// Per share size d: no position before first_slot[d] has a free slot of size d (slots
+  /// are only taken, except by give_back, which moves it back), so the first position with
+  /// one is found from there instead of from the class's first server.
+  std::vector<std::size_t> first_slot;
 
   class_packing(const hops_class& c, std::size_t k, const hops_ilp_input& in,
                 const hops_ilp_result& r)
-      : cls(c), n(c.servers.size()), used(n, 0), whole(n, false), slots(n), has_pattern(n) {
-    for (std::size_t q = 0; q < n; ++q) pos[cls.servers[q]] = q;
+      : cls(c),
+        n(c.servers.size()),
+        used(n, 0),
+        whole(n, false),
+        slots(n),
+        has_pattern(n),
+        first_slot(static_cast<std::size_t>(c.capacity) + 1, 0) {
+    int top = -1;
+    for (int sv : cls.servers) top = std::max(top, sv);
+    pos_of.assign(static_cast<std::size_t>(top + 1), none);
+    for (std::size_t q = 0; q < n; ++q) pos_of[cls.servers[q]] = q;
     for (std::size_t i = 0; i < in.configs.size() && i < r.choice.size(); ++i)
       if (r.choice[i] >= 0 && in.configs[i][r.choice[i]].cls == static_cast<int>(k))
         members.push_back(i);
+  }
+
+  /// The position of server `sv` in the class, `none` when it is not in it.
+  std::size_t position(int sv) const {
+    return sv >= 0 && static_cast<std::size_t>(sv) < pos_of.size() ? pos_of[sv] : none;
   }
 
   bool picked(const std::vector<std::size_t>& picks, std::size_t q) const {
@@ -51,6 +70,22 @@ struct class_packing {
     slots[q].erase(it);
     used[q] += d;
     return true;
+  }
+
+  /// Takes a slot of size d on the first position (not given whole) that has one; `none`
+  /// when none has.
+  std::size_t take_first_slot(int d) {
+    std::size_t& q = first_slot[static_cast<std::size_t>(d)];
+    for (; q < n; ++q)
+      if (!whole[q] && take_slot(q, d)) return q;
+    return none;
+  }
+
+  /// Gives back a slot of size d on position q.
+  void return_slot(std::size_t q, int d) {
+    slots[q].push_back(d);
+    used[q] -= d;
+    first_slot[static_cast<std::size_t>(d)] = std::min(first_slot[static_cast<std::size_t>(d)], q);
   }
 };
 
@@ -67,9 +102,9 @@ std::vector<std::size_t> pick_whole_servers(const class_packing& cp,
                                             const std::vector<server_share>& prev, int need) {
   std::vector<std::size_t> picks;
   for (const auto& sh : prev) {
-    auto it = cp.pos.find(sh.server);
-    if (need > 0 && it != cp.pos.end() && !cp.whole[it->second] && !cp.picked(picks, it->second)) {
-      picks.push_back(it->second);
+    const std::size_t q = cp.position(sh.server);
+    if (need > 0 && q != class_packing::none && !cp.whole[q] && !cp.picked(picks, q)) {
+      picks.push_back(q);
       --need;
     }
   }
@@ -118,12 +153,12 @@ std::vector<kept_piece> keep_pieces(const hops_ilp_input& in, const hops_ilp_res
   for (std::size_t i : cp.members) {
     std::vector<int> pieces = in.configs[i][r.choice[i]].pieces.to_vector();
     for (const auto& sh : previous_of(previous, i)) {
-      auto it = cp.pos.find(sh.server);
-      if (it == cp.pos.end() || cp.whole[it->second]) continue;
+      const std::size_t q = cp.position(sh.server);
+      if (q == class_packing::none || cp.whole[q]) continue;
       auto pc = std::find(pieces.begin(), pieces.end(), sh.gpus);
       if (pc == pieces.end()) continue;
-      kept.push_back({i, it->second, sh.gpus});
-      kept_sizes[it->second].push_back(sh.gpus);
+      kept.push_back({i, q, sh.gpus});
+      kept_sizes[q].push_back(sh.gpus);
       pieces.erase(pc);
     }
   }
@@ -205,22 +240,19 @@ void assign_patterns(const std::vector<std::vector<int>>& patterns,
 void give_back(class_packing& cp, const std::vector<std::pair<std::size_t, int>>& taken,
                std::vector<server_share>& shares) {
   for (auto [q, d] : taken) {
-    if (d > 0) {
-      cp.slots[q].push_back(d);
-      cp.used[q] -= d;
-    } else {
+    if (d > 0)
+      cp.return_slot(q, d);
+    else
       cp.used[q] += d;
-    }
   }
   for (const auto& sh : shares) {
-    auto it = cp.pos.find(sh.server);
-    if (it == cp.pos.end()) continue;
-    if (cp.whole[it->second] && sh.gpus == cp.cls.capacity) {
-      cp.whole[it->second] = false;
-      cp.used[it->second] = 0;
+    const std::size_t q = cp.position(sh.server);
+    if (q == class_packing::none) continue;
+    if (cp.whole[q] && sh.gpus == cp.cls.capacity) {
+      cp.whole[q] = false;
+      cp.used[q] = 0;
     } else {
-      cp.used[it->second] -= sh.gpus;
-      cp.slots[it->second].push_back(sh.gpus);
+      cp.return_slot(q, sh.gpus);
     }
   }
   shares.clear();
@@ -236,12 +268,11 @@ void place_job_pieces(class_packing& cp, std::vector<int> pieces,
   std::sort(pieces.begin(), pieces.end(), std::greater<int>());
   for (int d : pieces) {
     bool placed = false;
-    for (std::size_t q = 0; q < cp.n && !placed; ++q)
-      if (!cp.whole[q] && cp.take_slot(q, d)) {
-        got.push_back({cp.cls.servers[q], d});
-        taken.emplace_back(q, d);
-        placed = true;
-      }
+    if (const std::size_t q = cp.take_first_slot(d); q != class_packing::none) {
+      got.push_back({cp.cls.servers[q], d});
+      taken.emplace_back(q, d);
+      placed = true;
+    }
     // Not reachable when the pattern counts come from the ILP; kept for safety: any server
     // with room.
     for (std::size_t q = 0; q < cp.n && !placed; ++q)
@@ -302,14 +333,15 @@ namespace detail {
 std::vector<server_share> normalised_shares(std::vector<server_share> v) {
   std::sort(v.begin(), v.end(),
             [](const server_share& a, const server_share& b) { return a.server < b.server; });
-  std::vector<server_share> out;
+  std::size_t n = 0;  // merged in place: v[0, n) holds the shares so far
   for (const auto& sh : v) {
-    if (!out.empty() && out.back().server == sh.server)
-      out.back().gpus += sh.gpus;
+    if (n > 0 && v[n - 1].server == sh.server)
+      v[n - 1].gpus += sh.gpus;
     else
-      out.push_back(sh);
+      v[n++] = sh;
   }
-  return out;
+  v.resize(n);
+  return v;
 }
 
 bool hops_round_state::on_previous(std::size_t i, int server) const {
@@ -413,7 +445,7 @@ void fill_one(const snapshot& s, hops_server_classes& classes, double threshold,
   const cluster& cl = *s.cl;
   const auto& c = st.queue[i];
   const job_view& jv = s.jobs[c.m];
-  for (auto g = c.counts.rbegin(); g != c.counts.rend(); ++g) {
+  for (auto g = c.counts().rbegin(); g != c.counts().rend(); ++g) {
     if (*g > free_total) continue;
     const hops_class_rates& cr = classes.rates_for(jv.spec->job_type, *g);
     const int best = *g > max_free ? -1 : best_single_server(cl, jv, classes, cr, *g, st, i);
@@ -439,12 +471,12 @@ void hops_greedy_place(const std::vector<hops_class>& classes, std::size_t windo
                        const std::vector<std::vector<double>>& value, hops_round_state& st) {
   for (std::size_t i = 0; i < window; ++i) {
     const auto& c = st.queue[i];
-    std::vector<std::size_t> order(c.configs.size());
+    std::vector<std::size_t> order(c.configs().size());
     for (std::size_t q = 0; q < order.size(); ++q) order[q] = q;
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return value[i][a] > value[i][b]; });
     for (std::size_t q : order) {
-      const auto& cf = c.configs[q];
+      const auto& cf = c.configs()[q];
       std::vector<server_share> got;
       std::vector<int> trial = st.free_gpus;
       if (!fit_config(cf, classes[cf.cls], st, i, trial, got)) continue;

@@ -235,6 +235,33 @@ TEST_CASE("hops: the ILP is optimal against brute force and its packing fits", "
   }
 }
 
+TEST_CASE("hops: the ILP answered from its relaxation is within the gap and fits", "[policies]") {
+  // Hops' default solve (milp_settings::relaxation_first, option ilp_relaxation_first): the
+  // plan's value within the gap of brute force, on the same random instances.
+  std::mt19937 rng(6);
+  milp_settings ms;
+  ms.relaxation_first = true;
+  ms.relative_gap = 0.01;
+  int from_relaxation = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    INFO("trial " << trial);
+    const auto in = random_ilp(rng);
+    auto r = solve_hops_ilp(in, ms);
+    REQUIRE(r);
+    REQUIRE(r->solution.optimal());
+    double obj = 0;
+    for (std::size_t i = 0; i < in.configs.size(); ++i)
+      if (r->choice[i] >= 0) obj += in.value[i][r->choice[i]];
+    CHECK(obj == Approx(r->solution.objective));
+    const double best = brute_force(in);
+    CHECK(obj >= best * (1 - 0.01) - 1e-9);
+    CHECK(r->solution.best_bound >= best - 1e-6);
+    check_packing(in, *r, pack_hops_solution(in, *r, {}));
+    if (r->solution.from_relaxation) ++from_relaxation;
+  }
+  CHECK(from_relaxation > 50);  // the relaxation path answered most of them
+}
+
 TEST_CASE("hops: larger random ILPs respect capacity and one configuration per job", "[policies]") {
   std::mt19937 rng(11);
   milp_settings ms;
