@@ -96,8 +96,7 @@ hops_config_set staying_only(const hops_config_set& full) {
     if (cf.stay) pinned.configs.push_back(cf);
   for (const auto& cf : pinned.configs) pinned.counts.push_back(cf.gpus);
   std::sort(pinned.counts.begin(), pinned.counts.end());
-  pinned.counts.erase(std::unique(pinned.counts.begin(), pinned.counts.end()),
-                      pinned.counts.end());
+  pinned.counts.erase(std::unique(pinned.counts.begin(), pinned.counts.end()), pinned.counts.end());
   pinned.best = full.best;
   pinned.pinned = true;
   return pinned;
@@ -136,14 +135,16 @@ const hops_config_set* hops_config_sets::intern(const cluster& cl, hops_server_c
   put(name, j.scale_factor);
   for (int g : options) put(name, g);
   name += '\x1f';
-  for (const auto& k : classes.classes()) name += hops_may_run_on(cl, jv, k.servers.front()) ? '1' : '0';
+  for (const auto& k : classes.classes())
+    name += hops_may_run_on(cl, jv, k.servers.front()) ? '1' : '0';
   put(name, key);
   auto it = sets_.find(name);
   if (it != sets_.end()) return it->second.get();
   auto full = std::make_unique<hops_config_set>();
   for (int g : options) {
     if (g > cl.total_gpus()) continue;
-    if (add_configs(cl, classes, p, jv, g, was, was_class, full->configs)) full->counts.push_back(g);
+    if (add_configs(cl, classes, p, jv, g, was, was_class, full->configs))
+      full->counts.push_back(g);
   }
   for (const auto& cf : full->configs) full->best = std::max(full->best, cf.throughput);
   if (pin) {
