@@ -79,7 +79,9 @@ struct hops_config_set {
 /// the placement key it was built for; per distinct (type, scale, GPU counts, placement key),
 /// one set. A round's cost is then a key comparison per job, and building a set only where a
 /// job's placement changed. Cleared when the server classes change (a new cluster or
-/// throughput model).
+/// throughput model, or new measurements in it): a job's runnable classes and rates come from
+/// that model, so they stay while it does. An entry made for another job object (a new `job`
+/// for the same id) is rebuilt.
 class hops_config_sets {
  public:
   /// What a set depends on besides the job and the classes.
