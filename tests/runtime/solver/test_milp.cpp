@@ -92,12 +92,16 @@ TEST_CASE("milp: general integers and continuous columns mix", "[solver]") {
 }
 
 TEST_CASE("milp: infeasible and unbounded are outcomes, not errors", "[solver]") {
+  // The same outcomes whether CBC alone or the relaxation-first path solves them.
+  milp_settings st;
+  st.relaxation_first = GENERATE(false, true);
+  INFO("relaxation_first " << st.relaxation_first);
   SECTION("infeasible") {
     // Two binaries cannot sum to 3.
     milp_model m;
     const int a = m.add_binary(1), b = m.add_binary(1);
     m.add_row(3, lp_inf, {{a, 1}, {b, 1}});
-    auto r = solve_milp(m);
+    auto r = solve_milp(m, st);
     REQUIRE(r.ok());
     CHECK(r->outcome == milp_outcome::infeasible);
     CHECK_FALSE(r->has_solution);
@@ -107,7 +111,7 @@ TEST_CASE("milp: infeasible and unbounded are outcomes, not errors", "[solver]")
     milp_model m;
     const int x = m.add_column(0, 1, 1, true);
     m.add_row(1, 1, {{x, 2}});
-    auto r = solve_milp(m);
+    auto r = solve_milp(m, st);
     REQUIRE(r.ok());
     CHECK(r->outcome == milp_outcome::infeasible);
   }
@@ -116,7 +120,7 @@ TEST_CASE("milp: infeasible and unbounded are outcomes, not errors", "[solver]")
     m.set_sense(lp_sense::maximize);
     const int x = m.add_column(0, lp_inf, 1, true);
     m.add_row(0, lp_inf, {{x, 1}});
-    auto r = solve_milp(m);
+    auto r = solve_milp(m, st);
     REQUIRE(r.ok());
     CHECK(r->outcome == milp_outcome::unbounded);
     CHECK_FALSE(r->has_solution);
