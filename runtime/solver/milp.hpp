@@ -121,7 +121,8 @@ struct milp_settings {
   /// returned as optimal. Otherwise, or when the relaxation is not optimal, CBC solves the
   /// whole model. On models whose relaxation is tight this skips CBC's preprocessing, cuts
   /// and heuristics (Hops' ILP: docs/benchmarks/simulator-scale.md); the answer meets the
-  /// same gaps, but may be another solution than CBC's.
+  /// same gaps, but may be another solution than CBC's. The time limit applies to each of
+  /// the three solves (relaxation, neighbourhood, whole model) on its own.
   bool relaxation_first = false;
 };
 
