@@ -45,11 +45,9 @@ hops_candidate candidate(const snapshot& s, const hops_params& p, std::size_t m,
   hops_candidate c;
   c.m = m;
   c.set = set;
-  c.pinned = set->pinned;
   c.lr = latency_ratio(s.now, jv, jv.spec->total_steps / set->best);
   c.prio = c.lr + (was ? p.preempt_margin : 0.0);
   c.remaining = jv.remaining_steps / set->best;
-  c.min_need = set->counts.front();
   return c;
 }
 
@@ -61,7 +59,7 @@ void mark_critical(std::vector<hops_candidate>& queue, int total, double slack) 
   if (!(slack > 0)) return;
   double work = 0, longest = 0;
   for (const auto& c : queue) {
-    work += c.min_need * c.remaining;
+    work += c.min_need() * c.remaining;
     longest = std::max(longest, c.remaining);
   }
   const double bound = std::max(work / std::max(1, total), longest);
@@ -72,7 +70,7 @@ void mark_critical(std::vector<hops_candidate>& queue, int total, double slack) 
 /// queue key descending, then arrival, then id.
 void sort_queue(const snapshot& s, std::vector<hops_candidate>& queue) {
   std::sort(queue.begin(), queue.end(), [&](const hops_candidate& a, const hops_candidate& b) {
-    if (a.pinned != b.pinned) return a.pinned;
+    if (a.pinned() != b.pinned()) return a.pinned();
     if (a.critical != b.critical) return a.critical;
     if (a.critical && a.remaining != b.remaining) return a.remaining > b.remaining;
     if (a.prio != b.prio) return a.prio > b.prio;
@@ -89,7 +87,7 @@ std::size_t service_window(const std::vector<hops_candidate>& queue, double wind
   const double limit = window > 0 ? window * total : inf;
   std::size_t n = 0;
   double need = 0;
-  while (n < queue.size() && need + queue[n].min_need <= limit) need += queue[n++].min_need;
+  while (n < queue.size() && need + queue[n].min_need() <= limit) need += queue[n++].min_need();
   if (n == 0 && !queue.empty()) n = 1;
   return n;
 }
@@ -107,7 +105,7 @@ void window_values(const std::vector<hops_candidate>& queue, std::size_t window,
     const auto& c = queue[i];
     double slowest = inf;
     for (const auto& cf : c.configs()) slowest = std::min(slowest, cf.throughput);
-    const bool first = c.critical || c.pinned;
+    const bool first = c.critical || c.pinned();
     const double lr = first ? top_lr : c.lr;
     // A critical job's speed is the makespan's: weigh it so that its fastest configuration
     // outbids the jobs it displaces there (they still run elsewhere). A pinned job's restart

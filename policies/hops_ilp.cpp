@@ -1,5 +1,7 @@
 #include "policies/hops_ilp.hpp"
 
+#include "policies/hops_internal.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -62,12 +64,6 @@ double job_weight(const std::vector<double>& v) {
   return w;
 }
 
-/// Appends the bytes of `x` to `key`.
-template <class T>
-void put(std::string& key, T x) {
-  key.append(reinterpret_cast<const char*>(&x), sizeof x);
-}
-
 /// A job's shape: its configurations and its value vector over its weight (each value
 /// rounded to 1e-9 of the weight), as bytes into `key` (its storage reused): two jobs have
 /// the same key exactly when those fields are equal.
@@ -76,13 +72,13 @@ void shape_key(const std::vector<hops_config>& cfs, const std::vector<double>& v
   key.clear();
   for (std::size_t c = 0; c < cfs.size(); ++c) {
     const auto& cf = cfs[c];
-    put(key, cf.cls);
-    put(key, cf.gpus);
-    put(key, cf.whole_servers);
-    put(key, static_cast<char>(cf.stay));
-    put(key, static_cast<char>(cf.pieces.size()));
-    for (int d : cf.pieces) put(key, d);
-    put(key, static_cast<long long>(std::llround(v[c] / w * 1e9)));
+    detail::append_bytes(key, cf.cls);
+    detail::append_bytes(key, cf.gpus);
+    detail::append_bytes(key, cf.whole_servers);
+    detail::append_bytes(key, static_cast<char>(cf.stay));
+    detail::append_bytes(key, static_cast<char>(cf.pieces.size()));
+    for (int d : cf.pieces) detail::append_bytes(key, d);
+    detail::append_bytes(key, static_cast<long long>(std::llround(v[c] / w * 1e9)));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,14 @@
 #include "runtime/core/server_throughput.hpp"
 
 namespace tessera::detail {
+
+/// Appends the bytes of `x` to `key` (hash keys made of fields).
+template <class T>
+void append_bytes(std::string& key, const T& x) {
+  char b[sizeof x];
+  std::memcpy(b, &x, sizeof x);
+  key.append(b, sizeof x);
+}
 
 /// Merges shares on the same server and sorts them by server id, so that an unchanged
 /// placement compares equal to the previous round's.
@@ -125,12 +134,14 @@ struct hops_candidate {
   double prio = 0;                       ///< queue key: lr, plus the margin for a running job
   double remaining = 0;                  ///< remaining steps / best configuration throughput (s)
   bool critical = false;                 ///< makespan-critical (option critical_slack)
-  bool pinned = false;                   ///< keeps its placement (option restart_amortize)
   const hops_config_set* set = nullptr;  ///< its configurations (never null in a queue)
-  int min_need = 0;                      ///< the smallest of its GPU counts
 
   const std::vector<hops_config>& configs() const { return set->configs; }
   const std::vector<int>& counts() const { return set->counts; }
+  /// Keeps its placement (option restart_amortize): its set is its staying configurations.
+  bool pinned() const { return set->pinned; }
+  /// The smallest of its GPU counts.
+  int min_need() const { return set->counts.front(); }
 };
 
 /// The placements of one round: the queue, each queued job's shares in the last round and

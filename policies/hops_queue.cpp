@@ -3,7 +3,6 @@
 // (type, scale, GPU counts, runnable classes, last-round placement key) and reused across
 // jobs and rounds.
 #include <algorithm>
-#include <cstring>
 
 #include "policies/hops_internal.hpp"
 
@@ -33,14 +32,6 @@ std::uint64_t placement_key(const assignment* was, int was_class, bool pin) {
   const auto cls = static_cast<std::uint64_t>(static_cast<std::uint32_t>(was_class + 2));
   const auto gpus = static_cast<std::uint64_t>(static_cast<std::uint32_t>(was->gpus()));
   return (pin ? 1 : 0) | 2 | shares << 2 | (cls & 0xFFFFF) << 4 | (gpus & 0xFFFFFFFF) << 24;
-}
-
-/// Appends the bytes of `x` to `key`.
-template <class T>
-void put(std::string& key, T x) {
-  char b[sizeof x];
-  std::memcpy(b, &x, sizeof x);
-  key.append(b, sizeof x);
 }
 
 /// Adds the configurations of g GPUs on every class the job may run on: one server when g
@@ -132,17 +123,18 @@ const hops_config_set* hops_config_sets::intern(const cluster& cl, hops_server_c
   std::string& name = scratch_;
   name = j.job_type;
   name += '\x1f';
-  put(name, j.scale_factor);
-  for (int g : options) put(name, g);
+  append_bytes(name, j.scale_factor);
+  for (int g : options) append_bytes(name, g);
   name += '\x1f';
   for (const auto& k : classes.classes())
     name += hops_may_run_on(cl, jv, k.servers.front()) ? '1' : '0';
-  put(name, key);
+  append_bytes(name, key);
   auto it = sets_.find(name);
   if (it != sets_.end()) return it->second.get();
   auto full = std::make_unique<hops_config_set>();
+  const int total = cl.total_gpus();
   for (int g : options) {
-    if (g > cl.total_gpus()) continue;
+    if (g > total) continue;
     if (add_configs(cl, classes, p, jv, g, was, was_class, full->configs))
       full->counts.push_back(g);
   }

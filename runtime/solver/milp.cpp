@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -187,10 +188,14 @@ void take_solution(const milp_model& mm, std::vector<double> x, milp_solution& o
   out.has_solution = true;
 }
 
-/// CBC's log off.
-void silence(CbcModel& model) {
-  model.setLogLevel(0);
-  model.messageHandler()->setLogLevel(0);
+/// A CBC model of `mm` (CBC clones the solver it is handed), its log off.
+std::unique_ptr<CbcModel> cbc_model(const milp_model& mm) {
+  OsiClpSolverInterface si;
+  load_into(mm, si);
+  auto model = std::make_unique<CbcModel>(si);
+  model->setLogLevel(0);
+  model->messageHandler()->setLogLevel(0);
+  return model;
 }
 
 /// Solves the whole model with CBC (`solve_milp` without the relaxation-first path); the
@@ -201,10 +206,8 @@ result<milp_solution> solve_with_cbc(const milp_model& mm, const milp_settings& 
   const double sign = m.sense() == lp_sense::maximize ? -1.0 : 1.0;  // CBC minimises
   milp_solution out;
   try {
-    OsiClpSolverInterface si;
-    load_into(mm, si);
-    CbcModel model(si);
-    silence(model);
+    const auto owned = cbc_model(mm);
+    CbcModel& model = *owned;
     // CBC's standard cuts and heuristics, as its command-line solver runs them; the parameter
     // store is local to this call, the driver's argument reader is not (see the lock).
     CbcSolverUsefulData data;
@@ -304,10 +307,8 @@ result<milp_solution> solve_small(const milp_model& mm, const milp_settings& s) 
   const int nc = mm.num_columns();
   milp_solution out;
   try {
-    OsiClpSolverInterface si;
-    load_into(mm, si);
-    CbcModel model(si);
-    silence(model);
+    const auto owned = cbc_model(mm);
+    CbcModel& model = *owned;
     model.setMaximumNodes(10000);
     if (s.time_limit_s > 0) model.setMaximumSeconds(s.time_limit_s);
     model.setAllowableGap(0);
