@@ -92,6 +92,14 @@ std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& 
   return order;
 }
 
+double tessera_fit_floor(const job_view& jv, double now, const tessera_params& p) {
+  const double best = hare_best_rate(jv);
+  if (!(p.min_fit > 0) || !(jv.restart_seconds > 0) || !(best > 0)) return 0;
+  if (p.fit_patience > 0 && latency_ratio(now, jv, jv.spec->total_steps / best) >= p.fit_patience)
+    return 0;
+  return p.min_fit * best;
+}
+
 bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain, double eff_now,
                        double eff_next) {
   if (!(r_new > 0) || copies < 1) return false;
@@ -115,7 +123,10 @@ class tessera_policy final : public policy {
     for (const std::size_t i : order) {
       if (filler.free_total() == 0) break;
       if (kept[i]) continue;  // placed where it was, not forked
-      const double step = filler.place(i);
+      const double floor = tessera_fit_floor(s.jobs[i], s.now, p_);
+      const double step = floor > 0
+                              ? filler.place(i, 0, {}, [floor](double t) { return t * floor <= 1; })
+                              : filler.place(i);
       if (step > 0 && step < std::numeric_limits<double>::infinity()) rate[i] = 1.0 / step;
     }
     fork(s, order, filler, std::move(rate));
@@ -250,6 +261,14 @@ std::vector<option_spec> tessera_policy_options() {
                   "task per GPU, keeps them (it could not run faster elsewhere); 0: it competes "
                   "again once its restart is amortised",
                   false),
+      {"min_fit",
+       "a job the executor charges a restart starts only on a placement of at least this x its "
+       "best step rate (it is kept there a while); 0: any placement",
+       0.3, 0, 1},
+      {"fit_patience",
+       "the fit floor no longer applies once the job's latency ratio (wait / run time at its "
+       "best rate) reaches this; 0: it always applies",
+       10.0, 0, 1e6},
   };
 }
 
@@ -269,6 +288,8 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.by_remaining = o.flag("by_remaining");
   p.restart_amortize = o.get("restart_amortize");
   p.sticky = o.flag("sticky");
+  p.min_fit = o.get("min_fit");
+  p.fit_patience = o.get("fit_patience");
   return make_tessera_policy(name, p);
 }
 

@@ -33,6 +33,15 @@
 ///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
 ///     tasks per GPU when that is faster; option `relaxed`, default 1; 0 keeps one task per
 ///     GPU).
+///     Fit floor (option `min_fit` f, default 0.3; 0 = off): a job the executor charges a
+///     restart (R > 0) takes a placement only when its step rate is at least f x its best
+///     rate (its throughput on its fastest type); else it waits this round. Step 0 keeps a
+///     started job for a x R seconds, so a poor placement taken now would hold it there: on
+///     Sia's workloads BERT ran on T4s at a twelfth of its A100 rate and ImageNet jobs ten
+///     tasks to one GPU. Patience (option `fit_patience` q, default 10): the floor no longer
+///     applies once the job's latency ratio wait / (total steps / best rate) reaches q, so
+///     no job waits for ever for a fit the cluster cannot give. R = 0 (Gavel's simulator,
+///     the runtime): no floor, plans as before.
 ///  3. Forking (option `max_copies`, default 3, 1 = off; never more than snapshot::copy_limit):
 ///     while GPUs are free, jobs in the same order, round robin, may add one more copy on
 ///     servers their other copies do not use, placed by the same rule. A copy is added only
@@ -89,6 +98,8 @@ struct tessera_params {
   bool by_remaining = true;     ///< normal class by least remaining work, not least service
   double restart_amortize = 8;  ///< a restarted job keeps its GPUs for this x its restart time
   bool sticky = false;          ///< a restarted job at its best keeps its GPUs (step 0)
+  double min_fit = 0.3;         ///< a job charged restarts starts at >= this x its best rate
+  double fit_patience = 10;     ///< ... until its latency ratio reaches this
 };
 
 /// The job classes of step 1, highest first.
@@ -104,8 +115,13 @@ std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& 
 bool tessera_fork_pays(double r_sum, double r_new, int copies, double fork_gain, double eff_now,
                        double eff_next);
 
+/// The least step rate at which step 2 places copy 0 of `jv` (the fit floor: min_fit x its
+/// best rate while it is charged restarts and its latency ratio at `now` is below
+/// fit_patience; 0 otherwise).
+double tessera_fit_floor(const job_view& jv, double now, const tessera_params& p);
+
 /// `tessera`'s options: relaxed, lr_guard, ftf_guard, critical_share, max_copies, fork_gain,
-/// by_remaining, fork_lr_cap, restart_amortize, sticky.
+/// by_remaining, fork_lr_cap, restart_amortize, sticky, min_fit, fit_patience.
 std::vector<option_spec> tessera_policy_options();
 /// Builds `tessera` named `name` from validated options.
 std::unique_ptr<policy> make_tessera(const std::string& name, const options& o);

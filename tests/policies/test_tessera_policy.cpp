@@ -423,3 +423,116 @@ TEST_CASE("tessera: with sticky, a job charged restarts keeps its GPUs while the
     for (int r = 1; r < 16; ++r) CHECK(holders[r] == (restart > 0 ? 0 : 1));
   }
 }
+
+TEST_CASE(
+    "tessera: the fit floor is min_fit x the best rate, for jobs charged restarts, until "
+    "the patience runs out",
+    "[policies][tessera]") {
+  // 1000 steps, 4 steps/s on its best type: an expected run time of 250 s, so a latency ratio
+  // of 10 (the default patience) after 2,500 s of waiting.
+  const std::vector<job> jobs = {make_job(0, "m", 1, 1000, 0)};
+  const cluster cl = fast1_slow1();
+  auto s = make_snapshot(cl, jobs, {{4.0, 1.0}}, 2499);
+  const tessera_params p;
+  CHECK(tessera_fit_floor(s.jobs[0], s.now, p) == 0);  // no restart charged: no floor
+  s.jobs[0].restart_seconds = 100;
+  CHECK(tessera_fit_floor(s.jobs[0], s.now, p) == Approx(0.3 * 4));
+  CHECK(tessera_fit_floor(s.jobs[0], 2501, p) == 0);  // waited 10 x 250 s: any placement
+  s.jobs[0].run_time = 100;                           // 100 s of run time is not waiting
+  CHECK(tessera_fit_floor(s.jobs[0], 2501, p) == Approx(1.2));
+  tessera_params off = p;
+  off.min_fit = 0;
+  CHECK(tessera_fit_floor(s.jobs[0], s.now, off) == 0);
+  off = p;
+  off.fit_patience = 0;  // no patience: the floor always applies
+  CHECK(tessera_fit_floor(s.jobs[0], 1e9, off) == Approx(1.2));
+}
+
+TEST_CASE("tessera: a job charged restarts waits rather than start below its fit floor",
+          "[policies][tessera]") {
+  // fast1_slow1 (4 and 1 steps/s): job 0 (less remaining work) takes the fast GPU; the slow
+  // one would run job 1 at 1/4 of its best rate, under the floor of 0.3: it waits. Without a
+  // restart cost, or at min_fit 0.25, or once it has waited 10 x its 2,500 s, it runs there.
+  const cluster cl = fast1_slow1();
+  const std::vector<job> jobs = {make_job(0, "m", 1, 1000, 0), make_job(1, "m", 1, 1e4, 0)};
+  tessera_params p;
+  p.max_copies = 1;
+  const auto placed = [&](double restart, double now, const tessera_params& q) {
+    auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, now);
+    for (auto& v : s.jobs) v.restart_seconds = restart;
+    auto plan = make_tessera_policy("tessera", q)->plan(s);
+    REQUIRE(plan);
+    REQUIRE(server_of(plan.value()).at(0) == 0);
+    return server_of(plan.value()).count(1) == 1;
+  };
+  CHECK_FALSE(placed(100, 0, p));
+  CHECK_FALSE(placed(100, 24999, p));
+  CHECK(placed(100, 25001, p));
+  CHECK(placed(0, 0, p));
+  tessera_params lower = p;
+  lower.min_fit = 0.25;
+  CHECK(placed(100, 0, lower));
+}
+
+namespace {
+
+/// Checks that every copy 0 in every plan runs at least at its job's fit floor
+/// (tessera_fit_floor with the default settings), and counts the rounds in which a job under
+/// a floor waited while GPUs it could use stood free.
+class fit_checker final : public policy {
+ public:
+  explicit fit_checker(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
+  result<round_plan> plan(const snapshot& s) override {
+    auto p = inner_->plan(s);
+    if (!p) return p;
+    std::vector<int> used(s.cl->servers.size(), 0);
+    for (const auto& as : p->assignments)
+      for (const auto& sh : as.shares) used[sh.server] += sh.gpus;
+    for (const auto& jv : s.jobs) {
+      std::vector<const assignment*> parts;
+      for (const auto& as : p->assignments)
+        if (as.job == jv.spec->id && as.copy == 0) parts.push_back(&as);
+      const double floor = tessera_fit_floor(jv, s.now, tessera_params{});
+      if (!parts.empty()) {
+        REQUIRE(s.rates);
+        CHECK(split_rate(*s.rates, *jv.spec, parts) >= floor * (1 - 1e-9));
+        continue;
+      }
+      bool free_usable = false;
+      for (const auto& sv : s.cl->servers)
+        free_usable |= used[sv.id] < sv.gpus && split_runs_on(s, jv, sv.id);
+      if (free_usable && floor > 0) ++waited_for_fit;
+    }
+    return p;
+  }
+  int waited_for_fit = 0;
+
+ private:
+  std::unique_ptr<policy> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("tessera: with restart costs, every start is at its fit floor and every job finishes",
+          "[policies][tessera][property]") {
+  std::mt19937 rng(2207);
+  int waited = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    auto in = random_instance(rng);
+    INFO("trial " << trial);
+    auto made = make_policy("tessera");
+    REQUIRE(made);
+    fit_checker pol(std::move(made.value()));
+    sim_config cfg;
+    cfg.round_length = 60;
+    cfg.restart_cost = 30;
+    auto r = simulate(in.cl, in.table, in.jobs, pol, cfg);
+    REQUIRE(r);
+    CHECK(r->complete);  // the patience bounds every wait for a fit
+    for (const auto& j : r->jobs) CHECK(j.steps_done == Approx(j.total_steps));
+    waited += pol.waited_for_fit;
+  }
+  CHECK(waited > 0);  // the floor held some job back somewhere
+}
