@@ -18,7 +18,12 @@
 ///   the executor's restart time for it) keeps its type (x = 1 there);
 /// - objective, p < 0: minimise sum x (A - lambda_n); p > 0: maximise it (lambda_n is Sia's
 ///   penalty for leaving a job without GPUs, so every job that fits is worth placing).
-/// CBC solves it (runtime/solver/milp.hpp); the shared mechanism places each chosen job on
+/// The program is a multiple-choice knapsack with one capacity per GPU type: it is solved
+/// exactly by dynamic programming over the types' free GPU counts
+/// (runtime/solver/choice_knapsack.hpp) while (jobs + 1) x states stays within `dp_cells`
+/// (Sia's 64 GPUs of three types: 10,625 states), else by CBC to Sia's gap
+/// (runtime/solver/milp.hpp). Ties in the exact program go to the job that arrived first;
+/// CBC's are an accident of its search. The shared mechanism places each chosen job on
 /// servers of its type.
 ///
 /// Reproduced from Sia's simulator (sia.py, rigid jobs; artifact commit aaf7a0d): the
@@ -32,6 +37,7 @@
 /// move within a type (here: a change of type, or a resume after a pause).
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "policies/gavel_family.hpp"
@@ -54,6 +60,9 @@ struct sia_settings {
   /// running job for a waiting one round after round, each swap costing a restart
   /// (docs/benchmarks/sia.md, "Ties").
   bool stay_tie_break = true;
+  /// Most cells, (jobs with a type + 1) x GPU-count states, for the exact dynamic program;
+  /// larger programs, or 0, go to CBC.
+  double dp_cells = 4194304;
 };
 
 /// Sia's rigid-job allocation: one GPU type or none per job, every round.
@@ -73,22 +82,33 @@ class sia_policy final : public allocation_policy {
     int restarts = 0;       ///< starts after the first
     double started = 0;     ///< when it last (re)started (s)
   };
-  /// One (job, type) column of the program.
+  /// One (job, type) choice of the program: its cost, whether the job must take it (its
+  /// restart is under way) and its MILP column (set by build).
   struct candidate {
     int job = 0, type = 0, column = 0;
+    double cost = 0;
+    bool keep = false;
   };
   void observe(const snapshot& s);
-  /// The round's program over throughputs `t`; `keep_restarting` false frees the jobs whose
-  /// restart is under way (the fallback when keeping them all does not fit). `cands` gets
-  /// the columns.
-  milp_model build(const snapshot& s, const matrix& t, bool keep_restarting,
-                   std::vector<candidate>& cands) const;
+  /// The round's choices over throughputs `t`, by job (in s.jobs' order), then type;
+  /// `keep_restarting` false frees the jobs whose restart is under way (the fallback when
+  /// keeping them all does not fit).
+  std::vector<candidate> candidates(const snapshot& s, const matrix& t, bool keep_restarting) const;
+  /// Solves the program over `cands`: per candidate whether it is taken; empty when the kept
+  /// jobs do not fit.
+  result<std::vector<char>> choose(const snapshot& s, const std::vector<candidate>& cands) const;
+  /// choose() by the exact dynamic program; nullopt when it is above `dp_cells`.
+  std::optional<std::vector<char>> choose_exact(const snapshot& s,
+                                                const std::vector<candidate>& cands) const;
+  /// The program as a MILP, one binary per candidate (sets their columns).
+  milp_model build(const snapshot& s, std::vector<candidate>& cands) const;
 
   sia_settings s_;
   std::map<job_id, job_state> jobs_;
 };
 
-/// Options of sia (p, lambda_n, restart_penalty, ilp_time_limit, ilp_gap, stay_tie_break).
+/// Options of sia (p, lambda_n, restart_penalty, ilp_time_limit, ilp_gap, dp_cells,
+/// stay_tie_break).
 std::vector<option_spec> sia_options();
 
 /// Builds sia from validated options.

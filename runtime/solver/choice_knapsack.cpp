@@ -12,9 +12,9 @@ constexpr std::int64_t unreachable = std::int64_t{1} << 62;
 
 /// The capacity states in mixed radix: resource r is digit r, of base capacity[r] + 1.
 struct state_space {
-  std::vector<int> cap;             ///< capacity per resource (>= 0)
-  std::vector<std::int64_t> stride; ///< index step of one unit of resource r
-  std::int64_t size = 1;            ///< states, saturating at INT64_MAX
+  std::vector<int> cap;              ///< capacity per resource (>= 0)
+  std::vector<std::int64_t> stride;  ///< index step of one unit of resource r
+  std::int64_t size = 1;             ///< states, saturating at INT64_MAX
 };
 
 state_space make_space(const std::vector<int>& capacity) {
@@ -53,9 +53,7 @@ void stage(const state_space& sp, const std::vector<std::vector<int>>& digit, co
 
 }  // namespace
 
-std::int64_t choice_states(const std::vector<int>& capacity) {
-  return make_space(capacity).size;
-}
+std::int64_t choice_states(const std::vector<int>& capacity) { return make_space(capacity).size; }
 
 choice_solution solve_choice_knapsack(const std::vector<int>& capacity,
                                       const std::vector<choice_item>& items,

@@ -56,42 +56,61 @@ double best_by_enumeration(const snapshot& s, const sia_settings& set) {
 
 TEST_CASE("sia: each round's choice is optimal and feasible on random small clusters",
           "[sia][policies]") {
-  std::mt19937 rng(7);
-  const sia_settings set;
-  for (int trial = 0; trial < 60; ++trial) {
-    auto in = random_instance(rng, instance_limits{4, 6, 1000});
-    std::vector<std::vector<double>> tput;
-    for (const auto& j : in.jobs) {
-      std::vector<double> row;
-      for (const auto& t : in.cl.types)
-        row.push_back(t.gpus >= j.scale_factor && rng() % 5
-                          ? *in.table.isolated(t.name, {j.job_type, j.scale_factor})
-                          : 0.0);
-      tput.push_back(row);
-    }
-    const auto s = make_snapshot(in.cl, in.jobs, tput, 100);
-    sia_policy p(set);
-    auto a = p.allocate(s);
-    REQUIRE(a);
-    INFO("trial " << trial);
-    std::vector<int> used(in.cl.types.size(), 0);
-    double total = 0;
-    for (std::size_t m = 0; m < in.jobs.size(); ++m) {
-      int chosen = 0;
-      for (std::size_t c = 0; c < in.cl.types.size(); ++c) {
-        const double x = a->x[m][c];
-        REQUIRE((x == 0.0 || x == 1.0));
-        if (x == 0) continue;
-        ++chosen;
-        REQUIRE(tput[m][c] > 0);
-        used[c] += in.jobs[m].scale_factor;
-        total += cost(s, static_cast<int>(m), static_cast<int>(c), set);
+  // Both solvers: the exact dynamic program (the default) and CBC (dp_cells 0).
+  for (const double dp_cells : {sia_settings{}.dp_cells, 0.0}) {
+    std::mt19937 rng(7);
+    sia_settings set;
+    set.dp_cells = dp_cells;
+    set.ilp_gap = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+      auto in = random_instance(rng, instance_limits{4, 6, 1000});
+      std::vector<std::vector<double>> tput;
+      for (const auto& j : in.jobs) {
+        std::vector<double> row;
+        for (const auto& t : in.cl.types)
+          row.push_back(t.gpus >= j.scale_factor && rng() % 5
+                            ? *in.table.isolated(t.name, {j.job_type, j.scale_factor})
+                            : 0.0);
+        tput.push_back(row);
       }
-      REQUIRE(chosen <= 1);
+      const auto s = make_snapshot(in.cl, in.jobs, tput, 100);
+      sia_policy p(set);
+      auto a = p.allocate(s);
+      REQUIRE(a);
+      INFO("trial " << trial);
+      std::vector<int> used(in.cl.types.size(), 0);
+      double total = 0;
+      for (std::size_t m = 0; m < in.jobs.size(); ++m) {
+        int chosen = 0;
+        for (std::size_t c = 0; c < in.cl.types.size(); ++c) {
+          const double x = a->x[m][c];
+          REQUIRE((x == 0.0 || x == 1.0));
+          if (x == 0) continue;
+          ++chosen;
+          REQUIRE(tput[m][c] > 0);
+          used[c] += in.jobs[m].scale_factor;
+          total += cost(s, static_cast<int>(m), static_cast<int>(c), set);
+        }
+        REQUIRE(chosen <= 1);
+      }
+      for (std::size_t c = 0; c < in.cl.types.size(); ++c) REQUIRE(used[c] <= in.cl.types[c].gpus);
+      CHECK(total == Approx(best_by_enumeration(s, set)).margin(1e-9));
     }
-    for (std::size_t c = 0; c < in.cl.types.size(); ++c) REQUIRE(used[c] <= in.cl.types[c].gpus);
-    CHECK(total == Approx(best_by_enumeration(s, set)).margin(1e-9));
   }
+}
+
+TEST_CASE("sia: in the exact program a tie between waiting jobs goes to the first to arrive",
+          "[sia][policies]") {
+  // One 2-GPU type, three identical 2-GPU jobs that never ran, listed out of arrival order:
+  // the one that arrived first (job 2, at 10 s) gets the GPUs.
+  const cluster cl = make_cluster({{0, "s", "k80", 0, 2, 1.0}});
+  const std::vector<job> jobs = {make_job(0, "a", 2, 1e6, 30), make_job(1, "a", 2, 1e6, 20),
+                                 make_job(2, "a", 2, 1e6, 10)};
+  sia_policy p({});
+  auto a = p.allocate(make_snapshot(cl, jobs, {{1.0}, {1.0}, {1.0}}, 60));
+  REQUIRE(a);
+  CHECK(a->x[2][0] == 1.0);
+  CHECK(a->x[0][0] + a->x[1][0] == 0.0);
 }
 
 TEST_CASE("sia: the job that gains most from the fast type gets it", "[sia][policies]") {
