@@ -8,7 +8,8 @@ its GPU count and batch size: a `category` column of `rigid` is added to a copy)
   lambda_n = 1.1, lambda_a = 0.01, 60 s rounds) and its Gavel baseline (Gavel's
   max_sum_throughput_perf, 360 s rounds, as its run_experiment.sh);
 - tessera simulate on the imported trace and table (config/sia_64.toml, Sia's restart
-  seconds per application) with `sia` at 60 s rounds and `max_sum_throughput_perf` at 360 s.
+  seconds per application) with `sia` at 60 s rounds (its exact program; `sia_cbc`: on CBC,
+  beside the same run of Sia's) and `max_sum_throughput_perf` at 360 s.
 Each finished cell is kept as JSON under WORK, so a rerun only runs what is left.
 """
 import argparse
@@ -22,10 +23,15 @@ import time
 
 from sweep_table import percentile
 
-POLICIES = {  # name: (Sia's arguments, tessera policy, round length)
-    "sia": (["--policy=sia", "--policy_p_val=-0.5", "--mip_lambda_a=0.01", "--mip_lambda_n=1.1",
-             "--interval=60", "--project_throughput", "--share_max_replicas"], "sia", 60),
-    "gavel": (["--policy=gavel", "--interval=360"], "max_sum_throughput_perf", 360),
+SIA_ARGS = ["--policy=sia", "--policy_p_val=-0.5", "--mip_lambda_a=0.01", "--mip_lambda_n=1.1",
+            "--interval=60", "--project_throughput", "--share_max_replicas"]
+# name: (Sia's run (its arguments' cache name), Sia's arguments, tessera policy, round length,
+# tessera's policy arguments). sia_cbc: tessera's `sia` on CBC (its ties broken by CBC's
+# search), beside the same Sia run.
+POLICIES = {
+    "sia": ("sia", SIA_ARGS, "sia", 60, []),
+    "sia_cbc": ("sia", SIA_ARGS, "sia", 60, ["--policy-arg", "dp_cells=0"]),
+    "gavel": ("gavel", ["--policy=gavel", "--interval=360"], "max_sum_throughput_perf", 360, []),
 }
 
 
@@ -63,6 +69,7 @@ def last_restarts(log):
 
 def run_sia(a, policy, rigid, name):
     """Sia's simulator on one workload: its JCT per job and wall seconds."""
+    policy = POLICIES[policy][0]  # sia_cbc shares sia's run
     out = os.path.join(a.work, "sia", f"{name}-{policy}.json")
     if os.path.exists(out):
         return json.load(open(out))
@@ -71,7 +78,7 @@ def run_sia(a, policy, rigid, name):
     start = time.time()
     with open(stdout, "w") as f:
         rc = subprocess.call([a.python, "multi_simulator.py", os.path.abspath(rigid)] +
-                             POLICIES[policy][0] + [f"--output={log}"], cwd=a.sim_dir, stdout=f,
+                             POLICIES[policy][1] + [f"--output={log}"], cwd=a.sim_dir, stdout=f,
                              stderr=subprocess.STDOUT)
     wall = time.time() - start
     jcts = None
@@ -94,11 +101,11 @@ def run_tessera(a, policy, trace, table, restarts, name, names):
     if os.path.exists(out):
         return json.load(open(out))
     jobs_csv = out[:-5] + ".csv"
-    pol, round_length = POLICIES[policy][1], POLICIES[policy][2]
+    _, _, pol, round_length, extra = POLICIES[policy]
     start = time.time()
     subprocess.check_call([a.tessera, "simulate", "-q", "--trace", trace, "--cluster", a.cluster,
                            "--throughputs", table, "--restart-costs", restarts, "--policy", pol,
-                           "--round-length", str(round_length), "--csv", jobs_csv],
+                           "--round-length", str(round_length), "--csv", jobs_csv] + extra,
                           stdout=subprocess.DEVNULL)
     wall = time.time() - start
     jcts, restarts = {}, {}
@@ -139,7 +146,7 @@ def main():
     p.add_argument("--cluster", required=True, help="config/sia_64.toml")
     p.add_argument("--set", default="philly", help="workload set: philly, saturn or newtrace")
     p.add_argument("--workloads", default="", help="workload numbers, e.g. 1,2 (default: all)")
-    p.add_argument("--policies", default="sia,gavel", help="sia and/or gavel")
+    p.add_argument("--policies", default="sia,gavel", help="sia, sia_cbc and/or gavel")
     a = p.parse_args()
     for d in ("sia", "tessera", "rigid"):
         os.makedirs(os.path.join(a.work, d), exist_ok=True)

@@ -5,7 +5,7 @@
 #   SIA_CHECKOUT  a checkout of siasosp23/artifacts (its sia-simulator folder is used)
 #   SET           philly (default), saturn or newtrace
 #   NUMBERS       workload numbers, e.g. 1,2 (default: every workload of the set)
-#   POLICIES      sia,gavel (default)
+#   POLICIES      sia,gavel (default); sia_cbc: tessera's sia on CBC beside the same Sia run
 # Env: PEER_WORK (default /tmp/sia-peer): a copy of sia-simulator, Sia's Python environment,
 # inputs, finished cells (a rerun skips them) and peer_sia_SET.csv; TESSERA (default
 # build/tessera). Sia's data and code are read from the checkout and never committed (the
