@@ -116,6 +116,9 @@ def parse_args(argv):
                          "simulator's, default) or wait / expected run time (Hops'; cells "
                          "written before it was recorded leave their policy out); 'expected' "
                          "writes summary_expected.json/.md instead of summary.json/.md")
+    ap.add_argument("--policy-arg", action="append", default=[], dest="policy_args",
+                    metavar="K=V", help="policy option for every policy that has it "
+                    "(repeatable; passed to `tessera sweep`)")
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"),
                     help="the tessera binary (default: build/tessera of this checkout)")
     a = ap.parse_args(argv)
@@ -145,7 +148,8 @@ def sweep_command(a, policies, cluster, kind):
              "--seeds", ",".join(map(str, a.seeds)), "--jobs", str(a.jobs),
              "--round-lengths", str(round_s), "--cluster", os.path.join(ROOT, cfile),
              "--out", sweep_dir(a.out, cluster, kind), "-j", str(a.parallel),
-             "--progress-interval", "60"] + KINDS[kind])
+             "--progress-interval", "60"] + KINDS[kind] +
+            [x for kv in a.policy_args for x in ("--policy-arg", kv)])
 
 
 def run_sweeps(a, policies):
