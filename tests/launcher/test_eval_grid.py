@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/eval_grid.py: a tiny grid (two cheap policies, one load, one seed, 30 jobs, one
 cluster and kind; a few seconds) gives a summary.json whose verdicts follow the rule, and
-a later command's cells join the earlier ones, and --summarise-only on a hand-written
+a later command's cells join the earlier ones, --policy-arg reaches the cells' commands, and
+--summarise-only on a hand-written
 sweep.csv gives the known answer (best policies, ties,
 ratios, policies left out, pass/fail, an absent chosen policy).
 
@@ -187,10 +188,27 @@ def hand_written(d):
     assert "'tessera_new' is absent" in text, text
 
 
+def policy_args(binary, d):
+    """--policy-arg reaches every cell's command; a bad option fails the grid."""
+    out = f"{d}/args"
+    common = ["--tessera", binary, "--out", out, "--policies", "tessera", "--rates", "4",
+              "--seeds", "1", "--jobs", "30", "--clusters", "gavel_108", "--kinds", "single",
+              "-j", "1"]
+    eval_grid(*common, "--policy-arg", "max_copies=1", "--policy-arg", "lr_guard=2")
+    with open(f"{out}/gavel_108_single/sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and rows[0]["command"].endswith(
+        "--policy-arg max_copies=1 --policy-arg lr_guard=2"), rows
+    r = subprocess.run([sys.executable, SCRIPT, *common, "--out", f"{d}/bad", "--policy-arg",
+                        "no_such_option=1"], capture_output=True, text=True)
+    assert r.returncode != 0, (r.stdout, r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         tiny_grid(sys.argv[1], d)
         hand_written(d)
+        policy_args(sys.argv[1], d)
     print("eval_grid: tiny grid consistent with the rule; hand-written sweep summarised as known")
     return 0
 
