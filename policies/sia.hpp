@@ -95,7 +95,7 @@ class sia_policy final : public allocation_policy {
   /// keeping them all does not fit).
   std::vector<candidate> candidates(const snapshot& s, const matrix& t, bool keep_restarting) const;
   /// Solves the program over `cands`: per candidate whether it is taken; empty when the kept
-  /// jobs do not fit.
+  /// jobs do not fit (or there is no candidate).
   result<std::vector<char>> choose(const snapshot& s, const std::vector<candidate>& cands) const;
   /// choose() by the exact dynamic program; nullopt when it is above `dp_cells`.
   std::optional<std::vector<char>> choose_exact(const snapshot& s,
