@@ -29,7 +29,7 @@ state_space make_space(const std::vector<int>& capacity) {
   return sp;
 }
 
-/// Whether item `o` of resource count `resources` is usable.
+/// Whether option `o` names one of the `resources` resources and a weight of at least 0.
 bool usable(const choice_option& o, std::size_t resources) {
   return o.resource >= 0 && static_cast<std::size_t>(o.resource) < resources && o.weight >= 0;
 }
