@@ -135,10 +135,11 @@ int main(int argc, char** argv) {
     } else if (a == "--seed") {
       seed = static_cast<unsigned>(std::atoi(bench::option_value(argc, argv, i).c_str()));
     } else {
-      std::printf("usage: bench_choice_knapsack_bench [--jobs N,N,...] [--repeat R] [--seed S] "
-                  "[--round FILE]\n"
-                  "Sia's per-round program by dynamic programming and by CBC (see the file "
-                  "comment).\n");
+      std::printf(
+          "usage: bench_choice_knapsack_bench [--jobs N,N,...] [--repeat R] [--seed S] "
+          "[--round FILE]\n"
+          "Sia's per-round program by dynamic programming and by CBC (see the file "
+          "comment).\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -152,11 +153,12 @@ int main(int argc, char** argv) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const auto fast = cbc(cap, items, 1e-4);
     const auto integral = cbc(cap, items, 1e-4, 1.0);
-    std::printf("{\"round\": \"%s\", \"jobs\": %zu, \"dp_ms\": %.2f, \"dp_cost\": %lld, "
-                "\"cbc_ms\": %.2f, \"cbc_cost\": %.0f, \"cbc_integer_costs_ms\": %.2f, "
-                "\"cbc_integer_costs_cost\": %.0f}\n",
-                round_file.c_str(), items.size(), dp, static_cast<long long>(sol.cost),
-                fast.second, fast.first, integral.second, integral.first);
+    std::printf(
+        "{\"round\": \"%s\", \"jobs\": %zu, \"dp_ms\": %.2f, \"dp_cost\": %lld, "
+        "\"cbc_ms\": %.2f, \"cbc_cost\": %.0f, \"cbc_integer_costs_ms\": %.2f, "
+        "\"cbc_integer_costs_cost\": %.0f}\n",
+        round_file.c_str(), items.size(), dp, static_cast<long long>(sol.cost), fast.second,
+        fast.first, integral.second, integral.first);
     return 0;
   }
   for (const int n : sizes) {
@@ -167,18 +169,18 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto sol = solve_choice_knapsack(cap, items, std::int64_t{1} << 26);
       dp.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-              .count());
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       fast.push_back(cbc(cap, items, 1e-4).second);
       const auto [objective, ms] = cbc(cap, items, 0);
       exact.push_back(ms);
       same += sol.outcome == choice_outcome::optimal &&
               std::fabs(objective - static_cast<double>(sol.cost)) < 0.5;
     }
-    std::printf("{\"jobs\": %d, \"states\": %lld, \"dp_ms\": %.2f, \"cbc_ms\": %.2f, "
-                "\"cbc_exact_ms\": %.2f, \"same_optimum\": \"%d/%d\"}\n",
-                n, static_cast<long long>(choice_states(cap)), bench::median(dp),
-                bench::median(fast), bench::median(exact), same, repeat);
+    std::printf(
+        "{\"jobs\": %d, \"states\": %lld, \"dp_ms\": %.2f, \"cbc_ms\": %.2f, "
+        "\"cbc_exact_ms\": %.2f, \"same_optimum\": \"%d/%d\"}\n",
+        n, static_cast<long long>(choice_states(cap)), bench::median(dp), bench::median(fast),
+        bench::median(exact), same, repeat);
   }
   const std::vector<int> big = {160, 224, 128};  // config/hops_512.toml by type
   const auto sol = solve_choice_knapsack(big, make_round(100, big, rng));
