@@ -79,6 +79,28 @@ inline snapshot make_snapshot(const cluster& cl, const std::vector<job>& jobs,
   return s;
 }
 
+/// A policy that plans as `inner` does (its name and task stacking too) and lets a test look
+/// at each round: `before` sees the snapshot, `see` each plan returned (checks or records).
+class observed_policy : public policy {
+ public:
+  explicit observed_policy(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
+  result<round_plan> plan(const snapshot& s) override {
+    before(s);
+    auto p = inner_->plan(s);
+    if (p) see(s, p.value());
+    return p;
+  }
+
+ protected:
+  virtual void before(const snapshot& s) { (void)s; }
+  virtual void see(const snapshot& s, const round_plan& p) { (void)s, (void)p; }
+
+ private:
+  std::unique_ptr<policy> inner_;
+};
+
 /// Replays a fixed plan every round (for simulator tests): the assignments of active jobs.
 class fixed_plan final : public policy {
  public:

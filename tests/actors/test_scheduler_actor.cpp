@@ -305,23 +305,20 @@ namespace {
 
 /// Wraps a policy and records, every round, what `snapshot::rates` says of job 0 on each
 /// server (rate and tier).
-class rates_recorder final : public policy {
+class rates_recorder final : public tessera::test::observed_policy {
  public:
-  explicit rates_recorder(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
+  using observed_policy::observed_policy;
+  std::vector<std::vector<server_rate>> seen;
+
+ private:
+  void before(const snapshot& s) override {
     std::vector<server_rate> round;
     for (const auto& jv : s.jobs)
       if (jv.spec->id == 0 && s.rates)
         for (const auto& sv : s.cl->servers)
           round.push_back(s.rates->rate_at(sv.id, jv.spec->job_type, jv.spec->scale_factor, false));
     seen.push_back(round);
-    return inner_->plan(s);
   }
-  std::vector<std::vector<server_rate>> seen;
-
- private:
-  std::unique_ptr<policy> inner_;
 };
 
 }  // namespace

@@ -26,19 +26,16 @@ namespace {
 /// Checks every plan of the wrapped policy: per-server capacity, each (job, copy) once,
 /// copies numbered 0..n-1, copies of a job on pairwise distinct servers, at most `max_copies`
 /// copies, scale-factor GPUs per copy on types the job can run on.
-class hadar_checker final : public policy {
+class hadar_checker final : public test::observed_policy {
  public:
   hadar_checker(std::unique_ptr<policy> inner, int max_copies)
-      : inner_(std::move(inner)), max_copies_(max_copies) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+      : observed_policy(std::move(inner)), max_copies_(max_copies) {}
+  void see(const snapshot& s, const round_plan& p) override {
     std::vector<int> used(s.cl->servers.size(), 0);
     std::set<std::pair<job_id, int>> seen;
     std::map<job_id, std::set<int>> servers_of;
     std::map<job_id, int> copies;
-    for (const auto& as : p->assignments) {
+    for (const auto& as : p.assignments) {
       REQUIRE(seen.insert({as.job, as.copy}).second);
       const job_view* jv = nullptr;
       for (const auto& v : s.jobs)
@@ -61,35 +58,27 @@ class hadar_checker final : public policy {
       for (int c = 0; c < n; ++c) REQUIRE(seen.count({id, c}) == 1);
       max_seen = std::max(max_seen, n);
     }
-    return p;
   }
   int max_seen = 0;
 
  private:
-  std::unique_ptr<policy> inner_;
   int max_copies_;
 };
 
 /// Records the most copies each job was planned as.
-class copy_counter final : public policy {
+class copy_counter final : public test::observed_policy {
  public:
-  explicit copy_counter(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
-    for (const auto& as : p->assignments) {
-      most[as.job] = std::max(most[as.job], as.copy + 1);
-      forked = forked || as.copy > 0;
-    }
-    return p;
-  }
+  using observed_policy::observed_policy;
   std::map<job_id, int> most;
   bool forked = false;
 
  private:
-  std::unique_ptr<policy> inner_;
+  void see(const snapshot&, const round_plan& p) override {
+    for (const auto& as : p.assignments) {
+      most[as.job] = std::max(most[as.job], as.copy + 1);
+      forked = forked || as.copy > 0;
+    }
+  }
 };
 
 hadar_params hand_params() {

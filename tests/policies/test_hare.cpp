@@ -43,20 +43,17 @@ cluster fast1_slow4() {
 /// job left out finds no free GPU it could use, and no job with more service holds a GPU of
 /// a type it could use. Without relaxed synchronisation (gangs), a job left out finds fewer
 /// than K free GPUs it could use.
-class hare_checker final : public policy {
+class hare_checker final : public test::observed_policy {
  public:
   hare_checker(std::unique_ptr<policy> inner, bool relaxed)
-      : inner_(std::move(inner)), relaxed_(relaxed) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+      : observed_policy(std::move(inner)), relaxed_(relaxed) {}
+  void see(const snapshot& s, const round_plan& p) override {
     const cluster& cl = *s.cl;
     std::vector<int> used(cl.servers.size(), 0);
     std::map<job_id, int> tasks;
     std::map<job_id, const job_view*> view;
     for (const auto& jv : s.jobs) view[jv.spec->id] = &jv;
-    for (const auto& as : p->assignments) {
+    for (const auto& as : p.assignments) {
       REQUIRE(view.count(as.job) == 1);
       REQUIRE(as.copy == 0);
       REQUIRE(as.tasks >= as.gpus());
@@ -83,22 +80,20 @@ class hare_checker final : public policy {
       for (const auto& sv : cl.servers)
         if (can_use(sv.id)) REQUIRE(used[sv.id] == sv.gpus);  // nothing it could use is free
       const double mine = hare_service(jv);
-      for (const auto& as : p->assignments) {
+      for (const auto& as : p.assignments) {
         if (hare_service(*view[as.job]) <= mine) continue;
         for (const auto& sh : as.shares) REQUIRE_FALSE(can_use(sh.server));
       }
     }
-    for (const auto& as : p->assignments)
+    for (const auto& as : p.assignments)
       if (as.tasks > as.gpus()) ++stacked;
     ++plans;
-    return p;
   }
   int plans = 0;
   int left_out = 0;
   int stacked = 0;  ///< parts running several tasks per GPU
 
  private:
-  std::unique_ptr<policy> inner_;
   bool relaxed_;
 };
 

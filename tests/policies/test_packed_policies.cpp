@@ -55,19 +55,13 @@ std::vector<double> effective(const allocation& a, double alone, double shared) 
 }
 
 /// Wraps a policy and keeps every plan it makes.
-class recording_policy final : public policy {
+class recording_policy final : public test::observed_policy {
  public:
-  explicit recording_policy(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (p) plans.push_back(*p);
-    return p;
-  }
+  using observed_policy::observed_policy;
   std::vector<round_plan> plans;
 
  private:
-  std::unique_ptr<policy> inner_;
+  void see(const snapshot&, const round_plan& p) override { plans.push_back(p); }
 };
 
 }  // namespace

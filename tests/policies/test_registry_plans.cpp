@@ -28,17 +28,17 @@ test::instance random_instance(std::mt19937& rng) {
 }
 
 /// Wraps a policy and checks every plan it makes against the snapshot.
-class checking_policy final : public policy {
+class checking_policy final : public test::observed_policy {
  public:
-  explicit checking_policy(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+  using observed_policy::observed_policy;
+  int plans_checked = 0;
+
+ private:
+  void see(const snapshot& s, const round_plan& p) override {
     std::vector<int> used(s.cl->servers.size(), 0), type_used(s.cl->types.size(), 0);
     std::set<std::pair<job_id, int>> seen;
     std::map<std::pair<job_id, int>, int> split_tasks;  // task splits (Hare): tasks per copy
-    for (const auto& as : p->assignments) {
+    for (const auto& as : p.assignments) {
       const job_view* jv = nullptr;
       for (const auto& v : s.jobs)
         if (v.spec->id == as.job) jv = &v;
@@ -74,14 +74,11 @@ class checking_policy final : public policy {
     for (std::size_t j = 0; j < s.cl->types.size(); ++j)
       REQUIRE(type_used[j] <= s.cl->types[j].gpus);
 #ifdef TESSERA_WITH_ACTORS
-    check_layout(s, *p);
+    check_layout(s, p);
 #endif
     ++plans_checked;
-    return p;
   }
-  int plans_checked = 0;
 
- private:
 #ifdef TESSERA_WITH_ACTORS
   /// The runtime's layout of the plan (actors/task_layout.hpp): every copy's parts, in
   /// server order, take consecutive shards covering 0..K-1, hold the plan's GPUs, and give
@@ -110,8 +107,6 @@ class checking_policy final : public policy {
     }
   }
 #endif
-
-  std::unique_ptr<policy> inner_;
 };
 
 }  // namespace

@@ -29,15 +29,15 @@ namespace {
 /// use, and no forked copy (copy > 0) holds one (forks only take GPUs nobody in the order
 /// wanted). Without relaxed synchronisation (gangs) a job without a copy finds fewer than K
 /// free GPUs it could use.
-class tessera_checker final : public policy {
+class tessera_checker final : public test::observed_policy {
  public:
   tessera_checker(std::unique_ptr<policy> inner, int max_copies, bool relaxed)
-      : inner_(std::move(inner)), max_copies_(max_copies), relaxed_(relaxed) {}
-  std::string name() const override { return inner_->name(); }
-  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+      : observed_policy(std::move(inner)), max_copies_(max_copies), relaxed_(relaxed) {}
+  int plans = 0;
+  int forked_plans = 0;
+
+ private:
+  void see(const snapshot& s, const round_plan& p) override {
     const cluster& cl = *s.cl;
     std::map<job_id, const job_view*> view;
     for (const auto& jv : s.jobs) view[jv.spec->id] = &jv;
@@ -45,7 +45,7 @@ class tessera_checker final : public policy {
     std::map<copy_id, int> tasks;
     std::map<copy_id, std::set<int>> servers;
     std::vector<bool> forked_on(cl.servers.size(), false);
-    for (const auto& as : p->assignments) {
+    for (const auto& as : p.assignments) {
       REQUIRE(view.count(as.job) == 1);
       REQUIRE(as.gpus() > 0);
       REQUIRE(as.tasks >= as.gpus());
@@ -84,13 +84,8 @@ class tessera_checker final : public policy {
         REQUIRE(usable_free < jv.spec->scale_factor);
     }
     ++plans;
-    return p;
   }
-  int plans = 0;
-  int forked_plans = 0;
 
- private:
-  std::unique_ptr<policy> inner_;
   int max_copies_;
   bool relaxed_;
 };
@@ -479,20 +474,19 @@ namespace {
 /// Checks that every copy 0 in every plan runs at least at its job's fit floor
 /// (tessera_fit_floor with the default settings), and counts the rounds in which a job under
 /// a floor waited while GPUs it could use stood free.
-class fit_checker final : public policy {
+class fit_checker final : public test::observed_policy {
  public:
-  explicit fit_checker(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  bool stacks_tasks() const override { return inner_->stacks_tasks(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+  using observed_policy::observed_policy;
+  int waited_for_fit = 0;
+
+ private:
+  void see(const snapshot& s, const round_plan& p) override {
     std::vector<int> used(s.cl->servers.size(), 0);
-    for (const auto& as : p->assignments)
+    for (const auto& as : p.assignments)
       for (const auto& sh : as.shares) used[sh.server] += sh.gpus;
     for (const auto& jv : s.jobs) {
       std::vector<const assignment*> parts;
-      for (const auto& as : p->assignments)
+      for (const auto& as : p.assignments)
         if (as.job == jv.spec->id && as.copy == 0) parts.push_back(&as);
       const double floor = tessera_fit_floor(jv, s.now, tessera_params{});
       if (!parts.empty()) {
@@ -505,12 +499,7 @@ class fit_checker final : public policy {
         free_usable |= used[sv.id] < sv.gpus && split_runs_on(s, jv, sv.id);
       if (free_usable && floor > 0) ++waited_for_fit;
     }
-    return p;
   }
-  int waited_for_fit = 0;
-
- private:
-  std::unique_ptr<policy> inner_;
 };
 
 }  // namespace

@@ -250,32 +250,28 @@ namespace {
 
 /// Runs HadarE and, on each of its plans, two fresh executors, one with the efficiency model
 /// and one without, checking the model's effect copy by copy.
-class efficiency_checker final : public policy {
+class efficiency_checker final : public test::observed_policy {
  public:
   efficiency_checker(std::unique_ptr<policy> inner, const cluster& cl, const throughput_table& t)
-      : inner_(std::move(inner)), cl_(cl), t_(t) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (!p) return p;
+      : observed_policy(std::move(inner)), cl_(cl), t_(t) {}
+  void see(const snapshot& s, const round_plan& p) override {
     // The policy sees the simulator's setting (the default, on).
     REQUIRE(s.fork_efficiency != nullptr);
     REQUIRE(s.fork_efficiency->enabled);
     model_ = *s.fork_efficiency;
     sim_executor on(cl_, t_, 0, copy_aggregation{}, model_);
     sim_executor off(cl_, t_, 0, copy_aggregation{});
-    auto a = on.execute(s, *p);
-    auto b = off.execute(s, *p);
+    auto a = on.execute(s, p);
+    auto b = off.execute(s, p);
     REQUIRE(a);
     REQUIRE(b);
     REQUIRE(a->size() == b->size());
     std::map<job_id, int> copies;
-    for (const auto& as : p->assignments) copies[as.job] = std::max(copies[as.job], as.copy + 1);
+    for (const auto& as : p.assignments) copies[as.job] = std::max(copies[as.job], as.copy + 1);
     std::map<job_id, const job_view*> views;
     for (const auto& v : s.jobs) views[v.spec->id] = &v;
     for (std::size_t i = 0; i < a->size(); ++i)
       check((*a)[i], (*b)[i], copies.at((*a)[i].job), *views.at((*a)[i].job));
-    return p;
   }
   int forked_copies = 0;  ///< copies of forked jobs checked
 
@@ -302,7 +298,6 @@ class efficiency_checker final : public policy {
     CHECK(x.busy_seconds >= y.busy_seconds - 1e-9);
     CHECK(x.steps <= v.remaining_steps + 1e-9 * v.remaining_steps);
   }
-  std::unique_ptr<policy> inner_;
   copy_efficiency model_;
   const cluster& cl_;
   const throughput_table& t_;

@@ -18,19 +18,13 @@ using namespace tessera;
 namespace {
 
 /// Forwards to a registry policy and keeps every plan it returned.
-class plan_keeper final : public policy {
+class plan_keeper final : public test::observed_policy {
  public:
-  explicit plan_keeper(std::unique_ptr<policy> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  result<round_plan> plan(const snapshot& s) override {
-    auto p = inner_->plan(s);
-    if (p) plans.push_back(p.value());
-    return p;
-  }
+  using observed_policy::observed_policy;
   std::vector<round_plan> plans;
 
  private:
-  std::unique_ptr<policy> inner_;
+  void see(const snapshot&, const round_plan& p) override { plans.push_back(p); }
 };
 
 /// The placements a plan makes, written out from its assignments (not by placements_of).
