@@ -75,18 +75,7 @@ std::vector<choice_item> make_round(int n, const std::vector<int>& cap, std::mt1
 /// The same program as a MILP, solved to `gap`: its objective in millionths and the time.
 std::pair<double, double> cbc(const std::vector<int>& cap, const std::vector<choice_item>& items,
                               double gap, double unit = 1e-6) {
-  milp_model m;
-  std::vector<std::vector<std::pair<int, double>>> rows(cap.size());
-  for (const auto& it : items) {
-    std::vector<std::pair<int, double>> one;
-    for (const auto& o : it.options) {
-      const int col = m.add_binary(static_cast<double>(o.cost) * unit);
-      one.emplace_back(col, 1.0);
-      rows[static_cast<std::size_t>(o.resource)].emplace_back(col, o.weight);
-    }
-    if (!one.empty()) m.add_row(0, 1, one);
-  }
-  for (std::size_t r = 0; r < cap.size(); ++r) m.add_row(-lp_inf, cap[r], rows[r]);
+  const milp_model m = choice_knapsack_milp(cap, items, unit);
   milp_settings set;
   set.relative_gap = gap;
   set.time_limit_s = 10;  // sia's ilp_time_limit

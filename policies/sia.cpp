@@ -85,19 +85,17 @@ std::optional<std::vector<char>> sia_policy::choose_exact(
     const snapshot& s, const std::vector<candidate>& cands) const {
   std::vector<int> cap;
   for (const auto& ty : s.cl->types) cap.push_back(ty.gpus);
-  // One item per job with candidates, by arrival then id: ties go to the earlier job.
+  // One item per job with candidates (cands come grouped by job), by arrival then id: ties
+  // go to the earlier job.
   std::vector<int> jobs;
-  std::vector<int> item_of(s.jobs.size(), -1);
   for (const auto& c : cands)
-    if (item_of[static_cast<std::size_t>(c.job)] < 0) {
-      item_of[static_cast<std::size_t>(c.job)] = 0;
-      jobs.push_back(c.job);
-    }
+    if (jobs.empty() || jobs.back() != c.job) jobs.push_back(c.job);
   const auto spec = [&](int j) -> const job& { return *s.jobs[static_cast<std::size_t>(j)].spec; };
   std::sort(jobs.begin(), jobs.end(), [&](int x, int y) {
     return spec(x).arrival != spec(y).arrival ? spec(x).arrival < spec(y).arrival
                                               : spec(x).id < spec(y).id;
   });
+  std::vector<int> item_of(s.jobs.size(), -1);
   for (std::size_t k = 0; k < jobs.size(); ++k)
     item_of[static_cast<std::size_t>(jobs[k])] = static_cast<int>(k);
   // Costs in millionths (A has two decimals, the tie break three): exact integer sums.

@@ -53,6 +53,25 @@ void stage(const state_space& sp, const std::vector<std::vector<int>>& digit, co
 
 }  // namespace
 
+milp_model choice_knapsack_milp(const std::vector<int>& capacity,
+                                const std::vector<choice_item>& items, double unit) {
+  milp_model m;
+  std::vector<std::vector<std::pair<int, double>>> rows(capacity.size());
+  for (const auto& it : items) {
+    std::vector<std::pair<int, double>> one;
+    for (const auto& o : it.options) {
+      if (!usable(o, capacity.size())) continue;
+      const int col = m.add_binary(static_cast<double>(o.cost) * unit);
+      one.emplace_back(col, 1.0);
+      rows[static_cast<std::size_t>(o.resource)].emplace_back(col, o.weight);
+    }
+    if (!one.empty() || it.forced) m.add_row(it.forced ? 1 : 0, 1, one);
+  }
+  for (std::size_t r = 0; r < capacity.size(); ++r)
+    if (!rows[r].empty()) m.add_row(-lp_inf, std::max(0, capacity[r]), rows[r]);
+  return m;
+}
+
 std::int64_t choice_states(const std::vector<int>& capacity) { return make_space(capacity).size; }
 
 choice_solution solve_choice_knapsack(const std::vector<int>& capacity,

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/solver/milp.hpp"
+
 namespace tessera {
 
 /// One way to place an item: `weight` units of resource `resource` at `cost`.
@@ -59,5 +61,11 @@ std::int64_t choice_states(const std::vector<int>& capacity);
 choice_solution solve_choice_knapsack(const std::vector<int>& capacity,
                                       const std::vector<choice_item>& items,
                                       std::int64_t max_cells = std::int64_t{1} << 22);
+
+/// The same instance as a MILP for CBC (to compare the two): a binary per usable option
+/// (cost x `unit`), per item a row "at most one" ("exactly one" when forced), per resource
+/// its capacity row.
+milp_model choice_knapsack_milp(const std::vector<int>& capacity,
+                                const std::vector<choice_item>& items, double unit = 1);
 
 }  // namespace tessera
