@@ -10,6 +10,7 @@
 #include "policies/hare_offline.hpp"
 #include "policies/hops.hpp"
 #include "policies/restart_clock.hpp"
+#include "policies/type_plan.hpp"
 #include "runtime/core/copy_efficiency.hpp"
 
 namespace tessera {
@@ -41,7 +42,7 @@ double projected_ftf(const snapshot& s, const job_view& jv, std::size_t active) 
 }
 
 /// Each job's class and key within it (step 1).
-std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
+std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p, double horizon) {
   const std::size_t n = s.jobs.size();
   std::vector<double> best(n, 0.0), rem(n, 0.0);
   double work = 0;  // GPU-seconds of remaining work at each job's best rate
@@ -59,7 +60,10 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
     // Urgency: how far past its guard the job is, on either measure (>= 1: starving).
     double urgency = lr_guard > 0 ? latency_ratio(s.now, jv, expected) / lr_guard : 0.0;
     if (p.ftf_guard > 0) urgency = std::max(urgency, projected_ftf(s, jv, n) / p.ftf_guard);
-    if (p.critical_share > 0 && rem[i] > 0 && rem[i] >= p.critical_share * drain)
+    const bool bounds_drain = p.critical_share > 0 && rem[i] >= p.critical_share * drain;
+    const bool bounds_plan =
+        p.critical_horizon > 0 && horizon > 0 && rem[i] >= p.critical_horizon * horizon;
+    if (rem[i] > 0 && (bounds_drain || bounds_plan))
       keys[i] = {tessera_class::critical, -rem[i]};
     else if (urgency >= 1)
       keys[i] = {tessera_class::starving, -urgency};
@@ -73,8 +77,8 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p) {
 }  // namespace
 
 std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& p,
-                                       std::vector<tessera_class>* classes) {
-  const std::vector<order_key> keys = order_keys(s, p);
+                                       std::vector<tessera_class>* classes, double horizon) {
+  const std::vector<order_key> keys = order_keys(s, p, horizon);
   std::vector<std::size_t> order(s.jobs.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -116,17 +120,17 @@ class tessera_policy final : public policy {
 
   result<round_plan> plan(const snapshot& s) override {
     if (!s.cl) return error{error_kind::internal, name_ + ": snapshot without a cluster"};
-    const std::vector<std::size_t> order = tessera_order(s, p_);
+    const type_plan types = planned(s) ? fluid_type_plan(s, plan_params()) : type_plan{};
+    const std::vector<std::size_t> order =
+        tessera_order(s, p_, nullptr, types.solved ? types.horizon : 0.0);
     hare_filler filler(s, p_.fill, times_);
     const std::vector<char> kept = keep_restarted(s, filler);
+    const type_servers servers(*s.cl);
     std::vector<double> rate(s.jobs.size(), 0.0);  // sum of the copies' step rates
     for (const std::size_t i : order) {
       if (filler.free_total() == 0) break;
       if (kept[i]) continue;  // placed where it was, not forked
-      const double floor = tessera_fit_floor(s.jobs[i], s.now, p_);
-      const double step = floor > 0
-                              ? filler.place(i, 0, {}, [floor](double t) { return t * floor <= 1; })
-                              : filler.place(i);
+      const double step = place_first(s, i, filler, types, servers);
       if (step > 0 && step < std::numeric_limits<double>::infinity()) rate[i] = 1.0 / step;
     }
     fork(s, order, filler, std::move(rate));
@@ -136,6 +140,58 @@ class tessera_policy final : public policy {
   }
 
  private:
+  /// Each GPU type's servers, and the servers of every other type, as `avoid` sets.
+  struct type_servers {
+    std::vector<std::set<int>> of, outside;
+    explicit type_servers(const cluster& cl) : of(cl.types.size()), outside(cl.types.size()) {
+      for (std::size_t u = 0; u < cl.servers.size(); ++u)
+        for (std::size_t t = 0; t < cl.types.size(); ++t)
+          (static_cast<std::size_t>(cl.servers[u].type_index) == t ? of : outside)[t].insert(
+              static_cast<int>(u));
+    }
+  };
+
+  /// Whether this round has a type plan: option type_plan, and some job charged restarts.
+  bool planned(const snapshot& s) const {
+    if (!p_.type_plan) return false;
+    for (const job_view& jv : s.jobs)
+      if (jv.restart_seconds > 0) return true;
+    return false;
+  }
+
+  type_plan_params plan_params() const {
+    type_plan_params tp;
+    tp.min_fit = p_.min_fit;
+    tp.least_share = p_.plan_share;
+    return tp;
+  }
+
+  /// Step 2 for copy 0 of s.jobs[i]: on each of its planned types alone, at >= min_fit x its
+  /// best rate and its fit floor; else on the best placement left at its fit floor, off the
+  /// bottleneck types outside its plan when it is a long job (plan_hold).
+  double place_first(const snapshot& s, std::size_t i, hare_filler& filler, const type_plan& types,
+                     const type_servers& servers) const {
+    const job_view& jv = s.jobs[i];
+    const double floor = tessera_fit_floor(jv, s.now, p_);
+    const auto at_least = [](double r) { return [r](double step) { return step * r <= 1; }; };
+    if (!types.solved || !(jv.restart_seconds > 0)) return filler.place(i, 0, {}, at_least(floor));
+    const double best = hare_best_rate(jv);
+    const double fit = std::max(floor, p_.min_fit * best);
+    for (const std::size_t t : types.prefer[i]) {
+      const double step = filler.place(i, 0, servers.outside[t], at_least(fit));
+      if (step < std::numeric_limits<double>::infinity()) return step;
+    }
+    std::set<int> closed;
+    const bool hold = p_.plan_hold > 0 && !types.prefer[i].empty() && best > 0 &&
+                      jv.remaining_steps / best >= p_.plan_hold * types.horizon;
+    for (std::size_t t = 0; hold && t < types.bottleneck.size(); ++t) {
+      const auto& pref = types.prefer[i];
+      if (types.bottleneck[t] && std::find(pref.begin(), pref.end(), t) == pref.end())
+        closed.insert(servers.of[t].begin(), servers.of[t].end());
+    }
+    return filler.place(i, 0, closed, at_least(floor));
+  }
+
   /// The efficiency of `n` averaged copies of the job, as the executor charges it.
   static double eff(const snapshot& s, const job_view& jv, int n) {
     return s.fork_efficiency ? s.fork_efficiency->factor(jv.spec->job_type, n) : 1.0;
@@ -255,7 +311,7 @@ std::vector<option_spec> tessera_policy_options() {
       {"restart_amortize",
        "a job the executor charges a restart keeps its GPUs until it has run this x its "
        "restart time since it (re)started; 0: off",
-       8.0, 0, 1e6},
+       16.0, 0, 1e6},
       bool_option("sticky",
                   "1: a job charged restarts that ran last round on GPUs of its best type, one "
                   "task per GPU, keeps them (it could not run faster elsewhere); 0: it competes "
@@ -269,6 +325,20 @@ std::vector<option_spec> tessera_policy_options() {
        "the fit floor no longer applies once the job's latency ratio (wait / run time at its "
        "best rate) reaches this; 0: it always applies",
        10.0, 0, 1e6},
+      bool_option("type_plan",
+                  "1: each job tries first the GPU types the round's fluid makespan plan gives "
+                  "it (policies/type_plan.hpp); 0: its fastest free placement",
+                  true),
+      {"plan_share", "a type is in a job's plan when it holds at least this share of its work", 0.1,
+       1e-6, 1},
+      {"plan_hold",
+       "jobs whose remaining time at their best rate is at least this x the plan's horizon "
+       "stay off bottleneck types outside their plan; 0: no job does",
+       0.02, 0, 1e6},
+      {"critical_horizon",
+       "with a type plan, jobs whose remaining time at their best rate is at least this x the "
+       "plan's horizon (they bound it) are critical too; 0: no such job",
+       0.9, 0, 1},
   };
 }
 
@@ -290,6 +360,10 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   p.sticky = o.flag("sticky");
   p.min_fit = o.get("min_fit");
   p.fit_patience = o.get("fit_patience");
+  p.type_plan = o.flag("type_plan");
+  p.plan_share = o.get("plan_share");
+  p.plan_hold = o.get("plan_hold");
+  p.critical_horizon = o.get("critical_horizon");
   return make_tessera_policy(name, p);
 }
 

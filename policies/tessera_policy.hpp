@@ -9,7 +9,12 @@
 ///     a. critical (option `critical_share` c; default 5, 0 = off): the job's remaining time
 ///        alone at its best rate, rem_m = remaining steps / best_m, is at least c x the
 ///        cluster's drain time sum_m K_m rem_m / GPUs: it bounds the makespan whatever else
-///        runs. By rem_m descending.
+///        runs. In a round with a type plan (step 2) also when rem_m is at least
+///        `critical_horizon` (default 0.9, 0 = off; T >= rem_m always) x the plan's horizon T:
+///        the job's own run time (nearly) bounds the fluid drain, so it should run now. T counts
+///        the GPU types' capacities, which the drain time above does not; on Sia's workloads a late
+///        6 h ImageNet job then starts once the work left drains in about 6 h, instead of waiting
+///        until the drain time is a fifth of it. By rem_m descending.
 ///     b. starving: urgency u_m = max(LR_m / g, F_m / h) >= 1, by u_m descending. LR_m = wait_m
 ///        / E_m, wait_m = now - arrival - run time, E_m = total steps / best_m (Hops' ratio;
 ///        the metric's is wait over the run time actually taken). The guard g = lr_guard x
@@ -33,6 +38,17 @@
 ///     step on the GPUs still free (hare.hpp: one server or an earliest-finish spread, several
 ///     tasks per GPU when that is faster; option `relaxed`, default 1; 0 keeps one task per
 ///     GPU).
+///     Type plan (option `type_plan`, default 1; policies/type_plan.hpp; only in rounds with
+///     jobs the executor charges a restart, and for those jobs): the round's fluid
+///     makespan program splits the active jobs' remaining work over the GPU types so that it
+///     drains soonest, giving each scarce type to the jobs that gain most there. A job first
+///     tries each type holding at least `plan_share` (default 0.1) of its group's work, alone
+///     and at a rate of at least min_fit x its best, then the shortest step left. A long job
+///     (remaining time at its best rate >= `plan_hold` x the plan's horizon; default 0.02,
+///     0 = off) does not take a bottleneck type outside its plan: on Sia's newtrace
+///     DeepSpeech2 and YOLOv3 jobs (within 3-7% of their best rate on the slower types) took
+///     the 16 A100s that the CIFAR-10 and BERT jobs needed; the plan and the hold cut
+///     newtrace's makespan from 73.8 to 67.1 h (docs/benchmarks/sia.md).
 ///     Fit floor (option `min_fit` f, default 0.3; 0 = off): a job the executor charges a
 ///     restart (R > 0) takes a placement only when its step rate is at least f x its best
 ///     rate (its throughput on its fastest type); else it waits this round. Step 0 keeps a
@@ -58,7 +74,7 @@
 ///     its effective rate with the copy), would exceed c x round length / 3600 s: 0.02 at
 ///     Hops' 30 s rounds, 0.24 at Gavel's 360 s.
 ///
-///  0. Restarts (option `restart_amortize` a, default 8; 0 = off): before the classes, a job
+///  0. Restarts (option `restart_amortize` a, default 16; 0 = off): before the classes, a job
 ///     whose executor charges a restart (job_view::restart_seconds R > 0) keeps the GPUs it
 ///     ran on last round until it has run a x R seconds there since it (re)started, so a
 ///     restart costs at most 1 / a of the run it buys. Without it the order reshuffles the
@@ -71,8 +87,10 @@
 ///     (docs/benchmarks/sia.md); off by default for that.
 ///
 /// Cost per round, M active jobs, S servers, K tasks, C copies: O(M log M) order, O(M) guards,
-/// and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan of the
-/// servers), task times cached per (job type, K).
+/// one LP over the jobs grouped by throughput vector (the type plan; its size does not grow
+/// with M), and hare.hpp's filling cost per job and copy placed (bucketed free GPUs, no scan
+/// of the servers; a planned type is tried on its own first), task times cached per
+/// (job type, K).
 /// bench/tessera_policy_bench.cpp measures it.
 
 #include <memory>
@@ -87,28 +105,34 @@ namespace tessera {
 
 /// The settings of `tessera` (see tessera_policy_options for the bounds).
 struct tessera_params {
-  hare_fill_params fill;        ///< relaxed task filling
-  double lr_guard = 8;          ///< starving when LR >= this x round length / 3600 s; 0 = off
-  double ftf_guard = 1.2;       ///< starving when the projected FTF >= this; 0 = no guard
-  double critical_share = 5;    ///< critical when rem >= this x drain time; 0 = none
-  int max_copies = 3;           ///< copies per job; 1 = no forking
-  double fork_gain = 0.02;      ///< least relative gain in effective rate for a new copy
-  double fork_lr_cap = 2.4;     ///< no copy lifting the projected LR above this x round
-                                ///< length / 3600 s; 0 = none
-  bool by_remaining = true;     ///< normal class by least remaining work, not least service
-  double restart_amortize = 8;  ///< a restarted job keeps its GPUs for this x its restart time
-  bool sticky = false;          ///< a restarted job at its best keeps its GPUs (step 0)
-  double min_fit = 0.3;         ///< a job charged restarts starts at >= this x its best rate
-  double fit_patience = 10;     ///< ... until its latency ratio reaches this
+  hare_fill_params fill;          ///< relaxed task filling
+  double lr_guard = 8;            ///< starving when LR >= this x round length / 3600 s; 0 = off
+  double ftf_guard = 1.2;         ///< starving when the projected FTF >= this; 0 = no guard
+  double critical_share = 5;      ///< critical when rem >= this x drain time; 0 = none
+  int max_copies = 3;             ///< copies per job; 1 = no forking
+  double fork_gain = 0.02;        ///< least relative gain in effective rate for a new copy
+  double fork_lr_cap = 2.4;       ///< no copy lifting the projected LR above this x round
+                                  ///< length / 3600 s; 0 = none
+  bool by_remaining = true;       ///< normal class by least remaining work, not least service
+  double restart_amortize = 16;   ///< a restarted job keeps its GPUs for this x its restart time
+  bool sticky = false;            ///< a restarted job at its best keeps its GPUs (step 0)
+  double min_fit = 0.3;           ///< a job charged restarts starts at >= this x its best rate
+  double fit_patience = 10;       ///< ... until its latency ratio reaches this
+  bool type_plan = true;          ///< planned types first (policies/type_plan.hpp)
+  double plan_share = 0.1;        ///< least share of a job's work that puts a type in its plan
+  double plan_hold = 0.02;        ///< long jobs (rem >= this x horizon) off unplanned bottlenecks
+  double critical_horizon = 0.9;  ///< with a plan, critical when rem >= this x its horizon
 };
 
 /// The job classes of step 1, highest first.
 enum class tessera_class { critical = 0, starving = 1, normal = 2 };
 
 /// The order of step 1: indices into s.jobs, first to be placed first; `classes` (when not
-/// null) receives each job's class, indexed like s.jobs.
+/// null) receives each job's class, indexed like s.jobs; `horizon` is the type plan's (0:
+/// no plan this round).
 std::vector<std::size_t> tessera_order(const snapshot& s, const tessera_params& p,
-                                       std::vector<tessera_class>* classes = nullptr);
+                                       std::vector<tessera_class>* classes = nullptr,
+                                       double horizon = 0);
 
 /// Whether adding a copy of step rate `r_new` to copies with total step rate `r_sum`, now
 /// `copies` of them, pays under the efficiency `eff(n)` of n averaged copies (step 3's test).

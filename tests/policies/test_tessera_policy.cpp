@@ -216,6 +216,22 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   tessera_order(s, p, &cls);
   CHECK(cls[2] == tessera_class::starving);
   CHECK(cls[3] == tessera_class::normal);
+  // A type plan's horizon: with the drain test off, job 1 (900 s left) is critical once it
+  // is at least critical_horizon 0.9 x the horizon (900 >= 0.9 x 999 = 899.1, not 0.9 x
+  // 1,001 = 900.9); job 4 (1e6 s) is critical at any horizon up to 1.1e6 s; no horizon, no
+  // such test.
+  p.critical_share = 0;
+  tessera_order(s, p, &cls, 999);
+  CHECK(cls[1] == tessera_class::critical);
+  CHECK(cls[0] == tessera_class::normal);
+  tessera_order(s, p, &cls, 1001);
+  CHECK(cls[1] == tessera_class::normal);
+  CHECK(cls[4] == tessera_class::critical);
+  tessera_order(s, p, &cls, 0);
+  CHECK(cls[4] == tessera_class::normal);
+  p.critical_horizon = 0;
+  tessera_order(s, p, &cls, 999);
+  CHECK(cls[1] == tessera_class::normal);
 }
 
 TEST_CASE("tessera: a copy pays when the averaged rate grows by fork_gain", "[policies][tessera]") {
@@ -369,17 +385,18 @@ namespace {
 
 /// One fast GPU: round 1 at t = 0 holds job 0 (1e5 steps) alone; at t = 60 job 1 (10 steps)
 /// arrives, less remaining work, so the order puts it first. The job holding the GPU in each
-/// of 16 rounds of 60 s, every job charged `restart` seconds per start.
+/// of 32 rounds of 60 s, every job charged `restart` seconds per start.
 std::vector<job_id> gpu_holders(double restart, bool sticky) {
   const cluster cl = make_cluster({{0, "f0", "fast", 0, 1, 1.0}});
   const std::vector<job> jobs = {make_job(0, "m", 1, 1e5, 0), make_job(1, "m", 1, 10, 60)};
   tessera_params p;
   p.max_copies = 1;
   p.sticky = sticky;
+  p.critical_horizon = 0;  // job 0 alone bounds the type plan's horizon: it would be critical
   auto pol = make_tessera_policy("tessera", p);
   round_plan last;
   std::vector<job_id> holders;
-  for (int r = 0; r < 16; ++r) {
+  for (int r = 0; r < 32; ++r) {
     std::vector<job> active = {jobs[0]};
     if (r >= 1) active.push_back(jobs[1]);
     std::vector<std::vector<double>> tput(active.size(), std::vector<double>{4.0});
@@ -399,23 +416,24 @@ std::vector<job_id> gpu_holders(double restart, bool sticky) {
 
 TEST_CASE("tessera: a job amortising its restart keeps its GPUs against a shorter job",
           "[policies][tessera]") {
-  // With a restart of 100 s and restart_amortize 8, job 0 keeps the GPU until it has run
-  // 800 s; then job 1 gets it. With no restart cost (R = 0) job 1 takes the GPU at once.
+  // With a restart of 100 s and restart_amortize 16 (the default), job 0 keeps the GPU until
+  // it has run 1,600 s; then job 1 gets it. With no restart cost (R = 0) job 1 takes the GPU
+  // at once.
   for (const double restart : {100.0, 0.0}) {
     INFO("restart " << restart);
     const auto holders = gpu_holders(restart, false);
-    for (int r = 1; r < 16; ++r) CHECK(holders[r] == (restart > 0 && 60.0 * r < 800 ? 0 : 1));
+    for (int r = 1; r < 32; ++r) CHECK(holders[r] == (restart > 0 && 60.0 * r < 1600 ? 0 : 1));
   }
 }
 
 TEST_CASE("tessera: with sticky, a job charged restarts keeps its GPUs while they are its best",
           "[policies][tessera]") {
   // Job 0 runs on its best type with all its GPUs, so it keeps the GPU past its amortisation
-  // (to the end of the 16 rounds); with no restart cost nothing changes.
+  // (to the end of the 32 rounds); with no restart cost nothing changes.
   for (const double restart : {100.0, 0.0}) {
     INFO("restart " << restart);
     const auto holders = gpu_holders(restart, true);
-    for (int r = 1; r < 16; ++r) CHECK(holders[r] == (restart > 0 ? 0 : 1));
+    for (int r = 1; r < 32; ++r) CHECK(holders[r] == (restart > 0 ? 0 : 1));
   }
 }
 
@@ -452,6 +470,7 @@ TEST_CASE("tessera: a job charged restarts waits rather than start below its fit
   const std::vector<job> jobs = {make_job(0, "m", 1, 1000, 0), make_job(1, "m", 1, 1e4, 0)};
   tessera_params p;
   p.max_copies = 1;
+  p.critical_horizon = 0;  // job 1 bounds the type plan's horizon: it would go first
   const auto placed = [&](double restart, double now, const tessera_params& q) {
     auto s = make_snapshot(cl, jobs, {{4.0, 1.0}, {4.0, 1.0}}, now);
     for (auto& v : s.jobs) v.restart_seconds = restart;
@@ -524,4 +543,47 @@ TEST_CASE("tessera: with restart costs, every start is at its fit floor and ever
     waited += pol.waited_for_fit;
   }
   CHECK(waited > 0);  // the floor held some job back somewhere
+}
+
+TEST_CASE("tessera: a job charged restarts takes its planned type before its fastest one",
+          "[policies][tessera]") {
+  // One fast and one slow server of 4 GPUs. Jobs 0-3 ("x": 10 steps/s fast, 1 slow, 2e4
+  // steps) need the fast GPUs; jobs 4-7 ("y": 1 fast, 0.97 slow, 970 steps) run almost as
+  // fast on the slow ones. y has less remaining work, so it goes first in the order. The
+  // fluid plan fills the fast type with x's 8,000 GPU-seconds (T = 2,000 s) and puts y on
+  // the slow type, so with the plan each job runs on its own type. Without it (type_plan 0,
+  // or no restart charged, where no plan is made) y takes its fastest free GPUs, the fast
+  // ones, and x waits (charged a restart: the slow type is under its fit floor) or runs on
+  // the slow ones at a tenth of its rate (no restart).
+  const cluster cl = make_cluster({{0, "f0", "fast", 0, 4, 1.0}, {0, "s0", "slow", 0, 4, 1.0}});
+  std::vector<job> jobs;
+  std::vector<std::vector<double>> tput;
+  for (int m = 0; m < 8; ++m) {
+    jobs.push_back(make_job(m, m < 4 ? "x" : "y", 1, m < 4 ? 2e4 : 970));
+    tput.push_back(m < 4 ? std::vector<double>{10, 1} : std::vector<double>{1, 0.97});
+  }
+  for (const double restart : {60.0, 0.0}) {
+    for (const bool planned : {true, false}) {
+      INFO("restart " << restart << " type_plan " << planned);
+      auto s = make_snapshot(cl, jobs, tput);
+      for (auto& v : s.jobs) v.restart_seconds = restart;
+      tessera_params p;
+      p.max_copies = 1;
+      p.type_plan = planned;
+      p.critical_horizon = 0;  // x bounds the horizon: it would go first and take fast anyway
+      auto plan = make_tessera_policy("tessera", p)->plan(s);
+      REQUIRE(plan);
+      const auto at = server_of(plan.value());
+      const bool plan_used = planned && restart > 0;
+      for (int m = 4; m < 8; ++m) CHECK(at.at(m) == (plan_used ? 1 : 0));
+      for (int m = 0; m < 4; ++m) {
+        if (plan_used)
+          CHECK(at.at(m) == 0);
+        else if (restart > 0)
+          CHECK(at.count(m) == 0);
+        else
+          CHECK(at.at(m) == 1);
+      }
+    }
+  }
 }
