@@ -9,12 +9,14 @@
 /// latency ratios and critical jobs differ; throughputs from the bundled Gavel table through
 /// runtime/core/server_throughput; the simulator's copy-efficiency model. Each repeat plans the
 /// round twice, the second time with the first plan as the previous round (leases), and times
-/// the second.
+/// the second. `--restart S` charges every job S seconds per restart, as Sia's workloads do:
+/// `tessera` then also solves its type plan's LP each round (policies/type_plan.hpp) and
+/// keeps the jobs placed in the first plan (amortisation).
 ///
 /// Prints one JSON line per (policy, cluster): median and max plan_ms, jobs placed, copies
 /// beyond the first, GPUs left idle.
 ///
-/// usage: bench_tessera_policy_bench [--repeat R] [--seed S] [--jobs N]
+/// usage: bench_tessera_policy_bench [--repeat R] [--seed S] [--jobs N] [--restart S]
 
 #include <algorithm>
 #include <chrono>
@@ -41,7 +43,7 @@ namespace {
 
 /// Every job active at the last arrival with random progress.
 snapshot active_round(const cluster& cl, const server_throughput& rt, const throughput_table& t,
-                      const std::vector<job>& jobs, std::uint64_t seed) {
+                      const std::vector<job>& jobs, std::uint64_t seed, double restart) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> done(0.0, 0.9);
   snapshot s;
@@ -56,6 +58,7 @@ snapshot active_round(const cluster& cl, const server_throughput& rt, const thro
     v.steps_done = done(rng) * j.total_steps;
     v.remaining_steps = j.total_steps - v.steps_done;
     v.run_time = best > 0 ? std::min(s.now - j.arrival, v.steps_done / best) : 0;
+    v.restart_seconds = restart;
     s.jobs.push_back(v);
   }
   return s;
@@ -97,6 +100,7 @@ nlohmann::json time_policy(const std::string& name, snapshot s, int repeat) {
           {"placed", placed.size()},
           {"fork_parts", forks},
           {"idle_gpus", s.cl->total_gpus() - used},
+          {"restart_s", s.jobs.empty() ? 0.0 : s.jobs[0].restart_seconds},
           {"repeats", repeat}};
 }
 
@@ -105,6 +109,7 @@ nlohmann::json time_policy(const std::string& name, snapshot s, int repeat) {
 int main(int argc, char** argv) {
   int repeat = 5, njobs = 2048;
   std::uint64_t seed = 1;
+  double restart = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
@@ -112,8 +117,11 @@ int main(int argc, char** argv) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (!std::strcmp(argv[i], "--jobs") && i + 1 < argc) {
       njobs = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--restart") && i + 1 < argc) {
+      restart = std::max(0.0, std::atof(argv[++i]));
     } else {
-      std::cerr << "usage: bench_tessera_policy_bench [--repeat R] [--seed S] [--jobs N]\n";
+      std::cerr << "usage: bench_tessera_policy_bench [--repeat R] [--seed S] [--jobs N] "
+                   "[--restart S]\n";
       return std::strcmp(argv[i], "--help") ? 2 : 0;
     }
   }
@@ -129,7 +137,7 @@ int main(int argc, char** argv) {
     for (const int gpus : {512, 2048}) {
       const cluster cl = bench::scaled(setting->base, gpus);
       server_throughput rt(cl, setting->table);
-      snapshot s = active_round(cl, rt, setting->table, setting->jobs, seed);
+      snapshot s = active_round(cl, rt, setting->table, setting->jobs, seed, restart);
       s.fork_efficiency = &ce;
       for (const char* name : {"tessera", "hare"})
         std::cout << time_policy(name, s, repeat).dump() << std::endl;

@@ -125,7 +125,7 @@ class tessera_policy final : public policy {
         tessera_order(s, p_, nullptr, types.solved ? types.horizon : 0.0);
     hare_filler filler(s, p_.fill, times_);
     const std::vector<char> kept = keep_restarted(s, filler);
-    const type_servers servers(*s.cl);
+    const type_servers servers = types.solved ? type_servers(*s.cl) : type_servers{};
     std::vector<double> rate(s.jobs.size(), 0.0);  // sum of the copies' step rates
     for (const std::size_t i : order) {
       if (filler.free_total() == 0) break;
@@ -143,6 +143,7 @@ class tessera_policy final : public policy {
   /// Each GPU type's servers, and the servers of every other type, as `avoid` sets.
   struct type_servers {
     std::vector<std::set<int>> of, outside;
+    type_servers() = default;  ///< none: a round without a type plan does not read them
     explicit type_servers(const cluster& cl) : of(cl.types.size()), outside(cl.types.size()) {
       for (std::size_t u = 0; u < cl.servers.size(); ++u)
         for (std::size_t t = 0; t < cl.types.size(); ++t)
@@ -159,6 +160,7 @@ class tessera_policy final : public policy {
     return false;
   }
 
+  /// The type plan's settings, from the policy's.
   type_plan_params plan_params() const {
     type_plan_params tp;
     tp.min_fit = p_.min_fit;
