@@ -48,7 +48,7 @@
 ///     0 = off) does not take a bottleneck type outside its plan: on Sia's newtrace
 ///     DeepSpeech2 and YOLOv3 jobs (within 3-7% of their best rate on the slower types) took
 ///     the 16 A100s that the CIFAR-10 and BERT jobs needed; the plan and the hold cut
-///     newtrace's makespan from 73.8 to 67.1 h (docs/benchmarks/sia.md).
+///     newtrace's makespan from 73.8 to 67.5 h (docs/benchmarks/sia.md).
 ///     Fit floor (option `min_fit` f, default 0.3; 0 = off): a job the executor charges a
 ///     restart (R > 0) takes a placement only when its step rate is at least f x its best
 ///     rate (its throughput on its fastest type); else it waits this round. Step 0 keeps a

@@ -10,6 +10,7 @@
 #include "policies/hare.hpp"
 #include "policies/registry.hpp"
 #include "policies/tessera_policy.hpp"
+#include "policies/type_plan.hpp"
 #include "runtime/core/copy_efficiency.hpp"
 #include "runtime/core/metrics.hpp"
 #include "runtime/sim/sim.hpp"
@@ -492,14 +493,18 @@ namespace {
 
 /// Checks that every copy 0 in every plan runs at least at its job's fit floor
 /// (tessera_fit_floor with the default settings), and counts the rounds in which a job under
-/// a floor waited while GPUs it could use stood free.
+/// a floor waited while GPUs it could use stood free. Checks the type plan's hold (default
+/// settings): a long job placed anew (not on last round's servers) uses no bottleneck type
+/// outside its plan; counts such placements.
 class fit_checker final : public test::observed_policy {
  public:
   using observed_policy::observed_policy;
   int waited_for_fit = 0;
+  int held_placements = 0;
 
  private:
   void see(const snapshot& s, const round_plan& p) override {
+    check_hold(s, p);
     std::vector<int> used(s.cl->servers.size(), 0);
     for (const auto& as : p.assignments)
       for (const auto& sh : as.shares) used[sh.server] += sh.gpus;
@@ -519,14 +524,46 @@ class fit_checker final : public test::observed_policy {
       if (free_usable && floor > 0) ++waited_for_fit;
     }
   }
+
+  void check_hold(const snapshot& s, const round_plan& p) {
+    const tessera_params d;
+    const type_plan tp = fluid_type_plan(s, {d.min_fit, d.plan_share, 0.01});
+    if (!tp.solved) return;
+    const auto servers = [](const round_plan* plan, job_id job) {
+      std::set<int> out;
+      if (plan)
+        for (const auto& as : plan->assignments)
+          if (as.job == job && as.copy == 0)
+            for (const auto& sh : as.shares) out.insert(sh.server);
+      return out;
+    };
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      const job_view& jv = s.jobs[i];
+      const double best = hare_best_rate(jv);
+      if (tp.prefer[i].empty() || !(best > 0) ||
+          jv.remaining_steps / best < d.plan_hold * tp.horizon)
+        continue;
+      const std::set<int> now = servers(&p, jv.spec->id);
+      if (now.empty() || now == servers(s.last_plan, jv.spec->id)) continue;
+      ++held_placements;
+      for (const int u : now) {
+        const auto t =
+            static_cast<std::size_t>(s.cl->servers[static_cast<std::size_t>(u)].type_index);
+        const auto& pref = tp.prefer[i];
+        CHECK((!tp.bottleneck[t] || std::find(pref.begin(), pref.end(), t) != pref.end()));
+      }
+    }
+  }
 };
 
 }  // namespace
 
-TEST_CASE("tessera: with restart costs, every start is at its fit floor and every job finishes",
-          "[policies][tessera][property]") {
+TEST_CASE(
+    "tessera: with restart costs, every start is at its fit floor, long jobs keep off unplanned "
+    "bottleneck types, and every job finishes",
+    "[policies][tessera][property]") {
   std::mt19937 rng(2207);
-  int waited = 0;
+  int waited = 0, held = 0;
   for (int trial = 0; trial < 40; ++trial) {
     auto in = random_instance(rng);
     INFO("trial " << trial);
@@ -541,8 +578,10 @@ TEST_CASE("tessera: with restart costs, every start is at its fit floor and ever
     CHECK(r->complete);  // the patience bounds every wait for a fit
     for (const auto& j : r->jobs) CHECK(j.steps_done == Approx(j.total_steps));
     waited += pol.waited_for_fit;
+    held += pol.held_placements;
   }
   CHECK(waited > 0);  // the floor held some job back somewhere
+  CHECK(held > 0);    // the hold was checked on some placements
 }
 
 TEST_CASE("tessera: a job charged restarts takes its planned type before its fastest one",
