@@ -179,15 +179,15 @@ class tessera_policy final : public policy {
     if (!types.solved || !(jv.restart_seconds > 0)) return filler.place(i, 0, {}, at_least(floor));
     const double best = hare_best_rate(jv);
     const double fit = std::max(floor, p_.min_fit * best);
-    for (const std::size_t t : types.prefer[i]) {
+    const std::vector<std::size_t>& pref = types.prefer(i);
+    for (const std::size_t t : pref) {
       const double step = filler.place(i, 0, servers.outside[t], at_least(fit));
       if (step < std::numeric_limits<double>::infinity()) return step;
     }
     std::set<int> closed;
-    const bool hold = p_.plan_hold > 0 && !types.prefer[i].empty() && best > 0 &&
+    const bool hold = p_.plan_hold > 0 && !pref.empty() && best > 0 &&
                       jv.remaining_steps / best >= p_.plan_hold * types.horizon;
     for (std::size_t t = 0; hold && t < types.bottleneck.size(); ++t) {
-      const auto& pref = types.prefer[i];
       if (types.bottleneck[t] && std::find(pref.begin(), pref.end(), t) == pref.end())
         closed.insert(servers.of[t].begin(), servers.of[t].end());
     }

@@ -15,14 +15,13 @@ struct job_groups {
   std::vector<std::vector<double>> rates;  ///< per group: step rate per GPU type
   std::vector<double> work;                ///< per group: W_g, task-steps left
   std::vector<double> longest;             ///< per group: L_g, most steps left of one job
-  std::vector<std::size_t> of_job;         ///< per job: its group, or npos
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> of_job;         ///< per job: its group, or type_plan::no_group
 };
 
 job_groups group_jobs(const snapshot& s) {
   const std::size_t nt = s.cl->types.size();
   job_groups g;
-  g.of_job.assign(s.jobs.size(), job_groups::npos);
+  g.of_job.assign(s.jobs.size(), type_plan::no_group);
   std::map<std::vector<double>, std::size_t> index;
   for (std::size_t i = 0; i < s.jobs.size(); ++i) {
     const job_view& jv = s.jobs[i];
@@ -76,10 +75,19 @@ lp_model build(const cluster& cl, const job_groups& g, const type_plan_params& p
 
 }  // namespace
 
+const std::vector<std::size_t>& type_plan::prefer(std::size_t i) const {
+  static const std::vector<std::size_t> none;
+  return i < group_of.size() && group_of[i] != no_group ? group_prefer[group_of[i]] : none;
+}
+
+double type_plan::share(std::size_t i, std::size_t t) const {
+  if (i >= group_of.size() || group_of[i] == no_group) return 0;
+  const std::vector<double>& x = group_share[group_of[i]];
+  return t < x.size() ? x[t] : 0;
+}
+
 type_plan fluid_type_plan(const snapshot& s, const type_plan_params& p) {
   type_plan out;
-  out.prefer.resize(s.jobs.size());
-  out.share.resize(s.jobs.size());
   if (!s.cl) return out;
   const std::size_t nt = s.cl->types.size();
   out.bottleneck.assign(nt, 0);
@@ -92,8 +100,10 @@ type_plan fluid_type_plan(const snapshot& s, const type_plan_params& p) {
   out.solved = true;
   out.horizon = r->x[0];
   for (std::size_t t = 0; t < nt; ++t) out.bottleneck[t] = std::abs(r->row_duals[t]) > 1e-9;
-  std::vector<std::vector<double>> share(g.rates.size(), std::vector<double>(nt, 0.0));
-  std::vector<std::vector<std::size_t>> prefer(g.rates.size());
+  std::vector<std::vector<double>>& share = out.group_share;
+  std::vector<std::vector<std::size_t>>& prefer = out.group_prefer;
+  share.assign(g.rates.size(), std::vector<double>(nt, 0.0));
+  prefer.assign(g.rates.size(), {});
   for (std::size_t k = 0; k < g.rates.size(); ++k) {
     for (std::size_t t = 0; t < nt; ++t) {
       if (x[k][t] < 0) continue;
@@ -103,11 +113,7 @@ type_plan fluid_type_plan(const snapshot& s, const type_plan_params& p) {
     std::stable_sort(prefer[k].begin(), prefer[k].end(),
                      [&](std::size_t a, std::size_t b) { return share[k][a] > share[k][b]; });
   }
-  for (std::size_t i = 0; i < s.jobs.size(); ++i) {
-    if (g.of_job[i] == job_groups::npos) continue;
-    out.prefer[i] = prefer[g.of_job[i]];
-    out.share[i] = share[g.of_job[i]];
-  }
+  out.group_of = g.of_job;
   return out;
 }
 

@@ -44,14 +44,20 @@ struct type_plan_params {
   double efficiency_weight = 0.01;  ///< weight of the GPU time term against T
 };
 
-/// The plan for one snapshot.
+/// The plan for one snapshot. Jobs of one group share its entries (no per-job copies).
 struct type_plan {
-  bool solved = false;                           ///< false: no active job, or the LP failed
-  double horizon = 0;                            ///< T in seconds
-  std::vector<std::vector<std::size_t>> prefer;  ///< per job of s.jobs: types, largest share first
-  std::vector<char> bottleneck;                  ///< per GPU type: its capacity row binds
-  /// x_gt of the job's group, per job of s.jobs and GPU type (0 where not planned).
-  std::vector<std::vector<double>> share;
+  bool solved = false;                ///< false: no active job, or the LP failed
+  double horizon = 0;                 ///< T in seconds
+  std::vector<char> bottleneck;       ///< per GPU type: its capacity row binds
+  std::vector<std::size_t> group_of;  ///< per job of s.jobs: its group, or no_group
+  std::vector<std::vector<std::size_t>> group_prefer;  ///< per group: types, largest share first
+  std::vector<std::vector<double>> group_share;        ///< per group: x_gt per GPU type
+  static constexpr std::size_t no_group = static_cast<std::size_t>(-1);
+
+  /// Job i's preferred types, largest share first (empty: no plan for it).
+  const std::vector<std::size_t>& prefer(std::size_t i) const;
+  /// Job i's group's share x_gt of type t (0 where not planned, or no plan for it).
+  double share(std::size_t i, std::size_t t) const;
 };
 
 /// Solves the fluid makespan program above for the active jobs of `s`. Jobs without a

@@ -527,7 +527,10 @@ class fit_checker final : public test::observed_policy {
 
   void check_hold(const snapshot& s, const round_plan& p) {
     const tessera_params d;
-    const type_plan tp = fluid_type_plan(s, {d.min_fit, d.plan_share, 0.01});
+    type_plan_params tpp;  // the plan tessera makes with its defaults
+    tpp.min_fit = d.min_fit;
+    tpp.least_share = d.plan_share;
+    const type_plan tp = fluid_type_plan(s, tpp);
     if (!tp.solved) return;
     const auto servers = [](const round_plan* plan, job_id job) {
       std::set<int> out;
@@ -540,7 +543,7 @@ class fit_checker final : public test::observed_policy {
     for (std::size_t i = 0; i < s.jobs.size(); ++i) {
       const job_view& jv = s.jobs[i];
       const double best = hare_best_rate(jv);
-      if (tp.prefer[i].empty() || !(best > 0) ||
+      if (tp.prefer(i).empty() || !(best > 0) ||
           jv.remaining_steps / best < d.plan_hold * tp.horizon)
         continue;
       const std::set<int> now = servers(&p, jv.spec->id);
@@ -549,7 +552,7 @@ class fit_checker final : public test::observed_policy {
       for (const int u : now) {
         const auto t =
             static_cast<std::size_t>(s.cl->servers[static_cast<std::size_t>(u)].type_index);
-        const auto& pref = tp.prefer[i];
+        const auto& pref = tp.prefer(i);
         CHECK((!tp.bottleneck[t] || std::find(pref.begin(), pref.end(), t) != pref.end()));
       }
     }

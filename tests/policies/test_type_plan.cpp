@@ -42,10 +42,10 @@ TEST_CASE("type plan: under a heavy load each type goes to the jobs it helps mos
   REQUIRE(tp.solved);
   const double f = 7200.0 / 15760.0;
   CHECK(tp.horizon == Approx((800 + 7760 * f) / 4).epsilon(1e-6));
-  CHECK(tp.prefer[0] == std::vector<std::size_t>{0});
-  CHECK(tp.share[0][1] == 0);
-  CHECK(tp.prefer[8] == std::vector<std::size_t>{1, 0});  // most of y's work on slow
-  CHECK(tp.share[8][0] == Approx(f).epsilon(1e-6));
+  CHECK(tp.prefer(0) == std::vector<std::size_t>{0});
+  CHECK(tp.share(0, 1) == 0);
+  CHECK(tp.prefer(8) == std::vector<std::size_t>{1, 0});  // most of y's work on slow
+  CHECK(tp.share(8, 0) == Approx(f).epsilon(1e-6));
   CHECK(tp.bottleneck == std::vector<char>{1, 1});
 }
 
@@ -59,8 +59,8 @@ TEST_CASE("type plan: under a light load each job is planned on its fastest type
   const type_plan tp = fluid_type_plan(s, {});
   REQUIRE(tp.solved);
   CHECK(tp.horizon == Approx(970).epsilon(1e-6));
-  CHECK(tp.prefer[0] == std::vector<std::size_t>{0});
-  CHECK(tp.prefer[1] == std::vector<std::size_t>{0});
+  CHECK(tp.prefer(0) == std::vector<std::size_t>{0});
+  CHECK(tp.prefer(1) == std::vector<std::size_t>{0});
   CHECK(tp.bottleneck == std::vector<char>{0, 0});
 }
 
@@ -71,7 +71,7 @@ TEST_CASE("type plan: no job, or no rate, gives no plan", "[policies][type_plan]
   const std::vector<job> jobs = {make_job(0, "z", 1, 100)};
   const type_plan tp = fluid_type_plan(make_snapshot(cl, jobs, {{0, 0}}), {});
   CHECK_FALSE(tp.solved);
-  CHECK(tp.prefer.at(0).empty());
+  CHECK(tp.prefer(0).empty());
 }
 
 TEST_CASE("type plan: bounds and constraints hold on random clusters", "[policies][type_plan]") {
@@ -108,7 +108,7 @@ TEST_CASE("type plan: bounds and constraints hold on random clusters", "[policie
       const double k = s.jobs[i].spec->scale_factor, rem = s.jobs[i].remaining_steps;
       double sum = 0, own = 0;
       for (std::size_t t = 0; t < nt; ++t) {
-        const double x = tp.share[i][t];
+        const double x = tp.share(i, t);
         CHECK(x >= 0);
         if (x > 1e-9) {
           CHECK(r[t] >= p.min_fit * best);
@@ -119,9 +119,9 @@ TEST_CASE("type plan: bounds and constraints hold on random clusters", "[policie
       }
       CHECK(sum == Approx(1).epsilon(1e-6));
       CHECK(own <= tp.horizon * (1 + 1e-6));
-      for (std::size_t q = 0; q < tp.prefer[i].size(); ++q) {
-        CHECK(tp.share[i][tp.prefer[i][q]] >= p.least_share);
-        if (q > 0) CHECK(tp.share[i][tp.prefer[i][q - 1]] >= tp.share[i][tp.prefer[i][q]]);
+      for (std::size_t q = 0; q < tp.prefer(i).size(); ++q) {
+        CHECK(tp.share(i, tp.prefer(i)[q]) >= p.least_share);
+        if (q > 0) CHECK(tp.share(i, tp.prefer(i)[q - 1]) >= tp.share(i, tp.prefer(i)[q]));
       }
       lower = std::max(lower, rem / best);
       work += k * rem / best;
