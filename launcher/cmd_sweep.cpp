@@ -66,7 +66,8 @@ const char* const usage =
 
 void add_options(po::options_description& d, sweep_options& o) {
   d.add_options()("policies", po::value(&o.policies)->multitoken()->required(),
-                  "policy names, comma- or space-separated (see `tessera policies`)")(
+                  "policy names, comma- or space-separated (see `tessera policies`), or "
+                  "`all` for every registered policy")(
       "rates", po::value(&o.rates)->multitoken(),
       "arrival rates in jobs/hour, comma- or space-separated")(
       "traces", po::value(&o.traces)->multitoken(),
@@ -254,6 +255,10 @@ result<sweep_plan> make_plan(const sweep_options& o) {
   sweep_plan p;
   p.policies = split_list(o.policies);
   if (p.policies.empty()) return error{error_kind::invalid_input, "--policies: empty list"};
+  if (p.policies == std::vector<std::string>{"all"}) {  // every registered policy, in order
+    p.policies.clear();
+    for (const auto& e : policy_registry()) p.policies.push_back(e.name);
+  }
   for (const auto& n : p.policies)
     if (auto pol = make_policy(n, {}, "--policy-arg");
         !pol && pol.err().kind == error_kind::not_found)

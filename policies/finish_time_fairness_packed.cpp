@@ -53,6 +53,12 @@ std::vector<double> effective(const snapshot& s, const ftf_round& r, const alloc
 
 result<allocation> finish_time_fairness_packed::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
+  if (shares_no_gpu(s)) {
+    auto a = alone_.allocate(s);
+    rho_ = alone_.last_rho();
+    lps_ = alone_.last_lp_count();
+    return a;
+  }
   rho_ = 0;
   lps_ = 0;
   allocation best;

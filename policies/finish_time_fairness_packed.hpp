@@ -14,9 +14,11 @@
 /// packed one too). The bracket's upper end starts at the equal-share allocation of jobs
 /// alone and moves to each trial's own rho. Optional efficiency stage at the final rho.
 /// Heterogeneity-aware only (Gavel has no agnostic packed variant). Without rates or
-/// co-location entries it gives finish_time_fairness_perf's rho.
+/// co-location entries it gives finish_time_fairness_perf's rho; where the table has no
+/// co-location entry at all it runs as that policy (packed_lp.hpp, "No sharing anywhere").
 ///
-/// Cost per round: up to `max_iterations` packed LPs, cold-started. Rows differ by progress,
+/// Cost per round: up to `max_iterations` packed LPs, cold-started (the plain policy's
+/// warm-started LPs where the table has no co-location entry). Rows differ by progress,
 /// so each job is a class of its own: up to M K + M (M + 1) / 2 K + 1 columns and 2M + K rows,
 /// quadratic in active jobs, for the pairs (policies/packed_lp.hpp). Recomputed every round.
 /// Meant for the cluster sizes of Gavel's experiments, not for thousands of active jobs.
@@ -24,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "policies/finish_time_fairness.hpp"
 #include "policies/options.hpp"
 #include "runtime/core/policy.hpp"
 
@@ -39,7 +42,8 @@ class finish_time_fairness_packed final : public allocation_policy {
       : efficiency_stage_(efficiency_stage),
         gpu_share_(gpu_share),
         tolerance_(tolerance),
-        max_iterations_(max_iterations) {}
+        max_iterations_(max_iterations),
+        alone_(efficiency_stage, tolerance, max_iterations, gpu_share) {}
   /// Fractions alone and in pairs minimising the largest finish-time fairness ratio.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress and time change rho, so the allocation is recomputed every round.
@@ -56,6 +60,7 @@ class finish_time_fairness_packed final : public allocation_policy {
   int max_iterations_;
   double rho_ = 0;
   int lps_ = 0;
+  finish_time_fairness alone_;  ///< the policy where no GPU can be shared (shares_no_gpu)
 };
 
 /// Builds finish-time fairness with space sharing from validated options (those of

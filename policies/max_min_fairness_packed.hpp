@@ -13,7 +13,8 @@
 /// that many GPUs at equal throughput. Then (option `efficiency_stage`, default on) the sum
 /// of those terms is maximised keeping every job at the max-min optimum. Heterogeneity-aware
 /// only (Gavel has no agnostic packed variant). Without a co-location entry for any pair of
-/// active jobs it is max_min_fairness_perf with the scale weighting.
+/// active jobs it is max_min_fairness_perf with the scale weighting; where the table has none
+/// at all it runs as that policy (packed_lp.hpp, "No sharing anywhere").
 ///
 /// Cost per round: the packed LP (C classes, P class pairs; one or two LPs of up to
 /// (C + P) K + 1 columns and 2C + K rows) when the job set changes, else none; the mechanism
@@ -22,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include "policies/max_min_fairness.hpp"
 #include "policies/options.hpp"
 #include "policies/packed_lp.hpp"
 #include "runtime/core/policy.hpp"
@@ -32,7 +34,8 @@ namespace tessera {
 class max_min_fairness_packed final : public allocation_policy {
  public:
   /// `efficiency_stage`: run the second, sum-maximising LP.
-  explicit max_min_fairness_packed(bool efficiency_stage) : efficiency_stage_(efficiency_stage) {}
+  explicit max_min_fairness_packed(bool efficiency_stage)
+      : efficiency_stage_(efficiency_stage), alone_(efficiency_stage, true) {}
   /// Fractions alone and in pairs maximising the minimum normalised, weighted throughput.
   result<allocation> allocate(const snapshot& s) override;
   /// The last LP's t*, classes and pair columns.
@@ -41,6 +44,7 @@ class max_min_fairness_packed final : public allocation_policy {
  private:
   bool efficiency_stage_;
   packed_lp_result last_;
+  max_min_fairness alone_;  ///< the policy where no GPU can be shared (shares_no_gpu)
 };
 
 /// Options of max_min_fairness_packed: `efficiency_stage` (0 or 1, default 1).

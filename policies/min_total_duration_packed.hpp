@@ -19,11 +19,13 @@
 /// Cost per round: the packed LP (one or two LPs of up to (C + P) K + 1 columns and 2C + K
 /// rows, C classes, P class pairs; progress changes rem, so classes are mostly single jobs),
 /// recomputed every round; the mechanism orders M jobs plus the job pairs with a positive
-/// fraction.
+/// fraction. Where the table has no co-location entry it runs as min_total_duration_perf with
+/// the same `efficiency_stage` (packed_lp.hpp, "No sharing anywhere").
 
 #include <memory>
 #include <vector>
 
+#include "policies/min_total_duration.hpp"
 #include "policies/options.hpp"
 #include "policies/packed_lp.hpp"
 #include "runtime/core/policy.hpp"
@@ -34,7 +36,8 @@ namespace tessera {
 class min_total_duration_packed final : public allocation_policy {
  public:
   /// `efficiency_stage`: run the second LP that uses capacity off the critical path.
-  explicit min_total_duration_packed(bool efficiency_stage) : efficiency_stage_(efficiency_stage) {}
+  explicit min_total_duration_packed(bool efficiency_stage)
+      : efficiency_stage_(efficiency_stage), alone_(efficiency_stage) {}
   /// Fractions alone and in pairs minimising the time by which every job can finish.
   result<allocation> allocate(const snapshot& s) override;
   /// Progress changes rem, so the allocation is recomputed every round.
@@ -45,6 +48,7 @@ class min_total_duration_packed final : public allocation_policy {
  private:
   bool efficiency_stage_;
   packed_lp_result last_;
+  min_total_duration alone_;  ///< the policy where no GPU can be shared (shares_no_gpu)
 };
 
 /// Options of min_total_duration_packed: `efficiency_stage` (0 or 1, default 0).

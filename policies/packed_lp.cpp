@@ -223,4 +223,8 @@ result<packed_lp_result> solve_packed_lp(const snapshot& s, const packed_lp_inpu
   return out;
 }
 
+bool shares_no_gpu(const snapshot& s) {
+  return s.rates == nullptr || !s.rates->type_table().has_colocated();
+}
+
 }  // namespace tessera

@@ -28,6 +28,16 @@
 /// with C classes, K types and P <= C (C + 1) / 2 class pairs that share a scale factor and a
 /// co-location entry; cold-started (no basis is carried over). The answer holds one entry per
 /// job pair of a class pair with a positive fraction, at most M (M - 1) / 2.
+///
+/// No sharing anywhere (`shares_no_gpu`): where the throughput table has no co-location entry
+/// at all (Sia's table as imported, or no rates), no pair can exist and the LP is the plain
+/// max-min of policies/allocation_lp.hpp. The packed policies then run as their unpacked
+/// twins, each holding one: the same rows computed the same way, and allocation_lp's warm
+/// start from the last round. Solving this LP cold every round cost the policies that
+/// recompute every round 13x (makespan) and 6x (finish-time fairness) their twins' time on
+/// Sia's workloads (docs/benchmarks/sia.md). The decision is the table's, not the round's, so
+/// runs on a table with co-location entries (Gavel's) always take the class LP and are
+/// unchanged.
 
 #include <vector>
 
@@ -55,5 +65,9 @@ struct packed_lp_result {
 /// it: the LP is then the plain one). Errors: inconsistent input (invalid_input) or a solve
 /// that did not reach optimality (solver_failed).
 result<packed_lp_result> solve_packed_lp(const snapshot& s, const packed_lp_input& in);
+
+/// True when the snapshot's throughput table lets no two jobs share a GPU: no rates, or no
+/// co-location entry in the table.
+bool shares_no_gpu(const snapshot& s);
 
 }  // namespace tessera

@@ -315,6 +315,13 @@ bool throughput_table::knows_job_type(const std::string& job_type) const {
   return false;
 }
 
+bool throughput_table::has_colocated() const {
+  for (const auto& [k, rows] : rows_)
+    for (const auto& [key, r] : rows)
+      if (!r.with.empty()) return true;
+  return false;
+}
+
 bool throughput_table::knows(const job_key& key) const {
   for (const auto& [k, rows] : rows_)
     if (k.second && rows.count(key)) return true;

@@ -56,6 +56,8 @@ class throughput_table {
   bool knows_job_type(const std::string& job_type) const;
   /// True when some GPU type has a consolidated entry for this job type at this scale factor.
   bool knows(const job_key& key) const;
+  /// True when some row has a co-location entry: two jobs can share a GPU somewhere.
+  bool has_colocated() const;
 
   /// A copy without the "_unconsolidated" entries, so every unconsolidated look-up answers
   /// the consolidated value: a job spanning servers runs as fast as on one server (Gavel's

@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <iomanip>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/commands.hpp"
 #include "launcher/progress.hpp"
+#include "policies/registry.hpp"
 #include "runtime/core/result.hpp"
 #include "tests/support.hpp"
 
@@ -74,6 +76,19 @@ TEST_CASE("sweep: a rerun skips finished cells and writes the same CSV", "[sweep
   CHECK_THAT(csv, Catch::Contains(",lr_max,lre_avg,lre_max,"));
   CHECK_THAT(csv, Catch::Contains(",,,"));  // the old cell's two empty fields
   CHECK_THAT(csv, Catch::Contains(",987654,"));
+}
+
+TEST_CASE("sweep: --policies all runs every registered policy once", "[sweep]") {
+  scratch_dir d("sweep_all");
+  const auto dir = d.file("out");
+  REQUIRE(cli::cmd_sweep({"--policies", "all", "--rates", "6", "--jobs", "4", "--out", dir, "-j",
+                          "2", "--quiet"}) == exit_code::ok);
+  auto all = nlohmann::json::parse(file_contents(dir + "/sweep.json"));
+  std::set<std::string> ran;
+  for (const auto& c : all.at("cells")) ran.insert(c.at("policy").get<std::string>());
+  CHECK(ran.size() == policy_registry().size());
+  for (const auto& e : policy_registry()) CHECK(ran.count(e.name) == 1);
+  CHECK(all.at("cells").size() == policy_registry().size());
 }
 
 TEST_CASE("sweep: bad input exits 2 and names the option", "[sweep]") {

@@ -127,6 +127,9 @@ TEST_CASE("packed LP: without rates or co-location entries it pairs nothing",
   in.alone.assign(2, {1.0});
   in.weight.assign(2, 1.0);
   auto r = solve_packed_lp(s, in);  // no rates
+  CHECK(shares_no_gpu(s));
+  CHECK(f.table.has_colocated());
+  CHECK_FALSE(throughput_table{}.has_colocated());
   REQUIRE(r);
   CHECK(r->alloc.pairs.empty());
   CHECK(r->value == Approx(0.5));
@@ -270,4 +273,75 @@ TEST_CASE("finish_time_fairness_packed: rho falls to the shared rate's when shar
     const auto e = effective(*a, 10, shared);
     CHECK(std::min(e[0], e[1]) == Approx(1000.0 / (200.0 * expect)).epsilon(1e-3));
   }
+}
+
+TEST_CASE(
+    "packed policies: where the table has no co-location entry, each runs as its unpacked "
+    "twin, job for job, and the twin's LP optimum is the class LP's",
+    "[policies][packing][property]") {
+  // Twins with the same options: min_total_duration_packed's efficiency stage is off by
+  // default and min_total_duration's on, so both are set.
+  const std::vector<std::pair<const char*, const char*>> twins = {
+      {"max_min_fairness_packed", "max_min_fairness_perf"},
+      {"min_total_duration_packed", "min_total_duration_perf"},
+      {"finish_time_fairness_packed", "finish_time_fairness_perf"}};
+  std::mt19937 rng(23);
+  int compared = 0, optima = 0;
+  for (int trial = 0; trial < 15; ++trial) {
+    const auto in = test::random_instance(rng, test::instance_limits{4, 10, 5000});
+    REQUIRE_FALSE(in.table.has_colocated());
+    for (const auto& [packed, plain] : twins) {
+      const std::map<std::string, double> o =
+          std::string(packed) == "min_total_duration_packed"
+              ? std::map<std::string, double>{{"efficiency_stage", 0}}
+              : std::map<std::string, double>{};
+      auto a = make_policy(packed, o);
+      auto b = make_policy(plain, o);
+      REQUIRE(a);
+      REQUIRE(b);
+      auto ra = simulate(in.cl, in.table, in.jobs, **a, sim_config{});
+      auto rb = simulate(in.cl, in.table, in.jobs, **b, sim_config{});
+      INFO("trial " << trial << ": " << packed << " against " << plain);
+      REQUIRE(ra);
+      REQUIRE(rb);
+      REQUIRE(ra->jobs.size() == rb->jobs.size());
+      for (std::size_t i = 0; i < ra->jobs.size(); ++i) {
+        CHECK(ra->jobs[i].finish == rb->jobs[i].finish);
+        CHECK(ra->jobs[i].restarts == rb->jobs[i].restarts);
+      }
+      ++compared;
+    }
+    // The LP both solve, on the instance's jobs fresh: allocation_lp's t* is the class LP's
+    // where every job can run somewhere (the class LP holds t* at 0 otherwise).
+    server_throughput rates(in.cl, in.table);
+    std::vector<std::vector<double>> tput;
+    for (const auto& j : in.jobs) tput.push_back(type_throughputs(in.cl, in.table, j));
+    snapshot s = test::make_snapshot(in.cl, in.jobs, tput);
+    s.rates = &rates;
+    packed_lp_input lp;
+    bool runs_everywhere = true;
+    for (std::size_t m = 0; m < in.jobs.size(); ++m) {
+      double best = 0;
+      for (std::size_t j = 0; j < tput[m].size(); ++j)
+        if (in.cl.types[j].gpus >= in.jobs[m].scale_factor) best = std::max(best, tput[m][j]);
+      runs_everywhere = runs_everywhere && best > 0;
+      lp.alone.push_back(tput[m]);
+      for (double& v : lp.alone.back()) v = best > 0 ? v / best : 0.0;
+      lp.weight.push_back(1.0);
+    }
+    allocation_lp plain;
+    allocation_lp_input rows = lp_input_for(s);
+    rows.rows = lp.alone;
+    auto fast = plain.solve(rows, allocation_objective::max_min);
+    auto cold = solve_packed_lp(s, lp);
+    REQUIRE(fast);
+    REQUIRE(cold);
+    CHECK(cold->pair_columns == 0);
+    if (runs_everywhere) {
+      CHECK(fast->value == Approx(cold->value).epsilon(1e-6));
+      ++optima;
+    }
+  }
+  CHECK(compared == 45);
+  CHECK(optima >= 5);
 }
