@@ -41,6 +41,29 @@ double projected_ftf(const snapshot& s, const job_view& jv, std::size_t active) 
   return (elapsed * f * mix + jv.remaining_steps) / jv.spec->total_steps;
 }
 
+/// The early guard (step 1b): normal jobs whose latency ratio `lr` has passed early_guard
+/// rounds per hour of expected run time join the starving class, most urgent first, while
+/// their GPUs fit in early_share of the cluster's; each keyed by its urgency on the main
+/// guard (below 1), so after the jobs past that.
+void admit_early(const snapshot& s, const tessera_params& p, const std::vector<double>& lr,
+                 std::vector<order_key>& keys) {
+  const double early = p.early_guard * s.round_length / 3600.0;
+  if (!(early > 0) || !(p.early_share > 0)) return;
+  std::vector<std::size_t> waiting;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (keys[i].cls == tessera_class::normal && lr[i] >= early) waiting.push_back(i);
+  std::stable_sort(waiting.begin(), waiting.end(),
+                   [&](std::size_t a, std::size_t b) { return lr[a] > lr[b]; });
+  const double main = p.lr_guard > 0 ? p.lr_guard * s.round_length / 3600.0 : early;
+  double budget = p.early_share * s.cl->total_gpus();
+  for (std::size_t i : waiting) {
+    const int k = std::max(1, s.jobs[i].spec->scale_factor);
+    if (k > budget) continue;
+    budget -= k;
+    keys[i] = {tessera_class::starving, -lr[i] / main};
+  }
+}
+
 /// Each job's class and key within it (step 1).
 std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p, double horizon) {
   const std::size_t n = s.jobs.size();
@@ -54,11 +77,13 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p, do
   const double drain = work / std::max(1, s.cl->total_gpus());
   const double lr_guard = p.lr_guard * s.round_length / 3600.0;  // in LR: rounds per hour of E
   std::vector<order_key> keys(n);
+  std::vector<double> lr(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     const job_view& jv = s.jobs[i];
     const double expected = best[i] > 0 ? jv.spec->total_steps / best[i] : 0.0;
+    lr[i] = latency_ratio(s.now, jv, expected);
     // Urgency: how far past its guard the job is, on either measure (>= 1: starving).
-    double urgency = lr_guard > 0 ? latency_ratio(s.now, jv, expected) / lr_guard : 0.0;
+    double urgency = lr_guard > 0 ? lr[i] / lr_guard : 0.0;
     if (p.ftf_guard > 0) urgency = std::max(urgency, projected_ftf(s, jv, n) / p.ftf_guard);
     const bool bounds_drain = p.critical_share > 0 && rem[i] >= p.critical_share * drain;
     const bool bounds_plan =
@@ -71,6 +96,7 @@ std::vector<order_key> order_keys(const snapshot& s, const tessera_params& p, do
       keys[i] = {tessera_class::normal,
                  p.by_remaining ? hare_remaining_work(jv) : hare_service(jv)};
   }
+  admit_early(s, p, lr, keys);
   return keys;
 }
 
@@ -291,6 +317,13 @@ std::vector<option_spec> tessera_policy_options() {
        "jobs that have waited this many rounds per hour of expected run time go "
        "first (latency ratio >= this x round length / 3600 s); 0: no guard",
        8, 0, 1e6},
+      {"early_guard",
+       "jobs that have waited this many rounds per hour of expected run time (below "
+       "lr_guard) go first too, most urgent first, while their GPUs fit in early_share of the "
+       "cluster's; 0: no early guard",
+       1.5, 0, 1e6},
+      {"early_share", "share of the cluster's GPUs that early-guarded jobs may be given first",
+       0.05, 0, 1},
       {"ftf_guard",
        "jobs heading for a finish-time fairness above this at their fair share go "
        "first; 0: no guard",
@@ -352,6 +385,8 @@ std::unique_ptr<policy> make_tessera(const std::string& name, const options& o) 
   tessera_params p;
   p.fill.relaxed = o.flag("relaxed");
   p.lr_guard = o.get("lr_guard");
+  p.early_guard = o.get("early_guard");
+  p.early_share = o.get("early_share");
   p.critical_share = o.get("critical_share");
   p.ftf_guard = o.get("ftf_guard");
   p.max_copies = o.integer("max_copies");

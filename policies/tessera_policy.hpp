@@ -21,6 +21,15 @@
 ///        round length / 3600 s (option `lr_guard`, default 8, 0 = off): a job is starving
 ///        once it has waited lr_guard rounds per hour of its expected run time, g = 0.8 at
 ///        Gavel's 360 s rounds and 0.067 at Hops' 30 s rounds.
+///        Early guard (option `early_guard` e, default 1.5, 0 = off; `early_share` s,
+///        default 0.05): a job whose LR_m has passed e rounds per hour of expected run time
+///        (0.0125 at 30 s rounds) but not the guard g is starving too while the GPUs of such
+///        jobs, most urgent first, fit in s x the cluster's; they follow the jobs past g. On
+///        Hops' 512-GPU setting the guard alone let a long job wait until g (its LR 0.087
+///        against hops' 0.026, the worst of the trace); the early guard brings tessera's
+///        worst LR to hops' there at under 1% of average JCT, where lowering g itself cost
+///        Gavel's overloaded 360 s cells 4-16% (docs/benchmarks/policies.md, "How tessera's
+///        defaults were chosen").
 ///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the finish-time fairness the
 ///        job heads for if it runs at its fair share from now on: (elapsed x fair rate +
 ///        remaining steps) / total steps, the fair rate being its throughput on the cluster's
@@ -107,6 +116,8 @@ namespace tessera {
 struct tessera_params {
   hare_fill_params fill;          ///< relaxed task filling
   double lr_guard = 8;            ///< starving when LR >= this x round length / 3600 s; 0 = off
+  double early_guard = 1.5;       ///< ... or >= this, within early_share of the GPUs; 0 = off
+  double early_share = 0.05;      ///< GPUs' share for jobs past the early guard only
   double ftf_guard = 1.2;         ///< starving when the projected FTF >= this; 0 = no guard
   double critical_share = 5;      ///< critical when rem >= this x drain time; 0 = none
   int max_copies = 3;             ///< copies per job; 1 = no forking

@@ -3,7 +3,10 @@
 block per workload set (the trace stem without its trailing "-N"), one row per policy, each
 figure the mean over the set's traces: average and p99 JCT (h), makespan (h), worst
 finish-time fairness, worst latency ratio, GPU-hours and restarts (sums over the jobs),
-cells that did not finish every job, and wall seconds. Rows are sorted by average JCT.
+cells that did not finish every job, and wall seconds. Rows are sorted by average JCT, the
+policies that finished every job of every cell first; a policy with a cell stopped at
+--max-hours follows, its JCT and makespan in brackets: they count only the jobs that
+finished, so they are not comparable with the others'.
 
 usage: python3 scripts/sweep_table.py SWEEP_DIR [--sets philly,saturn] [--markdown]
 """
@@ -65,12 +68,14 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|")
         mean = {p: {k: sum(f[k] for f in fs) / len(fs) for k in keys + ["wall_s"]}
                 for p, fs in rows.items()}
-        for p in sorted(rows, key=lambda p: mean[p]["avg_jct_h"]):
+        unfinished = {p: sum(f["unfinished"] for f in fs) for p, fs in rows.items()}
+        for p in sorted(rows, key=lambda p: (unfinished[p] > 0, mean[p]["avg_jct_h"])):
             m, fs = mean[p], rows[p]
-            print(f"| {p} [{len(fs)}] | {m['avg_jct_h']:.2f} | {m['p99_jct_h']:.2f} | "
-                  f"{m['makespan_h']:.2f} | {m['ftf_max']:.2f} | {m['lr_max']:.1f} | "
-                  f"{m['gpu_hours']:.0f} | {m['restarts']:.0f} | "
-                  f"{sum(f['unfinished'] for f in fs)} | {m['wall_s']:.1f} |")
+            o, c = ("(", ")") if unfinished[p] else ("", "")
+            print(f"| {p} [{len(fs)}] | {o}{m['avg_jct_h']:.2f}{c} | {o}{m['p99_jct_h']:.2f}{c} | "
+                  f"{o}{m['makespan_h']:.2f}{c} | {m['ftf_max']:.2f} | {m['lr_max']:.1f} | "
+                  f"{m['gpu_hours']:.0f} | {m['restarts']:.0f} | {unfinished[p]} | "
+                  f"{m['wall_s']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -235,6 +235,92 @@ TEST_CASE("tessera: order is critical, then starving by latency ratio, then leas
   CHECK(cls[1] == tessera_class::normal);
 }
 
+TEST_CASE("tessera: the early guard puts the most urgent waiting jobs first within its share",
+          "[policies][tessera]") {
+  const auto cl = make_cluster({{0, "a", "v100", 0, 40, 1.0}});
+  // All at 1 step/s: E = total steps; at t = 300 s a job that never ran has LR 300 / E.
+  std::vector<job> jobs = {make_job(0, "m", 1, 100, 0),    // LR 3: past the early guard only
+                           make_job(1, "m", 1, 150, 0),    // LR 2: the same
+                           make_job(2, "m", 1, 200, 0),    // LR 1.5: the same
+                           make_job(3, "m", 2, 60, 0),     // LR 5: past the main guard
+                           make_job(4, "m", 1, 1000, 0)};  // ran all along: LR 0
+  auto s = make_snapshot(cl, jobs, {{1}, {1}, {1}, {1}, {1}}, 300);
+  s.jobs[4].run_time = 300;
+  s.jobs[4].steps_done = 300;
+  s.jobs[4].remaining_steps = 700;
+  s.round_length = 3600;  // guards in LR
+  tessera_params p;
+  p.lr_guard = 4;
+  p.ftf_guard = 0;
+  p.critical_share = 0;
+  p.early_guard = 1;
+  p.early_share = 0.05;  // 2 of the 40 GPUs: jobs 0 and 1, by LR, not job 2
+  std::vector<tessera_class> cls;
+  CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{3, 0, 1, 2, 4});
+  CHECK(cls == std::vector<tessera_class>{tessera_class::starving, tessera_class::starving,
+                                          tessera_class::normal, tessera_class::starving,
+                                          tessera_class::normal});
+  p.early_share = 0.025;  // one GPU: job 0 alone
+  tessera_order(s, p, &cls);
+  CHECK(cls[0] == tessera_class::starving);
+  CHECK(cls[1] == tessera_class::normal);
+  p.early_guard = 0;  // off: the normal jobs by least remaining work, job 2 (200) first
+  CHECK(tessera_order(s, p, &cls) == std::vector<std::size_t>{3, 0, 1, 2, 4});
+  CHECK(cls[0] == tessera_class::normal);
+  p.early_guard = 1;
+  p.early_share = 0.05;
+  p.lr_guard = 0;  // the early guard alone: job 3 (LR 5, 2 GPUs) fills its share
+  tessera_order(s, p, &cls);
+  CHECK(cls[3] == tessera_class::starving);
+  CHECK(cls[0] == tessera_class::normal);
+
+  // Property on random queues: the jobs admitted by the early guard alone hold at most its
+  // share of the GPUs, each is past it, and a job past it left out did not fit in what the
+  // more urgent ones left.
+  std::mt19937 rng(41);
+  int admitted_seen = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<job> js;
+    std::vector<std::vector<double>> tput;
+    for (int i = 0; i < 30; ++i) {
+      js.push_back(make_job(i, "m", 1 + static_cast<int>(rng() % 4),
+                            50 + static_cast<double>(rng() % 2000), 0));
+      tput.push_back({1});
+    }
+    auto rs = make_snapshot(cl, js, tput, 300);
+    rs.round_length = 3600;
+    tessera_params q;
+    q.ftf_guard = 0;
+    q.critical_share = 0;
+    q.lr_guard = 4;
+    q.early_guard = 0.5;
+    q.early_share = 0.05 + 0.05 * (trial % 4);
+    tessera_order(rs, q, &cls);
+    const double budget = q.early_share * 40;
+    std::vector<std::pair<double, std::size_t>> past;  // (LR, job) past the early guard only
+    double used = 0;
+    for (std::size_t i = 0; i < js.size(); ++i) {
+      const double lr = 300 / js[i].total_steps;
+      if (lr >= q.early_guard && lr < q.lr_guard) past.push_back({lr, i});
+      if (cls[i] == tessera_class::starving && lr < q.lr_guard) {
+        CHECK(lr >= q.early_guard);
+        used += js[i].scale_factor;
+        ++admitted_seen;
+      }
+    }
+    CHECK(used <= budget + 1e-9);
+    std::sort(past.rbegin(), past.rend());
+    double before = 0;  // GPUs admitted to jobs at least as urgent
+    for (const auto& [lr, i] : past) {
+      if (cls[i] == tessera_class::starving)
+        before += js[i].scale_factor;
+      else
+        CHECK(before + js[i].scale_factor > budget);
+    }
+  }
+  CHECK(admitted_seen > 100);
+}
+
 TEST_CASE("tessera: a copy pays when the averaged rate grows by fork_gain", "[policies][tessera]") {
   // Equal copies: eff(2) x 2 against (1 + gain) x eff(1) x 1.
   CHECK(tessera_fork_pays(1.0, 1.0, 1, 0.1, 1.0, 0.6));        // 1.2 >= 1.1
