@@ -259,6 +259,13 @@ inline double time_scale() {
   return (end && *end == 0 && f >= 1 && f <= 100) ? f : 1;
 }
 
+/// A relative tolerance `base` widened by time_scale() for a loaded host, capped at `cap`:
+/// Catch's Approx::epsilon throws above 1, and a time scale of 6 (the sanitizer build on a
+/// host with a load of 6 per 2 cores) made 0.2 into 1.2.
+inline double loaded_tolerance(double base, double cap = 0.5) {
+  return std::min(cap, base * time_scale());
+}
+
 /// True when `s` contains `part`.
 inline bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -86,7 +86,8 @@ TEST_CASE("a node's speed factor throttles its steps", "[actors][node]") {
     CHECK(slot.steps >= expect - 2 * tessera::test::time_scale());
     CHECK(wall <= 0.6 + 0.2 * tessera::test::time_scale());
     CHECK(slot.checkpointed);
-    CHECK(slot.ema_throughput == Approx(50.0 * speed).epsilon(0.2 * tessera::test::time_scale()));
+    CHECK(slot.ema_throughput ==
+          Approx(50.0 * speed).epsilon(tessera::test::loaded_tolerance(0.2)));
   }
 }
 
@@ -379,6 +380,6 @@ TEST_CASE("the two copies of a pair step at their speed shares side by side",
   CHECK(b.steps <= 12);
   CHECK(b.steps >= 12 - slack);
   CHECK(static_cast<double>(a.steps) / static_cast<double>(b.steps) ==
-        Approx(2.0).epsilon(0.2 * tessera::test::time_scale()));
-  CHECK(a.ema_throughput == Approx(50.0 * 0.8).epsilon(0.2 * tessera::test::time_scale()));
+        Approx(2.0).epsilon(tessera::test::loaded_tolerance(0.2)));
+  CHECK(a.ema_throughput == Approx(50.0 * 0.8).epsilon(tessera::test::loaded_tolerance(0.2)));
 }
