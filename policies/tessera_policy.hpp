@@ -27,7 +27,7 @@
 ///        jobs, most urgent first, fit in s x the cluster's; they follow the jobs past g. On
 ///        Hops' 512-GPU setting the guard alone let a long job wait until g (its LR 0.087
 ///        against hops' 0.026, the worst of the trace); the early guard brings tessera's
-///        worst LR to hops' there at under 1% of average JCT, where lowering g itself cost
+///        worst LR to hops' there at 0-3% of average JCT, where lowering g itself cost
 ///        Gavel's overloaded 360 s cells 4-16% (docs/benchmarks/policies.md, "How tessera's
 ///        defaults were chosen").
 ///        F_m (option `ftf_guard` h; default 1.2, 0 = off) is the finish-time fairness the
