@@ -7,14 +7,7 @@ namespace tessera {
 
 result<allocation> min_total_duration_packed::allocate(const snapshot& s) {
   if (auto st = check_snapshot(s); !st) return st.err();
-  if (shares_no_gpu(s)) {
-    auto a = alone_.allocate(s);
-    if (!a) return a.err();
-    last_ = packed_lp_result{};
-    last_.value = alone_.last_solve().value;
-    last_.classes = alone_.last_solve().classes;
-    return a;
-  }
+  if (shares_no_gpu(s)) return allocate_as_twin(alone_, s, last_);
   const matrix t = policy_throughputs(s);
   packed_lp_input in;
   in.efficiency_stage = efficiency_stage_;

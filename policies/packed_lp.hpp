@@ -70,4 +70,17 @@ result<packed_lp_result> solve_packed_lp(const snapshot& s, const packed_lp_inpu
 /// co-location entry in the table.
 bool shares_no_gpu(const snapshot& s);
 
+/// A packed policy's allocation where no GPU can be shared: its unpacked `twin`'s (a policy
+/// with allocate() and last_solve(), e.g. max_min_fairness), with the twin's t* and class
+/// count recorded in `last` (no pair columns).
+template <class Twin>
+result<allocation> allocate_as_twin(Twin& twin, const snapshot& s, packed_lp_result& last) {
+  auto a = twin.allocate(s);
+  if (!a) return a.err();
+  last = packed_lp_result{};
+  last.value = twin.last_solve().value;
+  last.classes = twin.last_solve().classes;
+  return a;
+}
+
 }  // namespace tessera
