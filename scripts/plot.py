@@ -11,8 +11,11 @@ usage: plot.py KIND INPUT... --out PREFIX [--format png,svg] [--title TEXT] [opt
   policies SWEEP.csv [--metric COLUMN]
       a sweep over given traces (`sweep --traces`): one panel per workload set (the trace
       stem without its trailing "-N"), one bar per policy, the mean of COLUMN (default
-      avg_jct_h) over the set's traces with a min..max whisker; a policy with a cell that
-      did not finish every job is marked "(unfinished)".
+      avg_jct_h) over the set's traces with a min..max whisker. A policy with a cell that
+      did not finish every job is drawn hatched, marked "(unfinished)" and listed after the
+      others, as scripts/sweep_table.py lists it: its figure counts only the jobs that
+      finished. --scale log|linear|auto (default auto: a log axis when the set's means span
+      more than LOG_SPAN times, so the policies near the best stay readable).
   utilisation TIMELINE...
       busy GPUs of each GPU type over time, as a share of the type's GPUs.
   gantt TIMELINE...
@@ -95,34 +98,68 @@ def plot_jct_rate(args):
     save(fig, args)
 
 
+LOG_SPAN = 30.0  # policies: auto picks a log axis when max / min of a panel's means exceeds this
+
+
+def policy_order(by_policy, unfinished):
+    """The policies of one panel, those that finished every job of every cell first, each part
+    by its mean (scripts/sweep_table.py's order): a capped policy's mean counts only the jobs
+    that finished, so it is not ranked among the others."""
+    return sorted(by_policy, key=lambda p: (p in unfinished,
+                                            sum(by_policy[p]) / len(by_policy[p])))
+
+
+def use_log(means, scale):
+    """Whether a panel's axis is logarithmic: --scale log or linear says so; auto when every
+    mean is positive and they span more than LOG_SPAN times."""
+    if scale != "auto":
+        return scale == "log"
+    return min(means) > 0 and max(means) > LOG_SPAN * min(means)
+
+
+def draw_policy_panel(ax, group, by_policy, unfinished, metric, scale):
+    order = policy_order(by_policy, unfinished)
+    means = [sum(by_policy[p]) / len(by_policy[p]) for p in order]
+    log = use_log(means, scale)
+    if log and min(min(by_policy[p]) for p in order) <= 0:
+        raise BadInput(f"--scale log: set '{group}' has a value <= 0 in '{metric}'")
+    lo = [m - min(by_policy[p]) for m, p in zip(means, order)]
+    hi = [max(by_policy[p]) - m for m, p in zip(means, order)]
+    capped = [p in unfinished for p in order]
+    ax.barh(range(len(order)), means, xerr=[lo, hi], alpha=0.7, error_kw={"lw": 0.8},
+            color=["tab:gray" if c else "tab:blue" for c in capped])
+    for bar, c in zip(ax.patches, capped):
+        if c:
+            bar.set_hatch("//")
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([p + (" (unfinished)" if c else "") for p, c in zip(order, capped)],
+                       fontsize=7)
+    ax.invert_yaxis()
+    if log:
+        ax.set_xscale("log")
+    label = metric.replace("_h", " (hours)") + (", log scale" if log else "")
+    ax.set_xlabel(label, fontsize=8)
+    ax.set_title(f"{group} ({len(by_policy[order[0]])} traces)", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+
+
 def plot_policies(args):
     path = args.inputs[0]
     metric = "avg_jct_h" if args.metric == "avg_jct_window_h" else args.metric
-    sets, unfinished = {}, set()  # set -> policy -> [values]
+    sets, unfinished = {}, {}  # set -> policy -> [values]; set -> policies with a capped cell
     for i, row in enumerate(read_csv(path), start=2):
         if not row.get("trace"):
             raise BadInput(f"{path}:{i}: field 'trace': empty (not a sweep over --traces)")
         group, policy = workload_set(row["trace"]), row.get("policy", "?")
         sets.setdefault(group, {}).setdefault(policy, []).append(number(path, i, row, metric))
         if row.get("complete") == "false":
-            unfinished.add((group, policy))
+            unfinished.setdefault(group, set()).add(policy)
     most = max(len(v) for v in sets.values())
     fig, axes = plt.subplots(1, len(sets), figsize=(4.4 * len(sets), 0.26 * most + 1.4),
                              squeeze=False)
     for ax, (group, by_policy) in zip(axes[0], sorted(sets.items())):
-        items = sorted(by_policy.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
-        means = [sum(v) / len(v) for _, v in items]
-        lo = [m - min(v) for m, (_, v) in zip(means, items)]
-        hi = [max(v) - m for m, (_, v) in zip(means, items)]
-        ax.barh(range(len(items)), means, xerr=[lo, hi], color="tab:blue", alpha=0.7,
-                error_kw={"lw": 0.8})
-        ax.set_yticks(range(len(items)))
-        ax.set_yticklabels([p + (" (unfinished)" if (group, p) in unfinished else "")
-                            for p, _ in items], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlabel(metric.replace("_h", " (hours)"), fontsize=8)
-        ax.set_title(f"{group} ({len(items[0][1])} traces)", fontsize=9)
-        ax.grid(axis="x", alpha=0.3)
+        draw_policy_panel(ax, group, by_policy, unfinished.get(group, set()), metric,
+                          args.scale)
     if args.title:
         fig.suptitle(args.title, fontsize=10)
     fig.tight_layout()
@@ -296,6 +333,9 @@ def main(argv):
     ap.add_argument("--reference", help="jct-rate: published points to overlay (CSV)")
     ap.add_argument("--window", help="cdf: job-id window A-B")
     ap.add_argument("--labels", help="cdf: comma-separated curve labels")
+    ap.add_argument("--scale", choices=["auto", "linear", "log"], default="auto",
+                    help="policies: the value axis (auto: log when a panel spans more than "
+                         f"{LOG_SPAN:g}x)")
     try:
         args = ap.parse_args(argv)
     except SystemExit as e:

@@ -23,6 +23,27 @@ def check_outputs(prefix):
         assert os.path.isfile(path) and os.path.getsize(path) > 1000, path
 
 
+def check_policy_panels(plot):
+    """The policies kind's order and axis: hand-made panels with known means."""
+    by_policy = {"a": [1.0, 3.0], "b": [0.5, 0.5], "capped": [0.1], "c": [40.0]}
+    # means a 2, b 0.5, capped 0.1 (a cell stopped at the cap), c 40: finished ones first
+    assert plot.policy_order(by_policy, {"capped"}) == ["b", "a", "c", "capped"]
+    assert plot.policy_order(by_policy, set()) == ["capped", "b", "a", "c"]
+    assert plot.use_log([0.5, 2.0, 40.0], "auto") is True      # 80x > LOG_SPAN
+    assert plot.use_log([0.5, 2.0, 14.0], "auto") is False     # 28x
+    assert plot.use_log([0.0, 2.0, 400.0], "auto") is False    # a zero mean: linear
+    assert plot.use_log([1.0, 1.0], "log") is True
+    assert plot.use_log([1.0, 400.0], "linear") is False
+    with tempfile.TemporaryDirectory() as d:
+        open(f"{d}/s.csv", "w").write("policy,trace,avg_jct_h,complete\n"
+                                      "fifo,x-1,0,true\nfifo,x-2,2,true\n")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            assert plot.main(["policies", f"{d}/s.csv", "--out", f"{d}/p", "--scale", "log"]) == 2
+            assert plot.main(["policies", f"{d}/s.csv", "--out", f"{d}/q"]) == 0
+        assert "set 'x' has a value <= 0" in err.getvalue(), err.getvalue()
+
+
 def main():
     try:
         import matplotlib  # noqa: F401
@@ -65,7 +86,9 @@ def main():
         with contextlib.redirect_stderr(err):
             assert plot.main(["gantt", f"{d}/bad.jsonl", "--out", f"{d}/bad"]) == 2
         assert "bad.jsonl:2" in err.getvalue(), err.getvalue()
-    print("jct-rate, cdf, policies, utilisation, gantt: PNG and SVG written; bad input refused")
+    check_policy_panels(plot)
+    print("jct-rate, cdf, policies, utilisation, gantt: PNG and SVG written; bad input refused;"
+          " policies ordered finished-first, log axis chosen by span")
     return 0
 
 
