@@ -8,14 +8,15 @@ usage: plot.py KIND INPUT... --out PREFIX [--format png,svg] [--title TEXT] [opt
       (CSV columns: policy,rate_per_hour,value,label).
   cdf JOBS.csv... [--window A-B] [--labels L1,L2,...]
       CDF of jct_s (hours) of the finished jobs of each per-job CSV.
-  policies SWEEP.csv [--metric COLUMN]
+  policies SWEEP.csv [--metric COLUMN] [--scale auto|linear|log]
       a sweep over given traces (`sweep --traces`): one panel per workload set (the trace
       stem without its trailing "-N"), one bar per policy, the mean of COLUMN (default
       avg_jct_h) over the set's traces with a min..max whisker. A policy with a cell that
       did not finish every job is drawn hatched, marked "(unfinished)" and listed after the
       others, as scripts/sweep_table.py lists it: its figure counts only the jobs that
-      finished. --scale log|linear|auto (default auto: a log axis when the set's means span
-      more than LOG_SPAN times, so the policies near the best stay readable).
+      finished. --scale (default auto) picks the value axis: auto takes a log axis when a
+      panel's values are all positive and its means span more than 30 times, so the
+      policies near the best stay readable beside capped ones.
   utilisation TIMELINE...
       busy GPUs of each GPU type over time, as a share of the type's GPUs.
   gantt TIMELINE...
@@ -109,19 +110,21 @@ def policy_order(by_policy, unfinished):
                                             sum(by_policy[p]) / len(by_policy[p])))
 
 
-def use_log(means, scale):
+def use_log(means, lowest, scale):
     """Whether a panel's axis is logarithmic: --scale log or linear says so; auto when every
-    mean is positive and they span more than LOG_SPAN times."""
+    value (lowest: the smallest, whiskers included) is positive and the means span more than
+    LOG_SPAN times."""
     if scale != "auto":
         return scale == "log"
-    return min(means) > 0 and max(means) > LOG_SPAN * min(means)
+    return lowest > 0 and max(means) > LOG_SPAN * min(means)
 
 
 def draw_policy_panel(ax, group, by_policy, unfinished, metric, scale):
     order = policy_order(by_policy, unfinished)
     means = [sum(by_policy[p]) / len(by_policy[p]) for p in order]
-    log = use_log(means, scale)
-    if log and min(min(by_policy[p]) for p in order) <= 0:
+    lowest = min(min(by_policy[p]) for p in order)
+    log = use_log(means, lowest, scale)
+    if log and lowest <= 0:
         raise BadInput(f"--scale log: set '{group}' has a value <= 0 in '{metric}'")
     lo = [m - min(by_policy[p]) for m, p in zip(means, order)]
     hi = [max(by_policy[p]) - m for m, p in zip(means, order)]

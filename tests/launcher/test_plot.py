@@ -29,11 +29,11 @@ def check_policy_panels(plot):
     # means a 2, b 0.5, capped 0.1 (a cell stopped at the cap), c 40: finished ones first
     assert plot.policy_order(by_policy, {"capped"}) == ["b", "a", "c", "capped"]
     assert plot.policy_order(by_policy, set()) == ["capped", "b", "a", "c"]
-    assert plot.use_log([0.5, 2.0, 40.0], "auto") is True      # 80x > LOG_SPAN
-    assert plot.use_log([0.5, 2.0, 14.0], "auto") is False     # 28x
-    assert plot.use_log([0.0, 2.0, 400.0], "auto") is False    # a zero mean: linear
-    assert plot.use_log([1.0, 1.0], "log") is True
-    assert plot.use_log([1.0, 400.0], "linear") is False
+    assert plot.use_log([0.5, 2.0, 40.0], 0.5, "auto") is True     # 80x > LOG_SPAN
+    assert plot.use_log([0.5, 2.0, 14.0], 0.5, "auto") is False    # 28x
+    assert plot.use_log([1.0, 2.0, 400.0], 0.0, "auto") is False   # a zero value: linear
+    assert plot.use_log([1.0, 1.0], 1.0, "log") is True
+    assert plot.use_log([1.0, 400.0], 1.0, "linear") is False
     with tempfile.TemporaryDirectory() as d:
         open(f"{d}/s.csv", "w").write("policy,trace,avg_jct_h,complete\n"
                                       "fifo,x-1,0,true\nfifo,x-2,2,true\n")
@@ -41,6 +41,11 @@ def check_policy_panels(plot):
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             assert plot.main(["policies", f"{d}/s.csv", "--out", f"{d}/p", "--scale", "log"]) == 2
             assert plot.main(["policies", f"{d}/s.csv", "--out", f"{d}/q"]) == 0
+            # means 1 and 400 span 400x, but a zero value keeps auto on a linear axis
+            open(f"{d}/z.csv", "w").write("policy,trace,avg_jct_h,complete\n"
+                                          "fifo,x-1,0,true\nfifo,x-2,2,true\n"
+                                          "hare,x-1,400,true\nhare,x-2,400,true\n")
+            assert plot.main(["policies", f"{d}/z.csv", "--out", f"{d}/z"]) == 0
         assert "set 'x' has a value <= 0" in err.getvalue(), err.getvalue()
 
 
