@@ -32,7 +32,7 @@ import sys
 
 import matplotlib
 
-from sweep_table import workload_set
+from sweep_table import finished_first, workload_set
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -102,14 +102,6 @@ def plot_jct_rate(args):
 LOG_SPAN = 30.0  # policies: auto picks a log axis when max / min of a panel's means exceeds this
 
 
-def policy_order(by_policy, unfinished):
-    """The policies of one panel, those that finished every job of every cell first, each part
-    by its mean (scripts/sweep_table.py's order): a capped policy's mean counts only the jobs
-    that finished, so it is not ranked among the others."""
-    return sorted(by_policy, key=lambda p: (p in unfinished,
-                                            sum(by_policy[p]) / len(by_policy[p])))
-
-
 def use_log(means, lowest, scale):
     """Whether a panel's axis is logarithmic: --scale log or linear says so; auto when every
     value (lowest: the smallest, whiskers included) is positive and the means span more than
@@ -120,8 +112,9 @@ def use_log(means, lowest, scale):
 
 
 def draw_policy_panel(ax, group, by_policy, unfinished, metric, scale):
-    order = policy_order(by_policy, unfinished)
-    means = [sum(by_policy[p]) / len(by_policy[p]) for p in order]
+    mean_of = {p: sum(v) / len(v) for p, v in by_policy.items()}
+    order = finished_first(mean_of, unfinished)
+    means = [mean_of[p] for p in order]
     lowest = min(min(by_policy[p]) for p in order)
     log = use_log(means, lowest, scale)
     if log and lowest <= 0:

@@ -32,6 +32,13 @@ def percentile(values, q):
     return v[k]
 
 
+def finished_first(means, capped):
+    """Policies ordered for a table or a figure: those with no cell stopped at --max-hours
+    first, each part by its mean (means: policy -> mean); a capped policy's mean counts only
+    the jobs that finished, so it is not ranked among the others."""
+    return sorted(means, key=lambda p: (p in capped, means[p]))
+
+
 def cell_figures(sweep_dir, cell):
     """Figures of one finished cell: the sweep's metrics and its jobs' CSV."""
     jobs = list(csv.DictReader(open(os.path.join(sweep_dir, "cells", cell["cell"] + ".jobs.csv"))))
@@ -69,7 +76,8 @@ def main():
         mean = {p: {k: sum(f[k] for f in fs) / len(fs) for k in keys + ["wall_s"]}
                 for p, fs in rows.items()}
         unfinished = {p: sum(f["unfinished"] for f in fs) for p, fs in rows.items()}
-        for p in sorted(rows, key=lambda p: (unfinished[p] > 0, mean[p]["avg_jct_h"])):
+        for p in finished_first({p: mean[p]["avg_jct_h"] for p in rows},
+                                {p for p in rows if unfinished[p]}):
             m, fs = mean[p], rows[p]
             o, c = ("(", ")") if unfinished[p] else ("", "")
             print(f"| {p} [{len(fs)}] | {o}{m['avg_jct_h']:.2f}{c} | {o}{m['p99_jct_h']:.2f}{c} | "

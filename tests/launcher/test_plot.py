@@ -25,10 +25,11 @@ def check_outputs(prefix):
 
 def check_policy_panels(plot):
     """The policies kind's order and axis: hand-made panels with known means."""
-    by_policy = {"a": [1.0, 3.0], "b": [0.5, 0.5], "capped": [0.1], "c": [40.0]}
-    # means a 2, b 0.5, capped 0.1 (a cell stopped at the cap), c 40: finished ones first
-    assert plot.policy_order(by_policy, {"capped"}) == ["b", "a", "c", "capped"]
-    assert plot.policy_order(by_policy, set()) == ["capped", "b", "a", "c"]
+    from sweep_table import finished_first  # the order plot.py and sweep_table.py share
+    means = {"a": 2.0, "b": 0.5, "capped": 0.1, "c": 40.0}
+    # capped: a cell stopped at the cap, so it goes after the finished ones
+    assert finished_first(means, {"capped"}) == ["b", "a", "c", "capped"]
+    assert finished_first(means, set()) == ["capped", "b", "a", "c"]
     assert plot.use_log([0.5, 2.0, 40.0], 0.5, "auto") is True     # 80x > LOG_SPAN
     assert plot.use_log([0.5, 2.0, 14.0], 0.5, "auto") is False    # 28x
     assert plot.use_log([1.0, 2.0, 400.0], 0.0, "auto") is False   # a zero value: linear
